@@ -1,0 +1,188 @@
+#include "engine/tensor.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace jobgraph {
+
+bool IsSupportedDataType(DataType dtype) {
+  switch (dtype) {
+    case BOOL:
+    case UINT8:
+    case INT32:
+    case INT64:
+    case FLOAT:
+    case DOUBLE:
+    case STRING:
+      return true;
+    default:
+      return false;
+  }
+}
+
+size_t DataTypeSize(DataType dtype) {
+  switch (dtype) {
+    case BOOL:
+    case UINT8:
+      return 1;
+    case INT32:
+    case FLOAT:
+      return 4;
+    case INT64:
+    case DOUBLE:
+      return 8;
+    default:
+      return 0;
+  }
+}
+
+std::string DataTypeName(DataType dtype) {
+  switch (dtype) {
+    case BOOL: return "bool";
+    case UINT8: return "uint8";
+    case INT32: return "int32";
+    case INT64: return "int64";
+    case FLOAT: return "float";
+    case DOUBLE: return "double";
+    case STRING: return "string";
+    default: return absl::StrCat("DataType(", static_cast<int>(dtype), ")");
+  }
+}
+
+int64_t NumElements(absl::Span<const int64_t> shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    CHECK_GE(d, 0) << "negative dimension in shape";
+    n *= d;
+  }
+  return n;
+}
+
+Tensor::Tensor() : shape_({0}) {}
+
+Tensor::Tensor(DataType dtype, std::vector<int64_t> shape)
+    : dtype_(dtype), shape_(std::move(shape)) {
+  Allocate(/*zero=*/true);
+}
+
+Tensor Tensor::Uninitialized(DataType dtype, std::vector<int64_t> shape) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  t.Allocate(/*zero=*/false);
+  return t;
+}
+
+void Tensor::Allocate(bool zero) {
+  CHECK(IsSupportedDataType(dtype_))
+      << "unsupported tensor data type " << DataTypeName(dtype_);
+  numel_ = NumElements(shape_);
+  bytes_.reset();
+  strings_.clear();
+  if (dtype_ == STRING) {
+    strings_.resize(numel_);
+    return;
+  }
+  const size_t n = nbytes();
+  if (n == 0) return;
+  bytes_.reset(new uint8_t[n]);
+  if (zero) std::memset(bytes_.get(), 0, n);
+}
+
+Tensor::Tensor(const Tensor& other)
+    : dtype_(other.dtype_),
+      shape_(other.shape_),
+      numel_(other.numel_),
+      strings_(other.strings_) {
+  const size_t n = nbytes();
+  if (other.bytes_ != nullptr && n > 0) {
+    bytes_.reset(new uint8_t[n]);
+    std::memcpy(bytes_.get(), other.bytes_.get(), n);
+  }
+}
+
+Tensor& Tensor::operator=(const Tensor& other) {
+  if (this != &other) *this = Tensor(other);
+  return *this;
+}
+
+Tensor::Tensor(Tensor&& other) noexcept
+    : dtype_(other.dtype_),
+      shape_(std::move(other.shape_)),
+      numel_(other.numel_),
+      bytes_(std::move(other.bytes_)),
+      strings_(std::move(other.strings_)) {
+  other.shape_ = {0};
+  other.numel_ = 0;
+}
+
+Tensor& Tensor::operator=(Tensor&& other) noexcept {
+  if (this != &other) {
+    dtype_ = other.dtype_;
+    shape_ = std::move(other.shape_);
+    numel_ = other.numel_;
+    bytes_ = std::move(other.bytes_);
+    strings_ = std::move(other.strings_);
+    other.shape_ = {0};
+    other.numel_ = 0;
+  }
+  return *this;
+}
+
+size_t Tensor::MemoryBytes() const {
+  size_t n = nbytes();
+  for (const std::string& s : strings_) n += s.size();
+  return n;
+}
+
+const void* Tensor::raw_data() const {
+  CHECK_NE(dtype_, STRING) << "raw_data() of a string tensor";
+  return bytes_.get();
+}
+
+void* Tensor::raw_mutable_data() {
+  CHECK_NE(dtype_, STRING) << "raw_mutable_data() of a string tensor";
+  return bytes_.get();
+}
+
+void Tensor::Reset(DataType dtype, std::vector<int64_t> shape) {
+  dtype_ = dtype;
+  shape_ = std::move(shape);
+  Allocate(/*zero=*/true);
+}
+
+bool Tensor::BitwiseEquals(const Tensor& other) const {
+  if (dtype_ != other.dtype_ || shape_ != other.shape_) return false;
+  if (dtype_ == STRING) return strings_ == other.strings_;
+  const size_t n = nbytes();
+  return n == 0 || std::memcmp(bytes_.get(), other.bytes_.get(), n) == 0;
+}
+
+std::string Tensor::DebugString(int64_t max_elements) const {
+  std::string out = absl::StrCat(DataTypeName(dtype_), "[",
+                                 absl::StrJoin(shape_, ","), "] {");
+  const int64_t shown = std::min(numel_, max_elements);
+  DispatchDataType(dtype_, [&](auto zero) {
+    using T = decltype(zero);
+    const T* v = data<T>();
+    for (int64_t i = 0; i < shown; ++i) {
+      if (i > 0) out += ", ";
+      if constexpr (std::is_same_v<T, std::string>) {
+        absl::StrAppend(&out, "\"", v[i], "\"");
+      } else if constexpr (std::is_same_v<T, bool>) {
+        out += v[i] ? "true" : "false";
+      } else if constexpr (std::is_same_v<T, uint8_t>) {
+        absl::StrAppend(&out, static_cast<int>(v[i]));
+      } else {
+        absl::StrAppend(&out, v[i]);
+      }
+    }
+  });
+  if (shown < numel_) absl::StrAppend(&out, ", ... (", numel_, " in all)");
+  out += "}";
+  return out;
+}
+
+}  // namespace jobgraph
