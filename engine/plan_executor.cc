@@ -1,0 +1,367 @@
+#include "engine/plan_executor.h"
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "engine/net.h"
+#include "engine/status_macros.h"
+#include "glog/logging.h"
+
+namespace jobgraph {
+namespace {
+
+// The nets built in one workspace during one RunPlan. Steps that name the same
+// net in the same workspace share one instance, as in Caffe2. Owned next to
+// the workspace it serves and destroyed before it.
+struct NetCache {
+  absl::Mutex mu;
+  std::map<std::string, std::unique_ptr<Net>> nets ABSL_GUARDED_BY(mu);
+};
+
+// State shared by every step of one RunPlan.
+struct PlanRun {
+  std::map<std::string, const NetDef*> net_defs;
+  const RunControl* control = nullptr;
+
+  bool StopRequested() const {
+    return control != nullptr && control->StopRequested();
+  }
+};
+
+// The continuation test handed down from the ancestors: false once any
+// ancestor's concurrent sibling failed.
+struct Continuation {
+  const std::atomic<bool>* failure = nullptr;
+  const Continuation* parent = nullptr;
+
+  bool ShouldContinue() const {
+    for (const Continuation* c = this; c != nullptr; c = c->parent) {
+      if (c->failure != nullptr && c->failure->load()) return false;
+    }
+    return true;
+  }
+};
+
+absl::StatusOr<bool> ReadStopBlob(const Blob* blob, const std::string& name) {
+  if (blob == nullptr || !blob->IsInitialized()) return false;
+  if (blob->IsType<Tensor>()) {
+    const Tensor& t = blob->Get<Tensor>();
+    if (t.dtype() == BOOL && t.numel() == 1) return t.data<bool>()[0];
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "should_stop_blob '", name, "' must hold a bool tensor of one element, "
+      "but holds ",
+      blob->IsType<Tensor>() ? blob->Get<Tensor>().DebugString(4)
+                             : blob->TypeName()));
+}
+
+class StepWrapper;
+
+// A step made ready to run in a workspace: nets built, substeps wrapped, stop
+// blob resolved. Member order matters: nets and substeps refer to the child
+// workspace, so they are declared (and so destroyed) after it.
+struct CompiledStep {
+  const ExecutionStep* step = nullptr;
+  std::unique_ptr<Workspace> child_ws;
+  std::unique_ptr<NetCache> child_cache;
+  Workspace* ws = nullptr;
+  std::vector<std::unique_ptr<StepWrapper>> recurring;
+  std::vector<std::unique_ptr<StepWrapper>> reporters;
+  std::vector<Net*> nets;
+  Blob* stop_blob = nullptr;
+  std::atomic<bool> got_failure{false};
+};
+
+absl::StatusOr<std::unique_ptr<CompiledStep>> CompileStep(
+    PlanRun* run, const ExecutionStep* step, Workspace* ws, NetCache* cache);
+absl::Status RunCompiledStep(PlanRun* run, CompiledStep* compiled,
+                             const Continuation* parent);
+
+// Wraps a step. Without create_workspace the step is compiled once, when the
+// wrapper is prepared (so a whole subtree is built before any of it runs);
+// with it, every run compiles afresh in a new child workspace.
+class StepWrapper {
+ public:
+  StepWrapper(PlanRun* run, const ExecutionStep* step, Workspace* ws,
+              NetCache* cache)
+      : run_(run), step_(step), ws_(ws), cache_(cache) {}
+
+  absl::Status Prepare() {
+    if (step_->create_workspace()) return absl::OkStatus();
+    JG_ASSIGN_OR_RETURN(compiled_, CompileStep(run_, step_, ws_, cache_));
+    return absl::OkStatus();
+  }
+
+  const ExecutionStep& step() const { return *step_; }
+
+  // Reentrant: concurrent instances of one substep run the same wrapper.
+  absl::Status Run(const Continuation* parent) {
+    if (!step_->create_workspace()) {
+      return RunCompiledStep(run_, compiled_.get(), parent);
+    }
+    JG_ASSIGN_OR_RETURN(std::unique_ptr<CompiledStep> fresh,
+                        CompileStep(run_, step_, ws_, cache_));
+    return RunCompiledStep(run_, fresh.get(), parent);
+  }
+
+ private:
+  PlanRun* const run_;
+  const ExecutionStep* const step_;
+  Workspace* const ws_;
+  NetCache* const cache_;
+  std::unique_ptr<CompiledStep> compiled_;
+};
+
+absl::Status ValidateStep(const ExecutionStep& step) {
+  if (step.substep_size() > 0 && step.network_size() > 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "step '", step.name(), "' has both substeps and networks"));
+  }
+  if (!step.should_stop_blob().empty() && step.has_num_iter()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "step '", step.name(), "' sets both num_iter and should_stop_blob"));
+  }
+  if (step.only_once() && step.should_stop_blob().empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "step '", step.name(), "' sets only_once without should_stop_blob"));
+  }
+  if (step.has_num_iter() && step.num_iter() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "step '", step.name(), "' has negative num_iter ", step.num_iter()));
+  }
+  if (step.has_run_every_ms() && step.run_every_ms() <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "step '", step.name(), "' has run_every_ms ", step.run_every_ms(),
+        "; it must be positive"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Net*> GetOrCreateNet(PlanRun* run, const std::string& name,
+                                    const ExecutionStep& step, Workspace* ws,
+                                    NetCache* cache) {
+  auto def = run->net_defs.find(name);
+  if (def == run->net_defs.end()) {
+    return absl::NotFoundError(absl::StrCat("step '", step.name(),
+                                            "' names net '", name,
+                                            "', which the plan does not define"));
+  }
+  absl::MutexLock lock(&cache->mu);
+  std::unique_ptr<Net>& net = cache->nets[name];
+  if (net == nullptr) {
+    JG_ASSIGN_OR_RETURN(net, Net::Create(*def->second, ws));
+  }
+  return net.get();
+}
+
+absl::StatusOr<std::unique_ptr<CompiledStep>> CompileStep(
+    PlanRun* run, const ExecutionStep* step, Workspace* ws, NetCache* cache) {
+  JG_RETURN_IF_ERROR(ValidateStep(*step));
+  auto compiled = std::make_unique<CompiledStep>();
+  compiled->step = step;
+  compiled->ws = ws;
+  if (step->create_workspace()) {
+    compiled->child_ws = std::make_unique<Workspace>(
+        ws, absl::StrCat(ws->name(), "/", step->name()));
+    compiled->child_cache = std::make_unique<NetCache>();
+    compiled->ws = compiled->child_ws.get();
+    cache = compiled->child_cache.get();
+  }
+  for (const ExecutionStep& substep : step->substep()) {
+    auto wrapper =
+        std::make_unique<StepWrapper>(run, &substep, compiled->ws, cache);
+    JG_RETURN_IF_ERROR(wrapper->Prepare());
+    (substep.has_run_every_ms() ? compiled->reporters : compiled->recurring)
+        .push_back(std::move(wrapper));
+  }
+  for (const std::string& name : step->network()) {
+    JG_ASSIGN_OR_RETURN(Net * net,
+                        GetOrCreateNet(run, name, *step, compiled->ws, cache));
+    compiled->nets.push_back(net);
+  }
+  if (!step->should_stop_blob().empty()) {
+    compiled->stop_blob = compiled->ws->GetBlob(step->should_stop_blob());
+    if (compiled->stop_blob == nullptr) {
+      return absl::NotFoundError(absl::StrCat(
+          "should_stop_blob '", step->should_stop_blob(), "' of step '",
+          step->name(),
+          "' does not exist when the step is built; create it in an earlier "
+          "step or in one of this step's nets"));
+    }
+  }
+  return compiled;
+}
+
+// Runs each reporter of a step every run_every_ms on its own thread while the
+// step's body runs, and once more after it ends (also on failure).
+class ReporterThreads {
+ public:
+  ReporterThreads(const std::vector<std::unique_ptr<StepWrapper>>& reporters,
+                  const Continuation* continuation) {
+    for (const auto& reporter : reporters) {
+      StepWrapper* r = reporter.get();
+      threads_.emplace_back([this, r, continuation] {
+        const absl::Duration interval =
+            absl::Milliseconds(r->step().run_every_ms());
+        while (!done_.WaitForNotificationWithTimeout(interval)) {
+          Record(r->Run(continuation));
+        }
+        Record(r->Run(continuation));
+      });
+    }
+  }
+
+  // Stops the reporters after their final run and returns the first error.
+  absl::Status Finish() {
+    if (!done_.HasBeenNotified()) done_.Notify();
+    for (std::thread& t : threads_) t.join();
+    threads_.clear();
+    absl::MutexLock lock(&mu_);
+    return first_error_;
+  }
+
+  ~ReporterThreads() { Finish().IgnoreError(); }
+
+ private:
+  void Record(absl::Status s) {
+    if (s.ok()) return;
+    absl::MutexLock lock(&mu_);
+    if (first_error_.ok()) first_error_ = std::move(s);
+  }
+
+  absl::Notification done_;
+  std::vector<std::thread> threads_;
+  absl::Mutex mu_;
+  absl::Status first_error_ ABSL_GUARDED_BY(mu_);
+};
+
+// Runs one iteration of a nets step; true when the stop blob ended the step.
+absl::StatusOr<bool> RunNets(PlanRun* run, CompiledStep* c) {
+  for (Net* net : c->nets) {
+    if (ABSL_PREDICT_FALSE(run->StopRequested())) {
+      return absl::CancelledError(
+          absl::StrCat("stopped on request before net '", net->name(), "'"));
+    }
+    JG_RETURN_IF_ERROR(net->Run());
+    if (c->stop_blob != nullptr) {
+      JG_ASSIGN_OR_RETURN(bool stop,
+                          ReadStopBlob(c->stop_blob, c->step->should_stop_blob()));
+      if (stop) return true;
+    }
+  }
+  return false;
+}
+
+// Runs one iteration of the substeps. Returns true in `*stop` when the stop
+// blob asked the step to end.
+absl::Status RunSubstepIteration(CompiledStep* c, const Continuation* own,
+                                 bool* stop) {
+  const ExecutionStep& step = *c->step;
+  const bool sequential =
+      (!step.concurrent_substeps() || step.substep_size() <= 1) &&
+      step.num_concurrent_instances() <= 1;
+  if (sequential) {
+    for (const auto& substep : c->recurring) {
+      JG_RETURN_IF_ERROR(substep->Run(own));
+      if (c->stop_blob != nullptr) {
+        JG_ASSIGN_OR_RETURN(*stop,
+                            ReadStopBlob(c->stop_blob, step.should_stop_blob()));
+        if (*stop) return absl::OkStatus();
+      }
+    }
+    return absl::OkStatus();
+  }
+  if (c->recurring.empty()) return absl::OkStatus();
+  const size_t instances = std::max(1, step.num_concurrent_instances());
+  const size_t num_threads = c->recurring.size() * instances;
+  absl::Mutex mu;
+  absl::Status first_error;
+  std::vector<std::thread> threads;
+  threads.reserve(num_threads);
+  for (size_t k = 0; k < num_threads; ++k) {
+    StepWrapper* substep = c->recurring[k % c->recurring.size()].get();
+    threads.emplace_back([&, substep] {
+      absl::Status s = substep->Run(own);
+      if (!s.ok()) {
+        absl::MutexLock lock(&mu);
+        if (first_error.ok()) first_error = std::move(s);
+        c->got_failure.store(true);
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  if (!first_error.ok()) return first_error;
+  if (c->stop_blob != nullptr) {
+    JG_ASSIGN_OR_RETURN(*stop,
+                        ReadStopBlob(c->stop_blob, step.should_stop_blob()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RunCompiledStep(PlanRun* run, CompiledStep* c,
+                             const Continuation* parent) {
+  const ExecutionStep& step = *c->step;
+  // Concurrent children see this step's failure flag, so one failing child
+  // stops its siblings at their next iteration boundary.
+  Continuation own{&c->got_failure, parent};
+  ReporterThreads reporters(c->reporters, &own);
+
+  auto keep_going = [&](int64_t i) {
+    if (!parent->ShouldContinue()) return false;
+    if (step.should_stop_blob().empty()) {
+      return i < (step.has_num_iter() ? step.num_iter() : 1);
+    }
+    return !step.only_once() || i == 0;
+  };
+
+  absl::Status body;
+  for (int64_t i = 0; body.ok() && keep_going(i); ++i) {
+    bool stop = false;
+    if (!c->nets.empty() || c->recurring.empty()) {
+      absl::StatusOr<bool> stopped = RunNets(run, c);
+      body = stopped.status();
+      stop = stopped.ok() && *stopped;
+    } else {
+      body = RunSubstepIteration(c, &own, &stop);
+    }
+    if (stop) break;
+  }
+  absl::Status reported = reporters.Finish();
+  if (!body.ok()) return body;
+  return reported;
+}
+
+}  // namespace
+
+absl::Status RunPlan(Workspace* ws, const PlanDef& plan,
+                     const RunControl* control) {
+  PlanRun run;
+  run.control = control;
+  for (const NetDef& net : plan.network()) {
+    if (!run.net_defs.emplace(net.name(), &net).second) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "plan '", plan.name(), "' defines net '", net.name(), "' twice"));
+    }
+  }
+  NetCache root_cache;
+  const Continuation top;
+  for (const ExecutionStep& step : plan.execution_step()) {
+    StepWrapper wrapper(&run, &step, ws, &root_cache);
+    JG_RETURN_IF_ERROR(wrapper.Prepare());
+    JG_RETURN_IF_ERROR(wrapper.Run(&top));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace jobgraph

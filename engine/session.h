@@ -1,0 +1,95 @@
+// Session: runs TaskGroups on nodes and lets callers fetch blobs by name.
+//
+// A session keeps one root workspace per node for its whole life, so blobs
+// written by GLOBAL tasks (and by PRIVATE tasks into names that exist in the
+// root) persist from one Run to the next. Callers never get pointers into a
+// node's workspace through this interface: outputs are fetched by name and
+// copied, so a session may run nodes in other processes.
+//
+// LocalSession runs every node in this process: the tasks of one group on all
+// its nodes run concurrently, each node in its own root workspace (nodes never
+// see each other's blobs). Run() is not reentrant; RequestStop() may be called
+// from any thread (a signal handler's flag, for instance).
+
+#ifndef JOBGRAPH_ENGINE_SESSION_H_
+#define JOBGRAPH_ENGINE_SESSION_H_
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "engine/plan_executor.h"
+#include "engine/task.h"
+#include "engine/tensor.h"
+#include "engine/workspace.h"
+#include "proto/jobgraph.pb.h"
+
+namespace jobgraph {
+
+// What one node runs for a TaskGroup: its tasks' nets and steps, the tasks
+// running concurrently when there are several, and the outputs to pre-create.
+struct NodePlan {
+  std::string node;
+  PlanDef plan;
+  std::vector<std::string> outputs;
+};
+
+// Splits a group by node, in the order nodes first appear. Errors when two
+// tasks of one node define a net of the same name.
+absl::StatusOr<std::vector<NodePlan>> PlanByNode(const TaskGroupDef& group);
+
+class Session {
+ public:
+  virtual ~Session() = default;
+
+  // Runs the group to completion; the first error of any node is returned,
+  // prefixed by the node's name.
+  virtual absl::Status Run(const TaskGroupDef& group) = 0;
+  absl::Status Run(const TaskGroup& group);
+
+  // A copy of the tensor in blob `blob` of `node`'s root workspace.
+  virtual absl::StatusOr<Tensor> FetchBlob(absl::string_view node,
+                                           absl::string_view blob) const = 0;
+  // The first blob of `output`.
+  absl::StatusOr<Tensor> Fetch(const TaskOutput& output) const;
+
+  // Asks running and future Runs to stop at the next point between nets;
+  // they then fail with a Cancelled error.
+  virtual void RequestStop() = 0;
+  virtual bool StopRequested() const = 0;
+};
+
+class LocalSession : public Session {
+ public:
+  LocalSession() = default;
+  LocalSession(const LocalSession&) = delete;
+  LocalSession& operator=(const LocalSession&) = delete;
+
+  using Session::Run;
+  absl::Status Run(const TaskGroupDef& group) override;
+  absl::StatusOr<Tensor> FetchBlob(absl::string_view node,
+                                   absl::string_view blob) const override;
+  void RequestStop() override { control_.stop_requested.store(true); }
+  bool StopRequested() const override { return control_.StopRequested(); }
+
+  // The root workspace of `node`, created empty on first use. Owned by the
+  // session; valid for its life. For tests and in-process tools.
+  Workspace* NodeWorkspace(absl::string_view node);
+  // Nodes that have a root workspace, sorted.
+  std::vector<std::string> nodes() const;
+
+ private:
+  mutable absl::Mutex mu_;
+  std::map<std::string, std::unique_ptr<Workspace>, std::less<>> workspaces_
+      ABSL_GUARDED_BY(mu_);
+  RunControl control_;
+};
+
+}  // namespace jobgraph
+
+#endif  // JOBGRAPH_ENGINE_SESSION_H_
