@@ -1,0 +1,129 @@
+// Counter operators (Caffe2's counter_ops): CreateCounter, ResetCounter,
+// CountDown, CountUp, RetrieveCount and CheckCounterDone. The counter blob
+// holds a jobgraph::Counter, whose methods are atomic, so concurrent tasks may
+// share one counter (an epoch limiter, a reader limit).
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "engine/blob.h"
+#include "engine/counter.h"
+#include "engine/operator.h"
+#include "engine/ops/op_util.h"
+#include "engine/status_macros.h"
+
+namespace jobgraph {
+namespace {
+
+using ops_internal::CheckNumInputs;
+using ops_internal::CheckNumOutputs;
+using ops_internal::SetScalar;
+
+// `init_count`, which Caffe2 requires to be >= 0.
+absl::StatusOr<int64_t> InitCount(const OperatorBase& op) {
+  const int64_t n = op.GetArg<int64_t>("init_count", 0);
+  if (n < 0) {
+    return op.Error(absl::StatusCode::kInvalidArgument,
+                    absl::StrCat("init_count must be >= 0, got ", n));
+  }
+  return n;
+}
+
+// The counter held by input 0, or FailedPrecondition naming the blob.
+absl::StatusOr<Counter*> InputCounter(const OperatorBase& op) {
+  Blob* blob = op.InputBlob(0);
+  if (!blob->IsType<Counter>()) {
+    return op.Error(
+        absl::StatusCode::kFailedPrecondition,
+        absl::StrCat("input '", op.InputName(0), "' holds ", blob->TypeName(),
+                     ", not a counter (create it with "
+                     "CreateCounter)"));
+  }
+  return blob->GetMutable<Counter>();
+}
+
+class CreateCounterOp final : public OperatorBase {
+ public:
+  using OperatorBase::OperatorBase;
+
+  absl::Status Init() override {
+    JG_RETURN_IF_ERROR(CheckNumInputs(*this, 0, 0));
+    JG_RETURN_IF_ERROR(CheckNumOutputs(*this, 1, 1));
+    JG_ASSIGN_OR_RETURN(init_count_, InitCount(*this));
+    return absl::OkStatus();
+  }
+
+  // A new counter each run, as in Caffe2: ops holding the old one keep it.
+  absl::Status Run() override {
+    OutputBlob(0)->Reset(std::make_unique<Counter>(init_count_));
+    return absl::OkStatus();
+  }
+
+ private:
+  int64_t init_count_ = 0;
+};
+JG_REGISTER_OPERATOR(CreateCounter, CreateCounterOp);
+
+class ResetCounterOp final : public OperatorBase {
+ public:
+  using OperatorBase::OperatorBase;
+
+  absl::Status Init() override {
+    JG_RETURN_IF_ERROR(CheckNumInputs(*this, 1, 1));
+    JG_RETURN_IF_ERROR(CheckNumOutputs(*this, 0, 1));
+    JG_ASSIGN_OR_RETURN(init_count_, InitCount(*this));
+    return absl::OkStatus();
+  }
+
+  absl::Status Run() override {
+    JG_ASSIGN_OR_RETURN(Counter * counter, InputCounter(*this));
+    const int64_t previous = counter->Reset(init_count_);
+    if (OutputSize() == 1) SetScalar<int64_t>(Output(0), previous);
+    return absl::OkStatus();
+  }
+
+ private:
+  int64_t init_count_ = 0;
+};
+JG_REGISTER_OPERATOR(ResetCounter, ResetCounterOp);
+
+// The ops that read or step a counter and output one scalar: Fn(Counter&)
+// returns the value, whose type is the output's element type.
+template <typename Fn>
+class CounterQueryOp final : public OperatorBase {
+ public:
+  using OperatorBase::OperatorBase;
+
+  absl::Status Init() override {
+    JG_RETURN_IF_ERROR(CheckNumInputs(*this, 1, 1));
+    return CheckNumOutputs(*this, 1, 1);
+  }
+
+  absl::Status Run() override {
+    JG_ASSIGN_OR_RETURN(Counter * counter, InputCounter(*this));
+    SetScalar(Output(0), Fn()(*counter));
+    return absl::OkStatus();
+  }
+};
+
+struct CountDownFn {
+  bool operator()(Counter& c) const { return c.CountDown(); }
+};
+struct CountUpFn {
+  int64_t operator()(Counter& c) const { return c.CountUp(); }
+};
+struct RetrieveCountFn {
+  int64_t operator()(Counter& c) const { return c.Retrieve(); }
+};
+struct CheckCounterDoneFn {
+  bool operator()(Counter& c) const { return c.IsDone(); }
+};
+
+JG_REGISTER_OPERATOR(CountDown, CounterQueryOp<CountDownFn>);
+JG_REGISTER_OPERATOR(CountUp, CounterQueryOp<CountUpFn>);
+JG_REGISTER_OPERATOR(RetrieveCount, CounterQueryOp<RetrieveCountFn>);
+JG_REGISTER_OPERATOR(CheckCounterDone, CounterQueryOp<CheckCounterDoneFn>);
+
+}  // namespace
+}  // namespace jobgraph
