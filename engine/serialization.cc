@@ -139,6 +139,21 @@ std::string StartValue(const BlobProto& header, size_t extra) {
   return value;
 }
 
+// The chunk indexes 0..n-1 in the bytewise order of their keys ("x#%0",
+// "x#%1", "x#%10", "x#%2", ...). Chunks are emitted in that order so that a
+// database that keeps keys sorted (LevelDB) receives them already sorted:
+// out-of-order keys make LevelDB's table files overlap and cost a compaction
+// that rewrites the data (measured 2.5-3.7x slower saves for one large
+// tensor).
+std::vector<int64_t> ChunkKeyOrder(int64_t n) {
+  std::vector<int64_t> order(n);
+  for (int64_t i = 0; i < n; ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [](int64_t a, int64_t b) {
+    return absl::StrCat(a) < absl::StrCat(b);
+  });
+  return order;
+}
+
 absl::Status SerializeFixedWidthTensor(absl::string_view name,
                                        const Tensor& tensor,
                                        const SerializationOptions& options,
@@ -147,9 +162,11 @@ absl::Status SerializeFixedWidthTensor(absl::string_view name,
   TensorProto::Segment* segment = header.mutable_tensor()->mutable_segment();
   const size_t element_size = DataTypeSize(tensor.dtype());
   const char* data = static_cast<const char*>(tensor.raw_data());
-  int64_t k = 0;
-  for (const auto& [begin, end] : serialization_internal::FixedWidthChunks(
-           tensor.numel(), element_size, options.chunk_bytes)) {
+  const std::vector<std::pair<int64_t, int64_t>> chunks =
+      serialization_internal::FixedWidthChunks(tensor.numel(), element_size,
+                                               options.chunk_bytes);
+  for (int64_t k : ChunkKeyOrder(chunks.size())) {
+    const auto [begin, end] = chunks[k];
     segment->set_begin(begin);
     segment->set_end(end);
     const size_t nbytes = static_cast<size_t>(end - begin) * element_size;
@@ -164,7 +181,7 @@ absl::Status SerializeFixedWidthTensor(absl::string_view name,
       AppendVarint(nbytes, &value);
       value.append(data + begin * element_size, nbytes);  // the one copy
     }
-    JG_RETURN_IF_ERROR(sink(TensorChunkKey(name, k++), std::move(value)));
+    JG_RETURN_IF_ERROR(sink(TensorChunkKey(name, k), std::move(value)));
   }
   return absl::OkStatus();
 }
@@ -176,12 +193,14 @@ absl::Status SerializeStringTensor(absl::string_view name, const Tensor& tensor,
   TensorProto::Segment* segment = header.mutable_tensor()->mutable_segment();
   const std::string* strings = tensor.data<std::string>();
   const int64_t numel = tensor.numel();
+  // Chunk boundaries first (elements while they fit in chunk_bytes, at least
+  // one each), so the chunks can be emitted in key order.
+  std::vector<std::pair<int64_t, int64_t>> chunks;
+  std::vector<size_t> inner_sizes;  // encoded bytes of each chunk's strings
   int64_t begin = 0;
-  int64_t k = 0;
   do {
-    // Take elements while they fit in chunk_bytes, and at least one.
     int64_t end = begin;
-    size_t inner = 0;  // encoded bytes of the chunk's string_data entries
+    size_t inner = 0;
     while (end < numel) {
       const size_t size = strings[end].size();
       if (size > static_cast<size_t>(kMaxChunkBytes)) {
@@ -194,6 +213,14 @@ absl::Status SerializeStringTensor(absl::string_view name, const Tensor& tensor,
       inner += encoded;
       ++end;
     }
+    chunks.emplace_back(begin, end);
+    inner_sizes.push_back(inner);
+    begin = end;
+  } while (begin < numel);
+
+  for (int64_t k : ChunkKeyOrder(chunks.size())) {
+    const auto [begin, end] = chunks[k];
+    const size_t inner = inner_sizes[k];
     segment->set_begin(begin);
     segment->set_end(end);
     std::string value =
@@ -207,9 +234,8 @@ absl::Status SerializeStringTensor(absl::string_view name, const Tensor& tensor,
         value.append(strings[i]);
       }
     }
-    JG_RETURN_IF_ERROR(sink(TensorChunkKey(name, k++), std::move(value)));
-    begin = end;
-  } while (begin < numel);
+    JG_RETURN_IF_ERROR(sink(TensorChunkKey(name, k), std::move(value)));
+  }
   return absl::OkStatus();
 }
 

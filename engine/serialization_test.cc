@@ -72,8 +72,21 @@ void CheckRoundTrip(const Tensor& tensor, int64_t chunk_bytes,
                     const Segments& expected) {
   SCOPED_TRACE(
       absl::StrCat(tensor.DebugString(), " chunk_bytes=", chunk_bytes));
-  const Pairs pairs = SerializeOrDie("x", tensor, chunk_bytes);
-  ASSERT_EQ(pairs.size(), expected.size());
+  const Pairs emitted = SerializeOrDie("x", tensor, chunk_bytes);
+  ASSERT_EQ(emitted.size(), expected.size());
+  // Chunks come in the bytewise order of their keys (x#%0, x#%1, x#%10,
+  // x#%2, ...), so a sorted store receives sorted keys.
+  EXPECT_TRUE(std::is_sorted(
+      emitted.begin(), emitted.end(),
+      [](const auto& a, const auto& b) { return a.first < b.first; }));
+  // Checked below in chunk-index order.
+  Pairs pairs(emitted.size());
+  for (const auto& pair : emitted) {
+    absl::StatusOr<BlobKey> key = ParseBlobKey(pair.first);
+    ASSERT_TRUE(key.ok() && key->chunk.has_value()) << pair.first;
+    ASSERT_LT(static_cast<size_t>(*key->chunk), pairs.size());
+    pairs[*key->chunk] = pair;
+  }
   for (size_t k = 0; k < pairs.size(); ++k) {
     EXPECT_EQ(pairs[k].first, absl::StrCat("x#%", k));
     BlobProto proto;
@@ -820,7 +833,9 @@ TEST(SerializationTest, EveryValueIsBoundedByChunkBytesPlusHeader) {
   for (const auto& [key, value] : pairs) {
     EXPECT_LE(value.size(), static_cast<size_t>(chunk_bytes) + 64) << key;
   }
-  EXPECT_EQ(pairs.back().first, "weights#%399");
+  // Emitted in key order: "weights#%99" sorts after "weights#%399".
+  EXPECT_EQ(pairs.front().first, "weights#%0");
+  EXPECT_EQ(pairs.back().first, "weights#%99");
   Blob out;
   ASSERT_TRUE(Assemble(pairs, &out).ok());
   EXPECT_TRUE(out.Get<Tensor>().BitwiseEquals(t));

@@ -1,0 +1,225 @@
+#include "checkpoint/db_manifest.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <numeric>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "checkpoint/crc32c.h"
+#include "checkpoint/db_registry.h"
+#include "engine/serialization.h"
+#include "engine/status_macros.h"
+
+namespace jobgraph {
+namespace {
+
+absl::Status Damaged(absl::string_view path, absl::string_view what) {
+  return absl::DataLossError(absl::StrCat("checkpoint ", path, ": ", what,
+                                          "; the database is damaged"));
+}
+
+// Keys are arbitrary bytes; keep messages printable.
+std::string Quote(absl::string_view key) {
+  return absl::StrCat("'", absl::CHexEscape(key), "'");
+}
+
+}  // namespace
+
+DbManifestBuilder::DbManifestBuilder(absl::string_view node, int64_t epoch) {
+  manifest_.set_format_version(kDbManifestFormatVersion);
+  manifest_.set_node(std::string(node));
+  manifest_.set_epoch(epoch);
+  manifest_.set_created_unix_micros(absl::ToUnixMicros(absl::Now()));
+}
+
+void DbManifestBuilder::StartBlob(CheckpointBlobInfo info) {
+  *manifest_.add_blob() = std::move(info);
+}
+
+void DbManifestBuilder::AddValue(absl::string_view key,
+                                 absl::string_view value) {
+  CHECK_GT(manifest_.blob_size(), 0) << "AddValue before StartBlob";
+  CheckpointBlobInfo* blob = manifest_.mutable_blob(manifest_.blob_size() - 1);
+  blob->add_key(std::string(key));
+  blob->add_value_bytes(static_cast<int64_t>(value.size()));
+  blob->add_value_crc32c(Crc32c(value));
+  manifest_.set_total_bytes(manifest_.total_bytes() +
+                            static_cast<int64_t>(value.size()));
+}
+
+absl::Status ValidateDbManifest(const CheckpointDbManifest& manifest,
+                                absl::string_view path) {
+  if (manifest.format_version() != kDbManifestFormatVersion) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "checkpoint ", path, " has format version ", manifest.format_version(),
+        "; this build reads version ", kDbManifestFormatVersion));
+  }
+  absl::flat_hash_set<absl::string_view> names;
+  absl::flat_hash_set<absl::string_view> keys;
+  int64_t total = 0;
+  for (const CheckpointBlobInfo& blob : manifest.blob()) {
+    if (blob.name().empty()) {
+      return Damaged(path, "the manifest lists a blob without a name");
+    }
+    const std::string where =
+        absl::StrCat("manifest entry of blob '", blob.name(), "'");
+    if (!names.insert(blob.name()).second) {
+      return Damaged(path, absl::StrCat("the manifest lists blob '",
+                                        blob.name(), "' twice"));
+    }
+    if (blob.key_size() == 0 || blob.value_bytes_size() != blob.key_size() ||
+        blob.value_crc32c_size() != blob.key_size()) {
+      return Damaged(path,
+                     absl::StrCat(where, " has ", blob.key_size(), " keys, ",
+                                  blob.value_bytes_size(), " sizes and ",
+                                  blob.value_crc32c_size(), " checksums"));
+    }
+    for (int i = 0; i < blob.key_size(); ++i) {
+      const std::string& key = blob.key(i);
+      absl::StatusOr<BlobKey> parsed = ParseBlobKey(key);
+      if (!parsed.ok() || parsed->blob_name != blob.name() ||
+          key == kDbManifestKey) {
+        return Damaged(path, absl::StrCat(where, " lists key ", Quote(key),
+                                          ", which is not one of its keys"));
+      }
+      if (!keys.insert(key).second) {
+        return Damaged(path, absl::StrCat("the manifest lists key ", Quote(key),
+                                          " twice"));
+      }
+      if (blob.value_bytes(i) < 0) {
+        return Damaged(path, absl::StrCat(where, " gives key ", Quote(key),
+                                          " a negative size"));
+      }
+      total += blob.value_bytes(i);
+    }
+  }
+  if (total != manifest.total_bytes()) {
+    return Damaged(path, absl::StrCat("the manifest's total_bytes is ",
+                                      manifest.total_bytes(),
+                                      " but its values add up to ", total));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<CheckpointDbManifest> ReadDbManifest(DB* db) {
+  absl::StatusOr<std::string> bytes = db->Get(kDbManifestKey);
+  if (absl::IsNotFound(bytes.status())) {
+    return absl::DataLossError(absl::StrCat(
+        db->path(),
+        " has no jobgraph manifest: it was not written completely by "
+        "jobgraph's Save"));
+  }
+  if (!bytes.ok()) return bytes.status();
+  CheckpointDbManifest manifest;
+  if (!manifest.ParseFromString(*bytes)) {
+    return Damaged(db->path(), "its jobgraph manifest does not parse");
+  }
+  JG_RETURN_IF_ERROR(ValidateDbManifest(manifest, db->path()));
+  return manifest;
+}
+
+absl::StatusOr<CheckpointDbManifest> ReadDbManifestAt(absl::string_view db_type,
+                                                      const std::string& path) {
+  JG_ASSIGN_OR_RETURN(std::unique_ptr<DB> db,
+                      DbRegistry::Global().Open(db_type, path, DbMode::kRead));
+  return ReadDbManifest(db.get());
+}
+
+absl::Status ScanDbValues(DB* db, const CheckpointDbManifest& manifest,
+                          absl::Span<const int> blob_indices, bool verify_crc,
+                          const DbValueVisitor& visit) {
+  struct Wanted {
+    absl::string_view key;
+    int blob_index;
+    int key_index;
+  };
+  std::vector<Wanted> wanted;
+  for (int b : blob_indices) {
+    CHECK(b >= 0 && b < manifest.blob_size()) << "blob index " << b;
+    const CheckpointBlobInfo& blob = manifest.blob(b);
+    for (int k = 0; k < blob.key_size(); ++k) {
+      wanted.push_back({blob.key(k), b, k});
+    }
+  }
+  if (wanted.empty()) return absl::OkStatus();
+  // The cursor yields keys in bytewise order; string_view compares bytes as
+  // unsigned, as the DB does.
+  std::sort(wanted.begin(), wanted.end(),
+            [](const Wanted& a, const Wanted& b) { return a.key < b.key; });
+
+  std::unique_ptr<Cursor> cursor = db->NewCursor();
+  cursor->Seek(wanted[0].key);
+  size_t next = 0;
+  while (next < wanted.size() && cursor->Valid()) {
+    const absl::string_view key = cursor->key();
+    const Wanted& w = wanted[next];
+    if (key < w.key) {
+      // A key that is not needed: jump over it and whatever else lies
+      // before the next needed key, without reading those values.
+      cursor->Seek(w.key);
+      continue;
+    }
+    if (key > w.key) break;  // w.key is missing.
+    const CheckpointBlobInfo& blob = manifest.blob(w.blob_index);
+    const absl::string_view value = cursor->value();
+    if (static_cast<int64_t>(value.size()) != blob.value_bytes(w.key_index)) {
+      return Damaged(db->path(),
+                     absl::StrCat("value of key ", Quote(key), " (blob '",
+                                  blob.name(), "') has ", value.size(),
+                                  " bytes, but the manifest says ",
+                                  blob.value_bytes(w.key_index)));
+    }
+    if (verify_crc && Crc32c(value) != blob.value_crc32c(w.key_index)) {
+      return Damaged(db->path(),
+                     absl::StrCat("value of key ", Quote(key), " (blob '",
+                                  blob.name(), "') fails its CRC-32C check"));
+    }
+    JG_RETURN_IF_ERROR(visit(w.blob_index, w.key_index, value));
+    ++next;
+    cursor->Next();
+  }
+  // An error ends the iteration like the end of the data: tell them apart.
+  JG_RETURN_IF_ERROR(cursor->status());
+  if (next < wanted.size()) {
+    const Wanted& w = wanted[next];
+    return Damaged(db->path(),
+                   absl::StrCat("key ", Quote(w.key), " of blob '",
+                                manifest.blob(w.blob_index).name(),
+                                "' is listed in the manifest but missing"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<CheckpointDbManifest> VerifyDb(DB* db) {
+  JG_ASSIGN_OR_RETURN(CheckpointDbManifest manifest, ReadDbManifest(db));
+  std::vector<int> all(manifest.blob_size());
+  std::iota(all.begin(), all.end(), 0);
+  JG_RETURN_IF_ERROR(ScanDbValues(
+      db, manifest, all, /*verify_crc=*/true,
+      [](int, int, absl::string_view) { return absl::OkStatus(); }));
+  return manifest;
+}
+
+absl::StatusOr<CheckpointDbManifest> VerifyDbAt(absl::string_view db_type,
+                                                const std::string& path) {
+  DbOptions options;
+  // VerifyDb checks every value's CRC-32C itself.
+  options.verify_checksums = false;
+  JG_ASSIGN_OR_RETURN(
+      std::unique_ptr<DB> db,
+      DbRegistry::Global().Open(db_type, path, DbMode::kRead, options));
+  return VerifyDb(db.get());
+}
+
+}  // namespace jobgraph

@@ -1,0 +1,183 @@
+#include "checkpoint/db_manifest.h"
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "checkpoint/crc32c.h"
+#include "checkpoint/db.h"
+#include "checkpoint/db_registry.h"
+#include "checkpoint/memory_db.h"
+#include "glog/logging.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "proto/jobgraph.pb.h"
+
+namespace jobgraph {
+namespace {
+
+using ::testing::ElementsAre;
+
+// A manifest for blob "w" in keys w#%0 and w#%1 holding "abc" and "de".
+CheckpointDbManifest TwoKeyManifest() {
+  DbManifestBuilder builder("trainer_0", 7);
+  CheckpointBlobInfo info;
+  info.set_name("w");
+  info.set_type("Tensor");
+  builder.StartBlob(info);
+  builder.AddValue("w#%0", "abc");
+  builder.AddValue("w#%1", "de");
+  return builder.manifest();
+}
+
+TEST(DbManifestTest, BuilderRecordsSizesAndChecksums) {
+  const CheckpointDbManifest m = TwoKeyManifest();
+  EXPECT_EQ(m.format_version(), kDbManifestFormatVersion);
+  EXPECT_EQ(m.node(), "trainer_0");
+  EXPECT_EQ(m.epoch(), 7);
+  EXPECT_GT(m.created_unix_micros(), 0);
+  ASSERT_EQ(m.blob_size(), 1);
+  EXPECT_THAT(m.blob(0).key(), ElementsAre("w#%0", "w#%1"));
+  EXPECT_THAT(m.blob(0).value_bytes(), ElementsAre(3, 2));
+  EXPECT_THAT(m.blob(0).value_crc32c(),
+              ElementsAre(Crc32c("abc"), Crc32c("de")));
+  EXPECT_EQ(m.total_bytes(), 5);
+  EXPECT_TRUE(ValidateDbManifest(m, "p").ok());
+}
+
+TEST(DbManifestTest, ValidationNamesWhatIsWrong) {
+  struct Case {
+    void (*damage)(CheckpointDbManifest*);
+    absl::StatusCode code;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {[](CheckpointDbManifest* m) { m->set_format_version(2); },
+       absl::StatusCode::kFailedPrecondition,
+       "checkpoint db/x has format version 2; this build reads version 1"},
+      {[](CheckpointDbManifest* m) { m->set_total_bytes(6); },
+       absl::StatusCode::kDataLoss,
+       "checkpoint db/x: the manifest's total_bytes is 6 but its values add "
+       "up to 5; the database is damaged"},
+      {[](CheckpointDbManifest* m) { m->mutable_blob(0)->set_key(1, "v#%1"); },
+       absl::StatusCode::kDataLoss,
+       "checkpoint db/x: manifest entry of blob 'w' lists key 'v#%1', which "
+       "is not one of its keys; the database is damaged"},
+      {[](CheckpointDbManifest* m) { m->mutable_blob(0)->set_key(1, "w#%0"); },
+       absl::StatusCode::kDataLoss,
+       "checkpoint db/x: the manifest lists key 'w#%0' twice; the database "
+       "is damaged"},
+      {[](CheckpointDbManifest* m) {
+         m->mutable_blob(0)->mutable_value_crc32c()->RemoveLast();
+       },
+       absl::StatusCode::kDataLoss,
+       "checkpoint db/x: manifest entry of blob 'w' has 2 keys, 2 sizes and "
+       "1 checksums; the database is damaged"},
+      {[](CheckpointDbManifest* m) { *m->add_blob() = m->blob(0); },
+       absl::StatusCode::kDataLoss,
+       "checkpoint db/x: the manifest lists blob 'w' twice; the database is "
+       "damaged"},
+  };
+  for (const Case& c : cases) {
+    CheckpointDbManifest m = TwoKeyManifest();
+    c.damage(&m);
+    absl::Status status = ValidateDbManifest(m, "db/x");
+    EXPECT_EQ(status.code(), c.code) << c.message;
+    EXPECT_EQ(status.message(), c.message);
+  }
+}
+
+class DbManifestDbTest : public ::testing::Test {
+ protected:
+  void TearDown() override { memory_db::Clear(); }
+
+  // Writes `pairs` as a memory database at `path` and opens it for reading.
+  std::unique_ptr<DB> MakeDb(
+      const std::string& path,
+      const std::vector<std::pair<std::string, std::string>>& pairs) {
+    {
+      std::unique_ptr<DB> db =
+          *DbRegistry::Global().Open("memory", path, DbMode::kNew);
+      {
+        std::unique_ptr<Writer> writer = *db->NewWriter();
+        for (const auto& [key, value] : pairs) {
+          CHECK(writer->Put(key, value).ok());
+        }
+      }
+      CHECK(db->Close().ok());
+    }
+    return *DbRegistry::Global().Open("memory", path, DbMode::kRead);
+  }
+};
+
+TEST_F(DbManifestDbTest, ReadAndScan) {
+  const std::string manifest = TwoKeyManifest().SerializeAsString();
+  std::unique_ptr<DB> db = MakeDb("good", {{"w#%0", "abc"},
+                                           {"w#%1", "de"},
+                                           {"other", "x"},
+                                           {kDbManifestKey, manifest}});
+  absl::StatusOr<CheckpointDbManifest> read = ReadDbManifest(db.get());
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->SerializeAsString(), manifest);
+
+  std::vector<std::string> seen;
+  ASSERT_TRUE(ScanDbValues(db.get(), *read, {0}, true,
+                           [&](int b, int k, absl::string_view value) {
+                             seen.push_back(
+                                 absl::StrCat(b, ":", k, "=", value));
+                             return absl::OkStatus();
+                           })
+                  .ok());
+  EXPECT_THAT(seen, ElementsAre("0:0=abc", "0:1=de"));
+  // Nothing wanted: nothing read.
+  ASSERT_TRUE(
+      ScanDbValues(db.get(), *read, {}, true, [&](int, int, absl::string_view) {
+        return absl::InternalError("called");
+      }).ok());
+  EXPECT_TRUE(VerifyDb(db.get()).ok());
+  // VerifyDbAt opens the database itself, which `db` still holds open.
+  EXPECT_EQ(VerifyDbAt("memory", "good").status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(DbManifestDbTest, DamageIsDataLossNamingTheKey) {
+  const std::string manifest = TwoKeyManifest().SerializeAsString();
+  std::unique_ptr<DB> db = MakeDb(
+      "bad", {{"w#%0", "abd"}, {"w#%1", "d"}, {kDbManifestKey, manifest}});
+  absl::StatusOr<CheckpointDbManifest> verified = VerifyDb(db.get());
+  EXPECT_EQ(verified.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(verified.status().message(),
+            "checkpoint bad: value of key 'w#%0' (blob 'w') fails its CRC-32C "
+            "check; the database is damaged");
+  // Without CRC checks, sizes are still checked.
+  absl::Status status = ScanDbValues(
+      db.get(), *ReadDbManifest(db.get()), {0}, false,
+      [](int, int, absl::string_view) { return absl::OkStatus(); });
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(status.message(),
+            "checkpoint bad: value of key 'w#%1' (blob 'w') has 1 bytes, but "
+            "the manifest says 2; the database is damaged");
+}
+
+TEST_F(DbManifestDbTest, MissingOrGarbledManifest) {
+  std::unique_ptr<DB> db = MakeDb("none", {{"w#%0", "abc"}});
+  absl::StatusOr<CheckpointDbManifest> read = ReadDbManifest(db.get());
+  EXPECT_EQ(read.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(read.status().message(),
+            "none has no jobgraph manifest: it was not written completely by "
+            "jobgraph's Save");
+
+  db = MakeDb("garbled", {{kDbManifestKey, "\xff\xff\xff"}});
+  read = ReadDbManifest(db.get());
+  EXPECT_EQ(read.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(read.status().message(),
+            "checkpoint garbled: its jobgraph manifest does not parse; the "
+            "database is damaged");
+}
+
+}  // namespace
+}  // namespace jobgraph

@@ -1,0 +1,138 @@
+// The DBExists and GetAllBlobNames operators (see save_load_ops.h).
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "checkpoint/db.h"
+#include "checkpoint/db_manifest.h"
+#include "checkpoint/db_registry.h"
+#include "checkpoint/save_load_ops.h"
+#include "engine/operator.h"
+#include "engine/tensor.h"
+#include "engine/workspace.h"
+#include "glog/logging.h"
+
+namespace jobgraph {
+namespace {
+
+// DBExists(-> exists): see save_load_ops.h.
+class DbExistsOp final : public OperatorBase {
+ public:
+  using OperatorBase::OperatorBase;
+
+  absl::Status Init() override {
+    if (InputSize() != 0 || OutputSize() != 1) {
+      return Error(
+          absl::StatusCode::kInvalidArgument,
+          absl::StrCat("takes no inputs and one output, got ", InputSize(),
+                       " inputs and ", OutputSize(), " outputs"));
+    }
+    path_ = GetArg<std::string>("db_name", GetArg<std::string>("db", ""));
+    if (path_.empty()) {
+      return Error(absl::StatusCode::kInvalidArgument,
+                   "argument 'db_name' (the database path) is required");
+    }
+    db_type_ = GetArg<std::string>("db_type", "");
+    if (!DbRegistry::Global().IsRegistered(db_type_)) {
+      // Caffe2 answered true here; a typo must not look like a checkpoint.
+      return Error(
+          db_type_.empty() ? absl::StatusCode::kInvalidArgument
+                           : absl::StatusCode::kNotFound,
+          absl::StrCat(db_type_.empty()
+                           ? "argument 'db_type' is required"
+                           : absl::StrCat("unknown db_type '", db_type_, "'"),
+                       "; known types: ",
+                       absl::StrJoin(DbRegistry::Global().Types(), ", ")));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Run() override {
+    absl::StatusOr<bool> exists = Exists();
+    if (!exists.ok()) {
+      return Error(exists.status().code(), exists.status().message());
+    }
+    *Output(0) = Tensor::Scalar(*exists);
+    return absl::OkStatus();
+  }
+
+ private:
+  // Whether an error while opening the database or reading its manifest
+  // means "there is no usable database" (missing, unfinished, damaged or
+  // unreadable: LevelDB reports some damage as I/O errors) rather than "no
+  // answer is possible" (e.g. the database is open elsewhere in this
+  // process, or permission is denied).
+  static bool MeansAbsent(const absl::Status& status) {
+    return absl::IsNotFound(status) || absl::IsDataLoss(status) ||
+           absl::IsInternal(status);
+  }
+
+  absl::StatusOr<bool> Exists() const {
+    DbOptions options;
+    // Only the manifest's presence matters here; checking the checksums of
+    // the block that holds it would make the answer depend on which values
+    // share that block. Load and VerifyDb check every value.
+    options.verify_checksums = false;
+    absl::StatusOr<std::unique_ptr<DB>> db =
+        DbRegistry::Global().Open(db_type_, path_, DbMode::kRead, options);
+    if (!db.ok()) {
+      if (!MeansAbsent(db.status())) return db.status();
+      LOG_IF(WARNING, !absl::IsNotFound(db.status()))
+          << "DBExists: " << db.status();
+      return false;
+    }
+    absl::StatusOr<std::string> manifest = (*db)->Get(kDbManifestKey);
+    if (!manifest.ok()) {
+      if (!MeansAbsent(manifest.status())) return manifest.status();
+      LOG_IF(WARNING, !absl::IsNotFound(manifest.status()))
+          << "DBExists: " << manifest.status();
+      return false;
+    }
+    return true;
+  }
+
+  std::string path_;
+  std::string db_type_;
+};
+
+JG_REGISTER_OPERATOR(DBExists, DbExistsOp);
+
+// GetAllBlobNames(-> names): see save_load_ops.h.
+class GetAllBlobNamesOp final : public OperatorBase {
+ public:
+  using OperatorBase::OperatorBase;
+
+  absl::Status Init() override {
+    if (InputSize() != 0 || OutputSize() != 1) {
+      return Error(
+          absl::StatusCode::kInvalidArgument,
+          absl::StrCat("takes no inputs and one output, got ", InputSize(),
+                       " inputs and ", OutputSize(), " outputs"));
+    }
+    include_shared_ = GetArg<bool>("include_shared", true);
+    return absl::OkStatus();
+  }
+
+  absl::Status Run() override {
+    // Both lists are sorted, and include this op's output, which was
+    // created when the op was built.
+    const std::vector<std::string> names = include_shared_
+                                               ? workspace()->BlobNames()
+                                               : workspace()->LocalBlobNames();
+    *Output(0) = Tensor::FromVector(names);
+    return absl::OkStatus();
+  }
+
+ private:
+  bool include_shared_ = true;
+};
+
+JG_REGISTER_OPERATOR(GetAllBlobNames, GetAllBlobNamesOp);
+
+}  // namespace
+}  // namespace jobgraph

@@ -1,0 +1,334 @@
+// The DB contract (db.h), checked against every backend through the
+// registry, so that the memory DB used by unit tests behaves like LevelDB.
+
+#include "checkpoint/db.h"
+
+#include <sys/mman.h>
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_format.h"
+#include "checkpoint/db_registry.h"
+#include "checkpoint/memory_db.h"
+#include "checkpoint/test_util.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace jobgraph {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::Pair;
+using testing_util::TempDir;
+
+class DbContractTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void TearDown() override { memory_db::Clear(); }
+
+  const std::string& type() const { return GetParam(); }
+
+  absl::StatusOr<std::unique_ptr<DB>> Open(const std::string& path, DbMode mode,
+                                           const DbOptions& options = {}) {
+    return DbRegistry::Global().Open(type(), path, mode, options);
+  }
+
+  std::unique_ptr<DB> OpenOrDie(const std::string& path, DbMode mode,
+                                const DbOptions& options = {}) {
+    absl::StatusOr<std::unique_ptr<DB>> db = Open(path, mode, options);
+    CHECK(db.ok()) << db.status();
+    return *std::move(db);
+  }
+
+  // Writes `entries` in the given order into a new DB at `path` and closes it.
+  void WriteDb(const std::string& path,
+               const std::vector<std::pair<std::string, std::string>>& entries,
+               const DbOptions& options = {}) {
+    std::unique_ptr<DB> db = OpenOrDie(path, DbMode::kNew, options);
+    {
+      std::unique_ptr<Writer> writer = db->NewWriter().value();
+      for (const auto& [key, value] : entries) {
+        ASSERT_TRUE(writer->Put(key, value).ok()) << key;
+      }
+      ASSERT_TRUE(writer->Flush().ok());
+    }
+    ASSERT_TRUE(db->Close().ok());
+  }
+
+  static std::vector<std::pair<std::string, std::string>> ReadAll(DB* db) {
+    std::vector<std::pair<std::string, std::string>> entries;
+    std::unique_ptr<Cursor> cursor = db->NewCursor();
+    for (; cursor->Valid(); cursor->Next()) {
+      entries.emplace_back(std::string(cursor->key()),
+                           std::string(cursor->value()));
+    }
+    EXPECT_TRUE(cursor->status().ok()) << cursor->status();
+    return entries;
+  }
+
+  TempDir dir_;
+};
+
+TEST_P(DbContractTest, RoundTripInKeyOrder) {
+  const std::string path = dir_.Join("node.0");
+  WriteDb(path, {{"b", "2"}, {"a", "1"}, {"c", "3"}});
+  std::unique_ptr<DB> db = OpenOrDie(path, DbMode::kRead);
+  EXPECT_EQ(db->path(), path);
+  EXPECT_EQ(db->mode(), DbMode::kRead);
+  EXPECT_THAT(ReadAll(db.get()),
+              ElementsAre(Pair("a", "1"), Pair("b", "2"), Pair("c", "3")));
+  EXPECT_EQ(db->Get("b").value(), "2");
+  EXPECT_TRUE(db->Close().ok());
+  EXPECT_TRUE(db->closed());
+}
+
+TEST_P(DbContractTest, KeysSortBytewiseAsUnsigned) {
+  const std::string path = dir_.Join("db");
+  WriteDb(path, {{"b", "b"},
+                 {"\xff", "ff"},
+                 {"a", "a"},
+                 {std::string("\x00", 1), "nul"},
+                 {"ab", "ab"},
+                 {"", "empty key"},
+                 {"\x01", "01"}});
+  std::unique_ptr<DB> db = OpenOrDie(path, DbMode::kRead);
+  std::vector<std::string> keys;
+  for (const auto& entry : ReadAll(db.get())) keys.push_back(entry.first);
+  EXPECT_THAT(keys, ElementsAre("", std::string("\x00", 1), "\x01", "a", "ab",
+                                "b", "\xff"));
+  EXPECT_EQ(db->Get("").value(), "empty key");
+}
+
+TEST_P(DbContractTest, SeekFindsFirstKeyNotLess) {
+  const std::string path = dir_.Join("db");
+  WriteDb(path, {{"apple", "1"}, {"banana", "2"}, {"cherry", "3"}});
+  std::unique_ptr<DB> db = OpenOrDie(path, DbMode::kRead);
+  std::unique_ptr<Cursor> cursor = db->NewCursor();
+  ASSERT_TRUE(cursor->Valid());  // A new cursor starts at the first entry.
+  EXPECT_EQ(cursor->key(), "apple");
+  cursor->Seek("b");
+  ASSERT_TRUE(cursor->Valid());
+  EXPECT_EQ(cursor->key(), "banana");
+  EXPECT_EQ(cursor->value(), "2");
+  cursor->Seek("banana");
+  ASSERT_TRUE(cursor->Valid());
+  EXPECT_EQ(cursor->key(), "banana");
+  cursor->Seek("bananas");
+  ASSERT_TRUE(cursor->Valid());
+  EXPECT_EQ(cursor->key(), "cherry");
+  cursor->Next();
+  EXPECT_FALSE(cursor->Valid());
+  cursor->Seek("zzz");
+  EXPECT_FALSE(cursor->Valid());
+  EXPECT_TRUE(cursor->status().ok());
+  cursor->SeekToFirst();
+  ASSERT_TRUE(cursor->Valid());
+  EXPECT_EQ(cursor->key(), "apple");
+}
+
+TEST_P(DbContractTest, EmptyDatabase) {
+  const std::string path = dir_.Join("db");
+  WriteDb(path, {});
+  std::unique_ptr<DB> db = OpenOrDie(path, DbMode::kRead);
+  EXPECT_FALSE(db->NewCursor()->Valid());
+}
+
+TEST_P(DbContractTest, EmptyAnd16MiBValues) {
+  const std::string path = dir_.Join("db");
+  std::string big(16 << 20, '\0');
+  for (size_t i = 0; i < big.size(); ++i) {
+    big[i] = static_cast<char>((i * 2654435761u) >> 13);
+  }
+  WriteDb(path, {{"big", big}, {"empty", ""}, {"small", "x"}});
+  std::unique_ptr<DB> db = OpenOrDie(path, DbMode::kRead);
+  EXPECT_EQ(db->Get("empty").value(), "");
+  EXPECT_EQ(db->Get("big").value(), big);
+  std::unique_ptr<Cursor> cursor = db->NewCursor();
+  ASSERT_TRUE(cursor->Valid());
+  EXPECT_EQ(cursor->key(), "big");
+  EXPECT_EQ(cursor->value().size(), big.size());
+  EXPECT_TRUE(cursor->value() == big);
+  cursor->Next();
+  ASSERT_TRUE(cursor->Valid());
+  EXPECT_EQ(cursor->key(), "empty");
+  EXPECT_EQ(cursor->value(), "");
+}
+
+TEST_P(DbContractTest, ManyEntriesAcrossBatches) {
+  const std::string path = dir_.Join("db");
+  DbOptions options;
+  options.writer_batch_bytes = 1000;  // Many batches.
+  std::vector<std::pair<std::string, std::string>> entries;
+  for (int i = 0; i < 5000; ++i) {
+    entries.emplace_back(absl::StrFormat("blob_%06d", i),
+                         std::string(i % 300, static_cast<char>(i)));
+  }
+  WriteDb(path, entries, options);
+  std::unique_ptr<DB> db = OpenOrDie(path, DbMode::kRead, options);
+  EXPECT_EQ(ReadAll(db.get()), entries);
+}
+
+TEST_P(DbContractTest, NewOnExistingPathIsAlreadyExists) {
+  const std::string path = dir_.Join("node.3");
+  WriteDb(path, {{"k", "v"}});
+  absl::StatusOr<std::unique_ptr<DB>> db = Open(path, DbMode::kNew);
+  EXPECT_EQ(db.status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_THAT(db.status().message(), HasSubstr(path));
+  // The old database is untouched.
+  std::unique_ptr<DB> old = OpenOrDie(path, DbMode::kRead);
+  EXPECT_EQ(old->Get("k").value(), "v");
+}
+
+TEST_P(DbContractTest, ReadOfMissingPathIsNotFound) {
+  const std::string path = dir_.Join("missing.7");
+  absl::StatusOr<std::unique_ptr<DB>> db = Open(path, DbMode::kRead);
+  EXPECT_EQ(db.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(db.status().message(), HasSubstr(path));
+}
+
+TEST_P(DbContractTest, GetOfMissingKeyIsNotFoundNamingKeyAndPath) {
+  const std::string path = dir_.Join("db");
+  WriteDb(path, {{"a", "1"}});
+  std::unique_ptr<DB> db = OpenOrDie(path, DbMode::kRead);
+  absl::StatusOr<std::string> value = db->Get("weights#%3");
+  EXPECT_EQ(value.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(value.status().message(), HasSubstr("'weights#%3'"));
+  EXPECT_THAT(value.status().message(), HasSubstr(path));
+}
+
+TEST_P(DbContractTest, ReadOnlyDbRefusesWriters) {
+  const std::string path = dir_.Join("db");
+  WriteDb(path, {});
+  std::unique_ptr<DB> db = OpenOrDie(path, DbMode::kRead);
+  absl::StatusOr<std::unique_ptr<Writer>> writer = db->NewWriter();
+  EXPECT_EQ(writer.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(writer.status().message(), HasSubstr(path));
+}
+
+TEST_P(DbContractTest, WritesBecomeVisibleWhenTheirBatchIsWritten) {
+  const std::string path = dir_.Join("db");
+  std::unique_ptr<DB> db = OpenOrDie(path, DbMode::kNew);
+  std::unique_ptr<Writer> writer = db->NewWriter().value();
+  ASSERT_TRUE(writer->Put("k", "v1").ok());
+  EXPECT_EQ(db->Get("k").status().code(), absl::StatusCode::kNotFound);
+  ASSERT_TRUE(writer->Flush().ok());
+  EXPECT_EQ(db->Get("k").value(), "v1");
+  // A later Put of the same key replaces the value.
+  ASSERT_TRUE(writer->Put("k", "v2").ok());
+  ASSERT_TRUE(writer->Flush().ok());
+  EXPECT_EQ(db->Get("k").value(), "v2");
+  ASSERT_TRUE(writer->Flush().ok());  // Nothing buffered: a no-op.
+  writer.reset();
+  EXPECT_TRUE(db->Close().ok());
+}
+
+TEST_P(DbContractTest, DestroyingAWriterWritesItsBatch) {
+  const std::string path = dir_.Join("db");
+  std::unique_ptr<DB> db = OpenOrDie(path, DbMode::kNew);
+  {
+    std::unique_ptr<Writer> writer = db->NewWriter().value();
+    ASSERT_TRUE(writer->Put("k", "v").ok());
+  }
+  ASSERT_TRUE(db->Close().ok());
+  db = OpenOrDie(path, DbMode::kRead);
+  EXPECT_EQ(db->Get("k").value(), "v");
+}
+
+TEST_P(DbContractTest, CursorSeesASnapshot) {
+  const std::string path = dir_.Join("db");
+  std::unique_ptr<DB> db = OpenOrDie(path, DbMode::kNew);
+  std::unique_ptr<Writer> writer = db->NewWriter().value();
+  ASSERT_TRUE(writer->Put("a", "1").ok());
+  ASSERT_TRUE(writer->Flush().ok());
+  std::unique_ptr<Cursor> cursor = db->NewCursor();
+  ASSERT_TRUE(writer->Put("b", "2").ok());
+  ASSERT_TRUE(writer->Flush().ok());
+  ASSERT_TRUE(cursor->Valid());
+  EXPECT_EQ(cursor->key(), "a");
+  cursor->Next();
+  EXPECT_FALSE(cursor->Valid());
+  cursor.reset();
+  writer.reset();
+  EXPECT_TRUE(db->Close().ok());
+}
+
+TEST_P(DbContractTest, CloseRefusesWhileCursorsOrWritersLive) {
+  const std::string path = dir_.Join("db");
+  std::unique_ptr<DB> db = OpenOrDie(path, DbMode::kNew);
+  std::unique_ptr<Writer> writer = db->NewWriter().value();
+  std::unique_ptr<Cursor> cursor = db->NewCursor();
+  absl::Status status = db->Close();
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(status.message(), HasSubstr("1 cursor(s) and 1 writer(s)"));
+  EXPECT_THAT(status.message(), HasSubstr(path));
+  EXPECT_FALSE(db->closed());
+  cursor.reset();
+  writer.reset();
+  EXPECT_TRUE(db->Close().ok());
+  EXPECT_TRUE(db->Close().ok());  // A second Close is a no-op.
+}
+
+TEST_P(DbContractTest, ClosedDbRefusesEverything) {
+  const std::string path = dir_.Join("db");
+  WriteDb(path, {{"a", "1"}});
+  std::unique_ptr<DB> db = OpenOrDie(path, DbMode::kRead);
+  ASSERT_TRUE(db->Close().ok());
+  std::unique_ptr<Cursor> cursor = db->NewCursor();
+  EXPECT_FALSE(cursor->Valid());
+  EXPECT_EQ(cursor->status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(cursor->status().message(), HasSubstr(path));
+  EXPECT_EQ(db->Get("a").status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(db->NewWriter().status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_P(DbContractTest, PathIsOpenThroughOneDbAtATime) {
+  const std::string path = dir_.Join("db");
+  std::unique_ptr<DB> db = OpenOrDie(path, DbMode::kNew);
+  absl::StatusOr<std::unique_ptr<DB>> again = Open(path, DbMode::kRead);
+  EXPECT_EQ(again.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(again.status().message(), HasSubstr(path));
+  ASSERT_TRUE(db->Close().ok());
+  again = Open(path, DbMode::kRead);
+  EXPECT_TRUE(again.ok()) << again.status();
+  // Destroying without Close() also releases the path.
+  again->reset();
+  EXPECT_TRUE(Open(path, DbMode::kRead).ok());
+}
+
+TEST_P(DbContractTest, OversizedEntryIsInvalidArgument) {
+  const std::string path = dir_.Join("db");
+  std::unique_ptr<DB> db = OpenOrDie(path, DbMode::kNew);
+  std::unique_ptr<Writer> writer = db->NewWriter().value();
+  // Address space only: the pages are never touched, so no memory is used.
+  const size_t size = kMaxDbEntryBytes;
+  void* huge = ::mmap(nullptr, size, PROT_READ,
+                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  ASSERT_NE(huge, MAP_FAILED);
+  absl::Status status =
+      writer->Put("k", absl::string_view(static_cast<char*>(huge), size));
+  ::munmap(huge, size);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr(path));
+  EXPECT_THAT(status.message(), HasSubstr("'k'"));
+  // Nothing was written, so the DB is still complete.
+  ASSERT_TRUE(writer->Put("k2", "ok").ok());
+  writer.reset();
+  EXPECT_TRUE(db->Close().ok());
+}
+
+INSTANTIATE_TEST_SUITE_P(AllBackends, DbContractTest,
+                         ::testing::Values("leveldb", "LevelDB", "memory"),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return info.param == "LevelDB" ? "LevelDBAlias"
+                                                          : info.param;
+                         });
+
+}  // namespace
+}  // namespace jobgraph

@@ -1,0 +1,86 @@
+// POSIX file-system helpers for the checkpoint layer's durability protocol.
+//
+// A checkpoint is committed by writing under a temporary name, making every
+// byte durable, renaming, and syncing the directory that holds the new name
+// (see DESIGN.md, "On-disk format and the commit protocol"). These helpers are
+// the building blocks: each makes exactly one step durable and returns an
+// absl::Status whose message names the path and the errno text, so callers can
+// return it unchanged.
+//
+// The functions hold no state and are safe to call from any thread. Concurrent
+// changes to the same paths race exactly as the underlying system calls do.
+
+#ifndef JOBGRAPH_CHECKPOINT_FILE_UTIL_H_
+#define JOBGRAPH_CHECKPOINT_FILE_UTIL_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace jobgraph {
+
+// "dir/name"; no slash is doubled and an empty `dir` yields `name`.
+std::string JoinPath(absl::string_view dir, absl::string_view name);
+
+// The directory that holds `path`: "a/b" -> "a", "b" -> ".", "/b" -> "/".
+// Trailing slashes are ignored ("a/b/" -> "a").
+std::string ParentDir(absl::string_view path);
+
+// Whether anything (file, directory, dangling symlink) exists at `path`. An
+// error other than "does not exist" (e.g. EACCES on a parent) is returned.
+absl::StatusOr<bool> PathExists(const std::string& path);
+
+// mkdir(path, 0755). AlreadyExists if `path` exists, NotFound if its parent
+// does not: parents are never created implicitly, the caller decides.
+absl::Status CreateDir(const std::string& path);
+
+// The names in directory `path`, sorted bytewise, without "." and "..".
+absl::StatusOr<std::vector<std::string>> ListDir(const std::string& path);
+
+// fsync(2) of the file or directory at `path` (opened read-only). For a
+// directory this makes its entries (creations, renames, deletions) durable.
+absl::Status FsyncFile(const std::string& path);
+absl::Status FsyncDir(const std::string& path);
+
+// Fsyncs every regular file directly inside `dir` (not recursively), then
+// `dir` itself. Used to make a closed LevelDB database durable: LevelDB closes
+// rotated logs without syncing them, and this reaches every one. A writeback
+// error that happened before this call is still reported (Linux >= 4.16
+// reports an unseen error to the next fsync even through a new descriptor).
+absl::Status FsyncDirContents(const std::string& dir);
+
+// Replaces `path` with `contents` atomically and durably: writes
+// "<path>.tmp-<pid>-<n>", fsyncs it, renames it over `path` and fsyncs the
+// parent directory. After a crash `path` holds either the old or the new
+// contents, never a mix; a stray "<path>.tmp-*" may be left behind. NotFound
+// (naming the directory) if the parent directory does not exist.
+absl::Status WriteFileAtomically(const std::string& path,
+                                 absl::string_view contents);
+
+// The whole content of the regular file at `path`.
+absl::StatusOr<std::string> ReadFileToString(const std::string& path);
+
+// rename(2) of `from` to `to`, then fsync of the parent directory of `to`
+// (and of `from`'s, if different), so the new name survives a crash. As with
+// rename(2), a directory can replace only an empty directory.
+absl::Status RenameAndSync(const std::string& from, const std::string& to);
+
+// Atomically swaps the names `a` and `b` (renameat2 RENAME_EXCHANGE; both
+// must exist, either may be a directory), then fsyncs their parent
+// directories. This is how a non-empty directory is replaced atomically:
+// exchange, then delete the old one (now at `a`) off the critical path.
+absl::Status ExchangeAndSync(const std::string& a, const std::string& b);
+
+// Deletes `path` and, for a directory, everything below it. Symlinks are
+// removed, never followed. NotFound if `path` does not exist. Does not fsync
+// the parent: a deletion that is lost in a crash is harmless to the commit
+// protocol, and on this machine deleting data that reached the disk already
+// costs ~1.2 s/GiB, so callers should run it off the critical path.
+absl::Status RemoveRecursively(const std::string& path);
+
+}  // namespace jobgraph
+
+#endif  // JOBGRAPH_CHECKPOINT_FILE_UTIL_H_

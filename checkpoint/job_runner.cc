@@ -1,0 +1,212 @@
+#include "checkpoint/job_runner.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "engine/status_macros.h"
+#include "glog/logging.h"
+
+namespace jobgraph {
+namespace {
+
+absl::Status Annotate(const absl::Status& s, absl::string_view what) {
+  if (s.ok()) return s;
+  return absl::Status(s.code(), absl::StrCat(what, ": ", s.message()));
+}
+
+int64_t MicrosSince(absl::Time start) {
+  return absl::ToInt64Microseconds(absl::Now() - start);
+}
+
+}  // namespace
+
+JobRunner::JobRunner(const Job& job, CheckpointManagerBase* manager,
+                     JobRunnerOptions options, UploadTaskGroupBuilder* upload)
+    : job_(job),
+      manager_(manager),
+      options_(std::move(options)),
+      upload_(upload) {}
+
+absl::StatusOr<bool> JobRunner::AnyStopConditionTrue(
+    const Session& session) const {
+  // Every condition is fetched (before the save), as in Caffe2.
+  bool any = false;
+  for (const TaskOutput& stop : job_.stop_conditions()) {
+    for (const std::string& blob : stop.blobs()) {
+      absl::StatusOr<Tensor> value = session.FetchBlob(stop.node(), blob);
+      if (!value.ok()) {
+        return Annotate(value.status(),
+                        absl::StrCat("stop condition '", blob, "' on node '",
+                                     stop.node(), "'"));
+      }
+      if (value->numel() != 1 || value->dtype() == STRING) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "stop condition '", blob, "' on node '", stop.node(),
+            "' must hold one bool or number, but holds ",
+            value->DebugString(4)));
+      }
+      DispatchDataType(value->dtype(), [&](auto zero) {
+        using T = decltype(zero);
+        if constexpr (!std::is_same_v<T, std::string>) {
+          any |= value->template data<T>()[0] != T{};
+        }
+      });
+    }
+  }
+  return any;
+}
+
+absl::Status JobRunner::SaveCheckpoint(int64_t epoch, Session& session,
+                                       EpochStats* epoch_stats) {
+  const absl::Time start = absl::Now();
+  absl::Status status;
+  if (!manager_->CpAccessible()) {
+    status = absl::UnavailableError(absl::StrCat(
+        "checkpoint directory ", manager_->options().directory,
+        " cannot be accessed"));
+  } else {
+    absl::StatusOr<TaskGroup> save = manager_->Save(session, epoch);
+    status = save.ok() ? session.Run(*save) : save.status();
+    CheckpointStats stats;
+    if (status.ok()) {
+      stats = manager_->CollectStats(epoch);
+      stats.wall_micros = MicrosSince(start);
+      status = manager_->WriteCheckpointMetadata(epoch, stats);
+    }
+    if (status.ok()) {
+      manager_->ReportCheckpointStats("checkpoint_save", stats);
+      epoch_stats->saved = true;
+      epoch_stats->save_micros = MicrosSince(start);
+      epoch_stats->save_bytes = stats.total_bytes();
+    }
+  }
+  if (status.ok()) return status;
+  status = Annotate(status, absl::StrCat("unable to write checkpoint for epoch ",
+                                         epoch));
+  LOG(ERROR) << status.message();
+  ++stats_.save_failures;
+  stats_.save_errors.push_back(std::string(status.message()));
+  return options_.fail_on_save_error ? status : absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> JobRunner::Train(Session& session) {
+  stats_ = JobRunStats();
+  // Building the job reports mistakes made while building it (a stop
+  // condition without a node, conflicting workspace types) before anything
+  // runs.
+  JG_RETURN_IF_ERROR(job_.Build().status());
+  JG_ASSIGN_OR_RETURN(ResumeFrom requested,
+                      ResumeFrom::Parse(options_.resume_from_epoch));
+  std::optional<int64_t> resume;
+  const std::vector<std::string> nodes = job_.nodes_to_checkpoint();
+  if (manager_ != nullptr) {
+    JG_RETURN_IF_ERROR(manager_->SetParams(nodes));
+    JG_ASSIGN_OR_RETURN(resume, manager_->GetResumeFromEpochId(requested));
+  } else if (requested.kind != ResumeFrom::Kind::kScratch) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "resume_from_epoch=", requested.ToString(),
+        " was given, but the job runs without a checkpoint manager"));
+  }
+  stats_.resumed_from = resume;
+  const bool from_scratch = !resume.has_value();
+
+  if (from_scratch) {
+    JG_RETURN_IF_ERROR(Annotate(session.Run(job_.init_group()), "init group"));
+  }
+  if (manager_ != nullptr) {
+    JG_ASSIGN_OR_RETURN(TaskGroup init, manager_->Init(nodes, resume));
+    absl::Status s = session.Run(init);
+    if (!s.ok() && resume.has_value()) {
+      return Annotate(s, absl::StrCat("cannot resume from epoch ", *resume,
+                                      " in ", manager_->options().directory));
+    }
+    JG_RETURN_IF_ERROR(Annotate(s, "checkpoint init"));
+    if (from_scratch) {
+      EpochStats epoch0;
+      JG_RETURN_IF_ERROR(SaveCheckpoint(0, session, &epoch0));
+      stats_.epochs.push_back(epoch0);
+      if (options_.on_epoch_end) options_.on_epoch_end(epoch0);
+    } else {
+      const absl::Time start = absl::Now();
+      absl::StatusOr<TaskGroup> load = manager_->Load(session, *resume);
+      s = load.ok() ? session.Run(*load) : load.status();
+      if (!s.ok()) {
+        return Annotate(s, absl::StrCat("cannot resume from epoch ", *resume,
+                                        " in ",
+                                        manager_->options().directory));
+      }
+      CheckpointStats loaded = manager_->CollectStats(*resume);
+      loaded.wall_micros = MicrosSince(start);
+      manager_->ReportCheckpointStats("checkpoint_load", loaded);
+      LOG(INFO) << "resumed from epoch " << *resume << " of "
+                << manager_->options().directory;
+    }
+  }
+
+  int64_t epoch = from_scratch ? 1 : *resume + 1;
+  while (true) {
+    EpochStats epoch_stats;
+    epoch_stats.epoch = epoch;
+    const absl::Time start = absl::Now();
+    JG_RETURN_IF_ERROR(Annotate(session.Run(job_.epoch_group()),
+                                absl::StrCat("epoch ", epoch)));
+    epoch_stats.run_micros = MicrosSince(start);
+    JG_ASSIGN_OR_RETURN(bool stop, AnyStopConditionTrue(session));
+    if (manager_ != nullptr) {
+      JG_RETURN_IF_ERROR(SaveCheckpoint(epoch, session, &epoch_stats));
+    }
+    stats_.epochs.push_back(epoch_stats);
+    if (options_.on_epoch_end) options_.on_epoch_end(epoch_stats);
+    if (stop) break;
+    ++epoch;
+  }
+
+  if (upload_ != nullptr) {
+    if (manager_ == nullptr) {
+      return absl::InvalidArgumentError(
+          "an upload builder needs a checkpoint manager");
+    }
+    JG_ASSIGN_OR_RETURN(TaskGroup upload, upload_->Build(epoch, *manager_));
+    JG_RETURN_IF_ERROR(Annotate(session.Run(upload), "upload"));
+  }
+  JG_RETURN_IF_ERROR(
+      Annotate(session.Run(job_.download_group()), "download group"));
+  JG_RETURN_IF_ERROR(Annotate(session.Run(job_.exit_group()), "exit group"));
+  return epoch;
+}
+
+absl::StatusOr<bool> JobRunner::LoadBlobsFromCheckpoints(
+    const std::vector<std::string>& blob_names, int64_t epoch,
+    Session& session) {
+  auto* multi = dynamic_cast<MultiNodeCheckpointManager*>(manager_);
+  if (multi == nullptr) {
+    return absl::FailedPreconditionError(
+        "LoadBlobsFromCheckpoints needs a MultiNodeCheckpointManager");
+  }
+  const absl::Time start = absl::Now();
+  JG_ASSIGN_OR_RETURN(bool loaded,
+                      multi->LoadBlobsLocally(job_.nodes_to_checkpoint(),
+                                              blob_names, epoch, session));
+  if (loaded) {
+    CheckpointStats stats = multi->CollectStats(epoch);
+    stats.wall_micros = MicrosSince(start);
+    multi->ReportCheckpointStats("checkpoint_partial_load", stats);
+  }
+  return loaded;
+}
+
+void EpochLimiter(Job& job, const Node& node, int64_t num_epochs) {
+  const std::string counter = absl::StrCat(node.name(), "/epoch_counter");
+  Task& init = job.init_group().NewTask(node, {.name = "epoch_counter_init"});
+  init.net().CreateCounter(num_epochs - 1, BlobRef(counter));
+  // Any workspace type works: the counter is found in the root, and the
+  // task output is created there by the session.
+  Task& countdown =
+      job.epoch_group().NewTask(node, {.name = "epoch_countdown"});
+  BlobRef done(absl::StrCat(node.name(), "/epoch_limit_reached"), node.name());
+  countdown.net().CountDown(BlobRef(counter), done);
+  job.AddStopCondition(countdown.AddOutput(done));
+}
+
+}  // namespace jobgraph

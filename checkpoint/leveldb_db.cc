@@ -1,0 +1,395 @@
+#include "checkpoint/leveldb_db.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstdarg>
+#include <cstdio>
+#include <memory>
+#include <set>
+#include <string>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "checkpoint/db.h"
+#include "checkpoint/db_registry.h"
+#include "checkpoint/file_util.h"
+#include "engine/status_macros.h"
+#include "glog/logging.h"
+#include "leveldb/cache.h"
+#include "leveldb/db.h"
+#include "leveldb/env.h"
+#include "leveldb/iterator.h"
+#include "leveldb/options.h"
+#include "leveldb/slice.h"
+#include "leveldb/status.h"
+#include "leveldb/write_batch.h"
+
+namespace jobgraph {
+namespace {
+
+// The one place where a leveldb::Status becomes an absl::Status. LevelDB
+// keeps only NotFound from errno (everything else is "IO error"), so I/O
+// failures map to Internal; its message usually names the file.
+absl::Status FromLevelDb(const leveldb::Status& status,
+                         absl::string_view context) {
+  if (status.ok()) return absl::OkStatus();
+  absl::StatusCode code = absl::StatusCode::kInternal;
+  if (status.IsNotFound()) {
+    code = absl::StatusCode::kNotFound;
+  } else if (status.IsCorruption()) {
+    code = absl::StatusCode::kDataLoss;
+  } else if (status.IsInvalidArgument()) {
+    code = absl::StatusCode::kInvalidArgument;
+  } else if (status.IsNotSupportedError()) {
+    code = absl::StatusCode::kUnimplemented;
+  }
+  return absl::Status(code, absl::StrCat(context, ": ", status.ToString()));
+}
+
+absl::string_view ToView(const leveldb::Slice& slice) {
+  return absl::string_view(slice.data(), slice.size());
+}
+
+leveldb::Slice ToSlice(absl::string_view view) {
+  return leveldb::Slice(view.data(), view.size());
+}
+
+// Routes LevelDB's info log to VLOG(1) instead of a LOG file inside the
+// database directory, which would be one more file to sync and would change
+// on every read of a committed checkpoint.
+class VlogLogger final : public leveldb::Logger {
+ public:
+  explicit VlogLogger(std::string path) : path_(std::move(path)) {}
+  void Logv(const char* format, std::va_list ap) override {
+    if (!VLOG_IS_ON(1)) return;
+    char buffer[512];
+    std::vsnprintf(buffer, sizeof(buffer), format, ap);
+    VLOG(1) << "LevelDB " << path_ << ": " << buffer;
+  }
+
+ private:
+  const std::string path_;
+};
+
+// Paths (canonical) of the databases open in this process. LevelDB would
+// refuse a second open with "lock ... already held by process", an I/O error;
+// this gives a clear FailedPrecondition instead.
+class OpenPaths {
+ public:
+  static OpenPaths& Get() {
+    static OpenPaths* open_paths = new OpenPaths;  // Never destroyed.
+    return *open_paths;
+  }
+  bool Acquire(const std::string& canonical) {
+    absl::MutexLock lock(&mu_);
+    return paths_.insert(canonical).second;
+  }
+  void Release(const std::string& canonical) {
+    absl::MutexLock lock(&mu_);
+    paths_.erase(canonical);
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::set<std::string> paths_ ABSL_GUARDED_BY(mu_);
+};
+
+absl::Status ValidateTuning(const LevelDbTuning& tuning,
+                            const std::string& path) {
+  // LevelDB clips these silently, after an int cast that wraps values of
+  // 2 GiB and more to the minimum; a wrong value should be loud instead.
+  struct Range {
+    const char* name;
+    size_t value;
+    size_t min;
+    size_t max;
+  };
+  const Range ranges[] = {
+      {"write_buffer_size", tuning.write_buffer_size, size_t{64} << 10,
+       size_t{1} << 30},
+      {"max_file_size", tuning.max_file_size, size_t{1} << 20, size_t{1} << 30},
+      {"block_size", tuning.block_size, size_t{1} << 10, size_t{4} << 20},
+  };
+  for (const Range& range : ranges) {
+    if (range.value < range.min || range.value > range.max) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("LevelDB database ", path, ": ", range.name, " = ",
+                       range.value, " is outside [", range.min, ", ", range.max,
+                       "]; LevelDB would silently clip it"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+class LevelDbCursor final : public Cursor {
+ public:
+  LevelDbCursor(std::unique_ptr<leveldb::Iterator> iterator,
+                const std::string* path)
+      : iterator_(std::move(iterator)), path_(path) {
+    iterator_->SeekToFirst();
+  }
+
+  void SeekToFirst() override { iterator_->SeekToFirst(); }
+  void Seek(absl::string_view target) override {
+    iterator_->Seek(ToSlice(target));
+  }
+  void Next() override { iterator_->Next(); }
+  bool Valid() const override { return iterator_->Valid(); }
+  absl::string_view key() const override { return ToView(iterator_->key()); }
+  absl::string_view value() const override {
+    return ToView(iterator_->value());
+  }
+  absl::Status status() const override {
+    return FromLevelDb(iterator_->status(),
+                       absl::StrCat("read LevelDB database ", *path_));
+  }
+
+ private:
+  const std::unique_ptr<leveldb::Iterator> iterator_;
+  const std::string* const path_;
+};
+
+class LevelDbWriter final : public Writer {
+ public:
+  LevelDbWriter(leveldb::DB* db, size_t batch_bytes, const std::string* path)
+      : db_(db), batch_bytes_(batch_bytes), path_(path) {
+    // No sync: durability comes from Close(), which syncs every file once.
+    // A sync per write costs 3-7x (perf_limits.md section 2.1).
+    write_options_.sync = false;
+  }
+
+  absl::Status Put(absl::string_view key, absl::string_view value) override {
+    // Start a new batch rather than let this entry push the current one far
+    // past the bound; a big value then goes into LevelDB on its own.
+    if (entries_ > 0 &&
+        batch_.ApproximateSize() + key.size() + value.size() > batch_bytes_) {
+      JG_RETURN_IF_ERROR(Flush());
+    }
+    batch_.Put(ToSlice(key), ToSlice(value));
+    ++entries_;
+    if (batch_.ApproximateSize() >= batch_bytes_) return Flush();
+    return absl::OkStatus();
+  }
+
+  absl::Status Flush() override {
+    if (entries_ == 0) return absl::OkStatus();
+    leveldb::Status status = db_->Write(write_options_, &batch_);
+    // Cleared even on failure: the DB has recorded the error and Close() will
+    // fail, so retrying the same batch later would only repeat it.
+    batch_.Clear();  // Keeps the buffer's capacity for the next batch.
+    entries_ = 0;
+    return FromLevelDb(status,
+                       absl::StrCat("write to LevelDB database ", *path_));
+  }
+
+ private:
+  leveldb::DB* const db_;
+  const size_t batch_bytes_;
+  const std::string* const path_;
+  leveldb::WriteOptions write_options_;
+  leveldb::WriteBatch batch_;
+  size_t entries_ = 0;
+};
+
+class LevelDb final : public DB {
+ public:
+  LevelDb(const std::string& path, DbMode mode, const DbOptions& options,
+          std::string canonical_path)
+      : DB(path, mode),
+        options_(options),
+        canonical_path_(std::move(canonical_path)),
+        logger_(path),
+        cache_(leveldb::NewLRUCache(options.leveldb.block_cache_bytes)) {}
+
+  ~LevelDb() override { Release(); }
+
+  absl::Status Open() {
+    leveldb::Options options;
+    options.create_if_missing = mode() == DbMode::kNew;
+    options.error_if_exists = mode() == DbMode::kNew;
+    // Fail on any corruption (e.g. a damaged log record during recovery)
+    // instead of silently dropping data, which LevelDB does by default.
+    options.paranoid_checks = true;
+    options.info_log = &logger_;
+    options.block_cache = cache_.get();
+    options.compression = leveldb::kNoCompression;  // Floats do not compress.
+    options.write_buffer_size = options_.leveldb.write_buffer_size;
+    options.max_file_size = options_.leveldb.max_file_size;
+    options.block_size = options_.leveldb.block_size;
+    leveldb::DB* db = nullptr;
+    leveldb::Status status = leveldb::DB::Open(options, path(), &db);
+    if (!status.ok()) {
+      return FromLevelDb(
+          status, absl::StrCat("open LevelDB database ", path(), " (mode ",
+                               DbModeName(mode()), ")"));
+    }
+    db_.reset(db);
+    return absl::OkStatus();
+  }
+
+ protected:
+  std::unique_ptr<Cursor> NewCursorImpl() override {
+    leveldb::ReadOptions read_options;
+    read_options.verify_checksums = options_.verify_checksums;
+    // A checkpoint is read once; caching its blocks would only evict others.
+    read_options.fill_cache = false;
+    return std::make_unique<LevelDbCursor>(
+        std::unique_ptr<leveldb::Iterator>(db_->NewIterator(read_options)),
+        &path());
+  }
+
+  std::unique_ptr<Writer> NewWriterImpl() override {
+    return std::make_unique<LevelDbWriter>(
+        db_.get(), options_.writer_batch_bytes, &path());
+  }
+
+  absl::StatusOr<std::string> GetImpl(absl::string_view key) override {
+    leveldb::ReadOptions read_options;
+    read_options.verify_checksums = options_.verify_checksums;
+    std::string value;
+    leveldb::Status status = db_->Get(read_options, ToSlice(key), &value);
+    if (status.IsNotFound()) return NotFoundKeyError(key);
+    JG_RETURN_IF_ERROR(
+        FromLevelDb(status, absl::StrCat("read LevelDB database ", path())));
+    return value;
+  }
+
+  absl::Status CloseImpl() override {
+    absl::Status status;
+    const absl::Time start = absl::Now();
+    if (mode() == DbMode::kNew) {
+      if (options_.leveldb.flush_memtable_on_close) {
+        // Flushes the memtable into a table file and waits for it. An empty
+        // key range overlaps no table file (unless one holds the empty key),
+        // so nothing else is rewritten, unlike CompactRange(nullptr,
+        // nullptr). The flush syncs the table and the MANIFEST and deletes
+        // the log, usually before its pages were ever written back.
+        const leveldb::Slice empty;
+        db_->CompactRange(&empty, &empty);
+      }
+      // CompactRange returns nothing, and a failed background flush only
+      // shows on the next write: an empty batch surfaces it.
+      leveldb::WriteBatch nothing;
+      status = FromLevelDb(db_->Write(leveldb::WriteOptions(), &nothing),
+                           absl::StrCat("finish LevelDB database ", path()));
+    }
+    const absl::Time flushed = absl::Now();
+    Release();
+    if (status.ok() && mode() == DbMode::kNew && options_.durable_close) {
+      // LevelDB closed its rotated logs without fsync and never syncs the
+      // directory after creating files; this reaches all of them.
+      status = FsyncDirContents(path());
+      if (status.ok()) status = FsyncDir(ParentDir(path()));
+      VLOG(1) << "LevelDB " << path() << ": close took "
+              << absl::ToDoubleSeconds(absl::Now() - start) << " s, of which "
+              << absl::ToDoubleSeconds(flushed - start)
+              << " s memtable flush and "
+              << absl::ToDoubleSeconds(absl::Now() - flushed)
+              << " s LevelDB shutdown + fsync pass";
+    }
+    return status;
+  }
+
+ private:
+  // Closes LevelDB (its background work finishes first) and frees the cache
+  // it used, then lets other DBs open the path.
+  void Release() {
+    if (released_) return;
+    released_ = true;
+    db_.reset();
+    cache_.reset();
+    OpenPaths::Get().Release(canonical_path_);
+  }
+
+  const DbOptions options_;
+  const std::string canonical_path_;
+  VlogLogger logger_;
+  std::unique_ptr<leveldb::Cache> cache_;
+  std::unique_ptr<leveldb::DB> db_;
+  bool released_ = false;
+};
+
+absl::StatusOr<std::string> CanonicalPath(const std::string& path) {
+  char buffer[PATH_MAX];
+  if (::realpath(path.c_str(), buffer) == nullptr) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("resolve path ", path));
+  }
+  return std::string(buffer);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<DB>> OpenLevelDb(const std::string& path,
+                                                DbMode mode,
+                                                const DbOptions& options) {
+  JG_RETURN_IF_ERROR(ValidateTuning(options.leveldb, path));
+  bool created = false;
+  if (mode == DbMode::kNew) {
+    // Creating the directory ourselves makes "already exists" atomic and
+    // keeps LevelDB from creating a database inside some existing directory.
+    absl::Status status = CreateDir(path);
+    if (absl::IsAlreadyExists(status)) {
+      return absl::AlreadyExistsError(
+          absl::StrCat("LevelDB database ", path,
+                       " already exists; mode new creates a fresh database"));
+    }
+    if (!status.ok()) {
+      return absl::Status(status.code(),
+                          absl::StrCat("cannot create LevelDB database ", path,
+                                       ": ", status.message()));
+    }
+    created = true;
+  } else {
+    // Checked here so that opening a wrong path leaves nothing behind
+    // (LevelDB would create its LOCK file first).
+    JG_ASSIGN_OR_RETURN(bool exists, PathExists(path));
+    if (!exists) {
+      return absl::NotFoundError(
+          absl::StrCat("LevelDB database ", path, " does not exist"));
+    }
+    JG_ASSIGN_OR_RETURN(bool has_current,
+                        PathExists(JoinPath(path, "CURRENT")));
+    if (!has_current) {
+      return absl::NotFoundError(absl::StrCat(
+          "no LevelDB database at ", path,
+          ": it has no CURRENT file (an empty or foreign directory, or a "
+          "database whose creation did not finish)"));
+    }
+  }
+
+  absl::Status status;
+  absl::StatusOr<std::string> canonical = CanonicalPath(path);
+  if (!canonical.ok()) {
+    status = canonical.status();
+  } else if (!OpenPaths::Get().Acquire(*canonical)) {
+    status = absl::FailedPreconditionError(
+        absl::StrCat("LevelDB database ", path,
+                     " is already open in this process; close it first"));
+  } else {
+    auto db = std::make_unique<LevelDb>(path, mode, options, *canonical);
+    status = db->Open();
+    if (status.ok()) return std::unique_ptr<DB>(std::move(db));
+    // ~LevelDb released the path.
+  }
+  if (created) {
+    // Leave no half-made database behind under the final name.
+    absl::Status cleanup = RemoveRecursively(path);
+    if (!cleanup.ok()) LOG(WARNING) << cleanup;
+  }
+  return status;
+}
+
+JG_REGISTER_DB_TYPE(kLevelDbType, OpenLevelDb);
+JG_REGISTER_DB_TYPE(kLevelDbTypeAlias, OpenLevelDb);
+
+}  // namespace jobgraph

@@ -1,0 +1,226 @@
+// The Load operator (see save_load_ops.h).
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
+#include "checkpoint/db.h"
+#include "checkpoint/db_manifest.h"
+#include "checkpoint/db_registry.h"
+#include "checkpoint/save_load_ops.h"
+#include "engine/blob.h"
+#include "engine/operator.h"
+#include "engine/serialization.h"
+#include "engine/status_macros.h"
+#include "engine/workspace.h"
+#include "proto/jobgraph.pb.h"
+
+namespace jobgraph {
+namespace {
+
+class LoadOp final : public OperatorBase {
+ public:
+  using OperatorBase::OperatorBase;
+
+  absl::Status Init() override {
+    if (InputSize() != 0) {
+      return Error(absl::StatusCode::kInvalidArgument,
+                   "takes no inputs (reading from DB reader blobs is not "
+                   "supported); name the databases with 'db' or 'dbs'");
+    }
+    JG_RETURN_IF_ERROR(InitDbs());
+    load_all_ = GetArg<bool>("load_all", false);
+    allow_incomplete_ = GetArg<bool>("allow_incomplete", false);
+    verify_checksums_ = GetArg<bool>("verify_checksums", true);
+    add_prefix_ = GetArg<std::string>("add_prefix", "");
+    strip_prefix_ = GetArg<std::string>("strip_prefix", "");
+    return InitWanted();
+  }
+
+  absl::Status Run() override {
+    absl::Status status = Load();
+    if (status.ok()) return status;
+    return Error(status.code(), status.message());
+  }
+
+ private:
+  absl::Status InitDbs() {
+    const std::string db = GetArg<std::string>("db", "");
+    if (!db.empty()) dbs_.push_back(db);
+    for (std::string& path : GetRepeatedArg<std::string>("dbs")) {
+      if (path.empty()) {
+        return Error(absl::StatusCode::kInvalidArgument,
+                     "argument 'dbs' has an empty path");
+      }
+      dbs_.push_back(std::move(path));
+    }
+    if (dbs_.empty()) {
+      return Error(absl::StatusCode::kInvalidArgument,
+                   "argument 'db' or 'dbs' (the database paths) is required");
+    }
+    for (size_t i = 0; i < dbs_.size(); ++i) {
+      for (size_t j = 0; j < i; ++j) {
+        if (dbs_[i] == dbs_[j]) {
+          return Error(absl::StatusCode::kInvalidArgument,
+                       absl::StrCat("database ", dbs_[i], " is listed twice"));
+        }
+      }
+    }
+    db_type_ = GetArg<std::string>("db_type", "");
+    if (!DbRegistry::Global().IsRegistered(db_type_)) {
+      return Error(
+          db_type_.empty() ? absl::StatusCode::kInvalidArgument
+                           : absl::StatusCode::kNotFound,
+          absl::StrCat(db_type_.empty()
+                           ? "argument 'db_type' is required"
+                           : absl::StrCat("unknown db_type '", db_type_, "'"),
+                       "; known types: ",
+                       absl::StrJoin(DbRegistry::Global().Types(), ", ")));
+    }
+    return absl::OkStatus();
+  }
+
+  // Maps the name each output is loaded from to its index.
+  absl::Status InitWanted() {
+    const std::vector<std::string> sources =
+        GetRepeatedArg<std::string>("source_blob_names");
+    if (!sources.empty()) {
+      if (!strip_prefix_.empty() || load_all_) {
+        return Error(absl::StatusCode::kInvalidArgument,
+                     "source_blob_names cannot be used with strip_prefix or "
+                     "load_all");
+      }
+      if (static_cast<int>(sources.size()) != OutputSize()) {
+        return Error(absl::StatusCode::kInvalidArgument,
+                     absl::StrCat("source_blob_names has ", sources.size(),
+                                  " names for ", OutputSize(), " outputs"));
+      }
+    }
+    if (load_all_) return absl::OkStatus();
+    for (int i = 0; i < OutputSize(); ++i) {
+      const std::string& name = sources.empty() ? OutputName(i) : sources[i];
+      if (!wanted_.emplace(name, i).second) {
+        return Error(absl::StatusCode::kInvalidArgument,
+                     absl::StrCat(sources.empty() ? "output" : "source blob",
+                                  " '", name, "' is listed twice"));
+      }
+      wanted_names_.push_back(name);
+    }
+    return absl::OkStatus();
+  }
+
+  // The name a stored blob is loaded as: strip_prefix removed (up to and
+  // including its first occurrence), then add_prefix prepended.
+  std::string LoadedName(const std::string& stored) const {
+    size_t start = 0;
+    if (!strip_prefix_.empty()) {
+      const size_t pos = stored.find(strip_prefix_);
+      if (pos != std::string::npos) start = pos + strip_prefix_.size();
+    }
+    return absl::StrCat(add_prefix_, absl::string_view(stored).substr(start));
+  }
+
+  absl::Status Load() {
+    BlobAssembler assembler;
+    // Loaded name -> the database it came from, to reject duplicates.
+    absl::flat_hash_map<std::string, std::string> source_db;
+    for (const std::string& path : dbs_) {
+      JG_RETURN_IF_ERROR(LoadDb(path, &assembler, &source_db));
+    }
+    if (absl::Status status = assembler.Finish(); !status.ok()) {
+      return absl::Status(status.code(), absl::StrCat("loading from ",
+                                                      absl::StrJoin(dbs_, ", "),
+                                                      ": ", status.message()));
+    }
+    if (load_all_ || allow_incomplete_) return absl::OkStatus();
+    std::vector<std::string> missing;
+    for (const std::string& name : wanted_names_) {
+      if (!assembler.IsComplete(name)) missing.push_back(name);
+    }
+    if (missing.empty()) return absl::OkStatus();
+    return absl::NotFoundError(
+        absl::StrCat("expected to load ", wanted_names_.size(), " blobs from ",
+                     absl::StrJoin(dbs_, ", "), ", got ",
+                     wanted_names_.size() - missing.size(),
+                     "; missing: ", absl::StrJoin(missing, ", ")));
+  }
+
+  absl::Status LoadDb(
+      const std::string& path, BlobAssembler* assembler,
+      absl::flat_hash_map<std::string, std::string>* source_db) {
+    DbOptions options;
+    // Every value is checked against the manifest's CRC-32C, end to end;
+    // LevelDB's block checksums would check the same bytes again, 4x slower.
+    options.verify_checksums = false;
+    JG_ASSIGN_OR_RETURN(
+        std::unique_ptr<DB> db,
+        DbRegistry::Global().Open(db_type_, path, DbMode::kRead, options));
+    JG_ASSIGN_OR_RETURN(CheckpointDbManifest manifest,
+                        ReadDbManifest(db.get()));
+
+    // The blobs of this database to load, their names and targets, indexed
+    // like manifest.blob().
+    std::vector<int> indices;
+    std::vector<std::string> names(manifest.blob_size());
+    std::vector<Blob*> targets(manifest.blob_size(), nullptr);
+    absl::flat_hash_map<std::string, int> in_this_db;
+    for (int b = 0; b < manifest.blob_size(); ++b) {
+      const std::string& stored = manifest.blob(b).name();
+      std::string name = LoadedName(stored);
+      Blob* target = nullptr;
+      if (load_all_) {
+        target = workspace()->CreateBlob(name);
+      } else {
+        auto it = wanted_.find(name);
+        if (it == wanted_.end()) continue;
+        target = OutputBlob(it->second);
+      }
+      if (auto [it, inserted] = in_this_db.emplace(name, b); !inserted) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "blobs '", manifest.blob(it->second).name(), "' and '", stored,
+            "' of ", path, " would both be loaded as '", name, "'"));
+      }
+      if (auto [it, inserted] = source_db->emplace(name, path); !inserted) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "duplicate blob '", name, "' in ", it->second, " and ", path));
+      }
+      indices.push_back(b);
+      names[b] = std::move(name);
+      targets[b] = target;
+    }
+    JG_RETURN_IF_ERROR(ScanDbValues(
+        db.get(), manifest, indices, verify_checksums_,
+        [&](int b, int, absl::string_view value) -> absl::Status {
+          absl::Status status = assembler->Add(names[b], value, targets[b]);
+          if (status.ok()) return status;
+          return absl::Status(
+              status.code(),
+              absl::StrCat("loading from ", path, ": ", status.message()));
+        }));
+    return db->Close();
+  }
+
+  std::vector<std::string> dbs_;
+  std::string db_type_;
+  bool load_all_ = false;
+  bool allow_incomplete_ = false;
+  bool verify_checksums_ = true;
+  std::string add_prefix_;
+  std::string strip_prefix_;
+  // Name to load -> output index, and the names in output order.
+  absl::flat_hash_map<std::string, int> wanted_;
+  std::vector<std::string> wanted_names_;
+};
+
+JG_REGISTER_OPERATOR(Load, LoadOp);
+
+}  // namespace
+}  // namespace jobgraph

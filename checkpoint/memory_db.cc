@@ -1,0 +1,254 @@
+#include "checkpoint/memory_db.h"
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "checkpoint/db.h"
+#include "checkpoint/db_registry.h"
+
+namespace jobgraph {
+namespace {
+
+// Values are shared so that a cursor's snapshot is a copy of pointers, not of
+// data, and stays valid while later writes replace entries.
+using Entries =
+    std::map<std::string, std::shared_ptr<const std::string>, std::less<>>;
+
+struct Store {
+  absl::Mutex mu;
+  Entries entries ABSL_GUARDED_BY(mu);
+};
+
+// The process-wide table of databases and of which ones are open.
+class Registry {
+ public:
+  static Registry& Get() {
+    static Registry* registry = new Registry;  // Never destroyed.
+    return *registry;
+  }
+
+  absl::StatusOr<std::shared_ptr<Store>> Acquire(const std::string& path,
+                                                 DbMode mode) {
+    absl::MutexLock lock(&mu_);
+    auto it = stores_.find(path);
+    if (mode == DbMode::kNew) {
+      if (it != stores_.end()) {
+        return absl::AlreadyExistsError(
+            absl::StrCat("memory DB ", path, " already exists"));
+      }
+      it = stores_.emplace(path, std::make_shared<Store>()).first;
+    } else if (it == stores_.end()) {
+      return absl::NotFoundError(
+          absl::StrCat("memory DB ", path, " does not exist"));
+    } else if (open_.count(it->second.get()) != 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("memory DB ", path, " is already open"));
+    }
+    open_.insert(it->second.get());
+    return it->second;
+  }
+
+  void Release(const Store* store) {
+    absl::MutexLock lock(&mu_);
+    open_.erase(store);
+  }
+
+  bool Exists(const std::string& path) {
+    absl::MutexLock lock(&mu_);
+    return stores_.count(path) != 0;
+  }
+
+  std::vector<std::string> Paths() {
+    absl::MutexLock lock(&mu_);
+    std::vector<std::string> paths;
+    for (const auto& entry : stores_) paths.push_back(entry.first);
+    return paths;
+  }
+
+  absl::Status Remove(const std::string& path) {
+    absl::MutexLock lock(&mu_);
+    auto it = stores_.find(path);
+    if (it == stores_.end()) {
+      return absl::NotFoundError(
+          absl::StrCat("cannot remove memory DB ", path, ": does not exist"));
+    }
+    if (open_.count(it->second.get()) != 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("cannot remove memory DB ", path, ": it is open"));
+    }
+    stores_.erase(it);
+    return absl::OkStatus();
+  }
+
+  absl::Status Rename(const std::string& from, const std::string& to) {
+    absl::MutexLock lock(&mu_);
+    auto it = stores_.find(from);
+    if (it == stores_.end()) {
+      return absl::NotFoundError(absl::StrCat("cannot rename memory DB ", from,
+                                              " to ", to, ": ", from,
+                                              " does not exist"));
+    }
+    if (stores_.count(to) != 0) {
+      return absl::AlreadyExistsError(absl::StrCat(
+          "cannot rename memory DB ", from, " to ", to, ": ", to, " exists"));
+    }
+    if (open_.count(it->second.get()) != 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "cannot rename memory DB ", from, " to ", to, ": it is open"));
+    }
+    std::shared_ptr<Store> store = std::move(it->second);
+    stores_.erase(it);
+    stores_.emplace(to, std::move(store));
+    return absl::OkStatus();
+  }
+
+  void Clear() {
+    absl::MutexLock lock(&mu_);
+    stores_.clear();
+    // open_ keeps the stores of open DBs; they are released on close.
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::map<std::string, std::shared_ptr<Store>> stores_ ABSL_GUARDED_BY(mu_);
+  std::set<const Store*> open_ ABSL_GUARDED_BY(mu_);
+};
+
+class MemoryCursor final : public Cursor {
+ public:
+  explicit MemoryCursor(Entries snapshot)
+      : snapshot_(std::move(snapshot)), it_(snapshot_.begin()) {}
+
+  void SeekToFirst() override { it_ = snapshot_.begin(); }
+  void Seek(absl::string_view target) override {
+    it_ = snapshot_.lower_bound(target);
+  }
+  void Next() override { ++it_; }
+  bool Valid() const override { return it_ != snapshot_.end(); }
+  absl::string_view key() const override { return it_->first; }
+  absl::string_view value() const override { return *it_->second; }
+  absl::Status status() const override { return absl::OkStatus(); }
+
+ private:
+  const Entries snapshot_;
+  Entries::const_iterator it_;
+};
+
+class MemoryWriter final : public Writer {
+ public:
+  MemoryWriter(Store* store, size_t batch_bytes)
+      : store_(store), batch_bytes_(batch_bytes) {}
+
+  absl::Status Put(absl::string_view key, absl::string_view value) override {
+    const size_t bytes = key.size() + value.size();
+    if (!pending_.empty() && pending_bytes_ + bytes > batch_bytes_) {
+      Flush().IgnoreError();  // Cannot fail.
+    }
+    pending_.emplace_back(std::string(key), std::string(value));
+    pending_bytes_ += bytes;
+    if (pending_bytes_ >= batch_bytes_) Flush().IgnoreError();
+    return absl::OkStatus();
+  }
+
+  absl::Status Flush() override {
+    if (pending_.empty()) return absl::OkStatus();
+    absl::MutexLock lock(&store_->mu);
+    for (auto& [key, value] : pending_) {
+      store_->entries.insert_or_assign(
+          std::move(key),
+          std::make_shared<const std::string>(std::move(value)));
+    }
+    pending_.clear();
+    pending_bytes_ = 0;
+    return absl::OkStatus();
+  }
+
+ private:
+  Store* const store_;
+  const size_t batch_bytes_;
+  std::vector<std::pair<std::string, std::string>> pending_;
+  size_t pending_bytes_ = 0;
+};
+
+class MemoryDb final : public DB {
+ public:
+  MemoryDb(const std::string& path, DbMode mode, std::shared_ptr<Store> store,
+           const DbOptions& options)
+      : DB(path, mode), store_(std::move(store)), options_(options) {}
+
+  ~MemoryDb() override {
+    if (!closed()) Registry::Get().Release(store_.get());
+  }
+
+ protected:
+  std::unique_ptr<Cursor> NewCursorImpl() override {
+    absl::MutexLock lock(&store_->mu);
+    return std::make_unique<MemoryCursor>(store_->entries);
+  }
+
+  std::unique_ptr<Writer> NewWriterImpl() override {
+    return std::make_unique<MemoryWriter>(store_.get(),
+                                          options_.writer_batch_bytes);
+  }
+
+  absl::StatusOr<std::string> GetImpl(absl::string_view key) override {
+    absl::MutexLock lock(&store_->mu);
+    auto it = store_->entries.find(key);
+    if (it == store_->entries.end()) return NotFoundKeyError(key);
+    return *it->second;
+  }
+
+  absl::Status CloseImpl() override {
+    Registry::Get().Release(store_.get());
+    return absl::OkStatus();
+  }
+
+ private:
+  const std::shared_ptr<Store> store_;
+  const DbOptions options_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<DB>> OpenMemoryDb(const std::string& path,
+                                                 DbMode mode,
+                                                 const DbOptions& options) {
+  absl::StatusOr<std::shared_ptr<Store>> store =
+      Registry::Get().Acquire(path, mode);
+  if (!store.ok()) return store.status();
+  return std::unique_ptr<DB>(
+      std::make_unique<MemoryDb>(path, mode, *std::move(store), options));
+}
+
+namespace memory_db {
+
+bool Exists(const std::string& path) { return Registry::Get().Exists(path); }
+
+std::vector<std::string> Paths() { return Registry::Get().Paths(); }
+
+absl::Status Remove(const std::string& path) {
+  return Registry::Get().Remove(path);
+}
+
+absl::Status Rename(const std::string& from, const std::string& to) {
+  return Registry::Get().Rename(from, to);
+}
+
+void Clear() { Registry::Get().Clear(); }
+
+}  // namespace memory_db
+
+JG_REGISTER_DB_TYPE(kMemoryDbType, OpenMemoryDb);
+
+}  // namespace jobgraph

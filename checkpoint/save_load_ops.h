@@ -1,0 +1,140 @@
+// The checkpoint operators Save, Load, DBExists and GetAllBlobNames (Caffe2's
+// ops of the same names, reference/caffe2_semantics.md sections 1 and 8), and
+// WriteCheckpointDb, the commit protocol of one database that Save runs.
+//
+// Paths. Caffe2 resolves a relative `db` against the workspace's root folder
+// unless `absolute_path` is set. A jobgraph workspace has no root folder, so
+// `absolute_path` is accepted for compatibility and changes nothing: a
+// relative path is relative to the process's working directory.
+//
+// Save (inputs: the blobs, at least one; no outputs)
+//   db (string, required)        path of the database to write
+//   db_type (string, required)   a registered DB type, e.g. "leveldb"
+//   absolute_path (int, 0)       see above
+//   strip_prefix (string, "")    each input name containing it is stored
+//                                without everything up to and including its
+//                                first occurrence
+//   blob_name_overrides (strings) stored names, one per input; not with
+//                                strip_prefix
+//   chunk_bytes (int, 64 MiB)    most element bytes in one tensor chunk
+//                                (SerializationOptions); Caffe2's chunk_size
+//                                (elements) is rejected rather than ignored
+//   node (string, ""), epoch (int, 0)   recorded in the database's manifest
+//   Stored names must be unique and must not be "__jobgraph_manifest__".
+//   The database is written by WriteCheckpointDb (below): a failed or
+//   interrupted Save never leaves a partial database under `db`, and saving
+//   to an existing database replaces it atomically.
+//
+// Load (no inputs; outputs: the blobs to load)
+//   db (string) / dbs (strings)  databases to read, in order (db first);
+//                                at least one, non-empty and unique
+//   db_type (string, required), absolute_path (int, 0)
+//   load_all (int, 0)            load every blob of the databases into
+//                                blobs named after them; outputs ignored
+//   allow_incomplete (int, 0)    succeed even if some outputs were not found
+//                                (they are left untouched)
+//   strip_prefix, add_prefix (string, "")   applied to stored names, strip
+//                                first, to get the name to load as
+//   source_blob_names (strings)  the name to load each output from; not with
+//                                strip_prefix or load_all
+//   verify_checksums (int, 1)    check every value's CRC-32C against the
+//                                manifest (sizes are always checked)
+//   Each database must hold the jobgraph manifest (db_manifest.h), else
+//   DataLoss: a database that Save did not finish is never trusted. Only the
+//   values of wanted blobs are read, each once, checksummed, and copied once
+//   into its blob. A blob found in two databases is InvalidArgument. Missing
+//   outputs without allow_incomplete: NotFound listing them. On an error,
+//   outputs may hold partial data (Caffe2 behaves the same).
+//
+// DBExists (no inputs; output: a bool scalar)
+//   db_name (or db) (string, required), db_type (string, required),
+//   absolute_path (int, 0)
+//   True iff the database opens for reading and holds the jobgraph manifest,
+//   so a partial or foreign database does not "exist"; nor does one whose
+//   manifest cannot be read (damage, I/O errors; logged). Values are not
+//   checked (see VerifyDb in db_manifest.h). Errors only when no answer is
+//   possible (e.g. the database is open in this process). An unregistered
+//   db_type is NotFound listing the known types (Caffe2 said true).
+//
+// GetAllBlobNames (no inputs; output: a 1-D string tensor)
+//   include_shared (int, 1)      1: this workspace's and its ancestors' blob
+//                                names (Workspace::BlobNames); 0: only its
+//                                own (LocalBlobNames)
+//   Sorted. The output blob exists when the op runs, so its own name is in
+//   the list (and hence in every checkpoint whose blob list it makes).
+//
+// Every error names the op, and the database path, blob or key at fault.
+//
+// Thread-safety: the operators follow operator.h. WriteCheckpointDb may run
+// concurrently for different paths; the blobs it reads must not change while
+// it runs.
+
+#ifndef JOBGRAPH_CHECKPOINT_SAVE_LOAD_OPS_H_
+#define JOBGRAPH_CHECKPOINT_SAVE_LOAD_OPS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "checkpoint/db.h"
+#include "engine/blob.h"
+#include "engine/serialization.h"
+
+namespace jobgraph {
+
+// One blob to write and the name to store it under.
+struct BlobToSave {
+  std::string name;
+  const Blob* blob = nullptr;  // not owned
+};
+
+struct CheckpointDbOptions {
+  // Recorded in the database's manifest.
+  std::string node;
+  int64_t epoch = 0;
+  SerializationOptions serialization;
+  DbOptions db;
+};
+
+// Writes `blobs` into a new database of `db_type` at `path` and puts it in
+// place durably. Blobs are written in order of their names (LevelDB writes
+// sorted keys fastest), each value streamed from the serializer straight
+// into the database, then the manifest, last.
+//
+// For directory-backed types ("leveldb", "LevelDB"):
+//  1. The parent directory of `path` must exist (FailedPrecondition naming it
+//     otherwise). Whatever exists at `path` must be a LevelDB database or an
+//     empty directory (FailedPrecondition otherwise), so a wrong `path` can
+//     never make Save delete unrelated files.
+//  2. The database is written to "<dir>/.<name>.tmp-<pid>-<n>" (a leftover
+//     of that exact name is removed first) and closed, which syncs every file
+//     and the directory. Failpoint "save.after_db_write".
+//  3. If nothing is at `path`, the temporary is renamed to it; otherwise the
+//     two are exchanged atomically (RENAME_EXCHANGE) and the old database,
+//     now under the temporary name, is deleted by the background deleter.
+//     The directory is synced. Failpoint "save.after_rename".
+//  On any error the temporary database is removed (best effort) and `path`
+//  is unchanged, unless the error came after step 3.
+// For "memory" the same steps run on the in-memory store (no durability to
+// provide; the old database is removed at once). Any other type is written
+// directly at `path` with DbMode::kNew, so replacing is that backend's
+// business; should the write fail, the database there lacks a manifest and
+// Load refuses it.
+//
+// Errors name the path and, for serialization errors, the blob.
+absl::Status WriteCheckpointDb(absl::string_view db_type,
+                               const std::string& path,
+                               std::vector<BlobToSave> blobs,
+                               const CheckpointDbOptions& options);
+
+// Whether `basename` (a name inside a checkpoint directory) has the form of
+// WriteCheckpointDb's temporary databases: a database being written, the
+// leftover of a crash, or an old copy awaiting deletion. Tools that clean up
+// after crashes delete such names only when no Save can be running.
+bool IsSaveTempName(absl::string_view basename);
+
+}  // namespace jobgraph
+
+#endif  // JOBGRAPH_CHECKPOINT_SAVE_LOAD_OPS_H_

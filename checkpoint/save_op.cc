@@ -1,0 +1,471 @@
+// The Save operator and WriteCheckpointDb, the commit protocol of one
+// checkpoint database (see save_load_ops.h).
+
+#include <errno.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
+#include "checkpoint/background_delete.h"
+#include "checkpoint/db.h"
+#include "checkpoint/db_manifest.h"
+#include "checkpoint/db_registry.h"
+#include "checkpoint/failpoint.h"
+#include "checkpoint/file_util.h"
+#include "checkpoint/leveldb_db.h"
+#include "checkpoint/memory_db.h"
+#include "checkpoint/save_load_ops.h"
+#include "engine/blob.h"
+#include "engine/operator.h"
+#include "engine/serialization.h"
+#include "engine/status_macros.h"
+#include "engine/tensor.h"
+#include "glog/logging.h"
+
+namespace jobgraph {
+namespace {
+
+constexpr absl::string_view kTempMarker = ".tmp-";
+
+// How a DB type stores a database, which decides how it is put in place.
+enum class Storage {
+  kDirectory,  // a directory on the file system (LevelDB)
+  kMemory,     // the in-memory store of memory_db.h
+  kOther,      // unknown: written directly under its final name
+};
+
+Storage StorageOf(absl::string_view db_type) {
+  if (db_type == kLevelDbType || db_type == kLevelDbTypeAlias) {
+    return Storage::kDirectory;
+  }
+  if (db_type == kMemoryDbType) return Storage::kMemory;
+  return Storage::kOther;
+}
+
+// Numbers the temporary databases of this process, so that concurrent saves
+// of the same path never share a temporary name.
+std::atomic<uint64_t> g_temp_sequence{0};
+
+// `path` without trailing slashes, split into its directory and its last
+// component.
+struct SplitPath {
+  std::string path;
+  std::string dir;
+  std::string base;
+};
+
+absl::StatusOr<SplitPath> Split(const std::string& path) {
+  std::string trimmed = path;
+  while (trimmed.size() > 1 && trimmed.back() == '/') trimmed.pop_back();
+  const size_t slash = trimmed.rfind('/');
+  std::string base =
+      slash == std::string::npos ? trimmed : trimmed.substr(slash + 1);
+  if (base.empty() || base == "." || base == "..") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", path,
+                     "' cannot name a checkpoint database: it has no last "
+                     "component to write under"));
+  }
+  return SplitPath{trimmed, ParentDir(trimmed), std::move(base)};
+}
+
+std::string TempPath(const SplitPath& split) {
+  return JoinPath(split.dir,
+                  absl::StrCat(".", split.base, kTempMarker, ::getpid(), "-",
+                               g_temp_sequence.fetch_add(1)));
+}
+
+absl::Status CheckParentDir(const SplitPath& split) {
+  struct stat st;
+  if (::stat(split.dir.c_str(), &st) != 0) {
+    const int error = errno;
+    if (error == ENOENT) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the directory ", split.dir, " that should hold checkpoint database ",
+          split.path,
+          " does not exist; create it first (the checkpoint manager does)"));
+    }
+    return absl::ErrnoToStatus(error, absl::StrCat("stat ", split.dir));
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(split.dir, ", which should hold checkpoint database ",
+                     split.path, ", is not a directory"));
+  }
+  return absl::OkStatus();
+}
+
+// What is at a directory-backed database's final path before it is replaced.
+enum class Existing { kNothing, kEmptyDir, kDatabase };
+
+absl::StatusOr<Existing> InspectFinalPath(const std::string& path) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) {
+    const int error = errno;
+    if (error == ENOENT) return Existing::kNothing;
+    return absl::ErrnoToStatus(error, absl::StrCat("lstat ", path));
+  }
+  // Replacing deletes the old copy, so only ever replace what is plainly a
+  // database: a mistyped path must not cost a user their files.
+  if (!S_ISDIR(st.st_mode)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        path,
+        " exists and is not a directory, so it is not a database that "
+        "saving may replace; remove it or choose another path"));
+  }
+  JG_ASSIGN_OR_RETURN(std::vector<std::string> names, ListDir(path));
+  if (names.empty()) return Existing::kEmptyDir;
+  if (std::find(names.begin(), names.end(), "CURRENT") == names.end()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        path,
+        " is a non-empty directory without LevelDB's CURRENT file, so "
+        "it is not a database that saving may replace; remove it or "
+        "choose another path"));
+  }
+  return Existing::kDatabase;
+}
+
+CheckpointBlobInfo DescribeBlob(absl::string_view name, const Blob& blob) {
+  CheckpointBlobInfo info;
+  info.set_name(std::string(name));
+  if (const BlobSerializer* serializer = FindBlobSerializer(blob.type())) {
+    info.set_type(serializer->type_name());
+  }
+  if (blob.IsType<Tensor>()) {
+    const Tensor& tensor = blob.Get<Tensor>();
+    for (int64_t d : tensor.shape()) info.add_dims(d);
+    info.set_data_type(tensor.dtype());
+  }
+  return info;
+}
+
+// Checks what can be checked before writing anything, so that a bad blob
+// fails the save at once instead of after gigabytes of writing.
+absl::Status CheckBlobs(const std::vector<BlobToSave>& blobs,
+                        const SerializationOptions& options) {
+  if (blobs.empty()) {
+    return absl::InvalidArgumentError("there are no blobs to save");
+  }
+  absl::flat_hash_map<absl::string_view, int> seen;
+  for (const BlobToSave& b : blobs) {
+    CHECK(b.blob != nullptr) << "BlobToSave '" << b.name << "' without a blob";
+    if (b.name == kDbManifestKey) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "blob name '", b.name, "' is reserved for the database's manifest"));
+    }
+    if (!seen.emplace(b.name, 0).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("duplicated blob name '", b.name, "'"));
+    }
+    if (!b.blob->IsInitialized() ||
+        FindBlobSerializer(b.blob->type()) == nullptr) {
+      // SerializeBlob refuses these before calling the sink; its message is
+      // the one users should see.
+      absl::Status status =
+          SerializeBlob(b.name, *b.blob, options, [](std::string, std::string) {
+            return absl::InternalError("unexpected serialized value");
+          });
+      CHECK(!status.ok()) << "SerializeBlob accepted blob '" << b.name << "'";
+      return status;
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Streams every blob into `db`, then the manifest, and closes `db` (which
+// makes it durable).
+absl::Status WriteBlobs(DB* db, const std::vector<BlobToSave>& blobs,
+                        const CheckpointDbOptions& options) {
+  JG_ASSIGN_OR_RETURN(std::unique_ptr<Writer> writer, db->NewWriter());
+  DbManifestBuilder manifest(options.node, options.epoch);
+  for (const BlobToSave& b : blobs) {
+    manifest.StartBlob(DescribeBlob(b.name, *b.blob));
+    JG_RETURN_IF_ERROR(SerializeBlob(b.name, *b.blob, options.serialization,
+                                     [&](std::string key, std::string value) {
+                                       manifest.AddValue(key, value);
+                                       return writer->Put(key, value);
+                                     }));
+  }
+  std::string bytes;
+  if (!manifest.manifest().SerializeToString(&bytes)) {
+    return absl::InternalError("cannot serialize the database's manifest");
+  }
+  // Last, so that its presence proves every value before it was written.
+  JG_RETURN_IF_ERROR(writer->Put(kDbManifestKey, bytes));
+  JG_RETURN_IF_ERROR(writer->Flush());
+  writer.reset();
+  return db->Close();
+}
+
+absl::Status OpenAndWrite(absl::string_view db_type, const std::string& path,
+                          const std::vector<BlobToSave>& blobs,
+                          const CheckpointDbOptions& options) {
+  JG_ASSIGN_OR_RETURN(
+      std::unique_ptr<DB> db,
+      DbRegistry::Global().Open(db_type, path, DbMode::kNew, options.db));
+  // On error `db` is destroyed without Close(): nothing is made durable.
+  return WriteBlobs(db.get(), blobs, options);
+}
+
+void RemoveTemp(Storage storage, const std::string& temp) {
+  absl::Status status = storage == Storage::kMemory ? memory_db::Remove(temp)
+                                                    : RemoveRecursively(temp);
+  if (!status.ok() && !absl::IsNotFound(status)) {
+    LOG(WARNING) << "cannot remove the temporary database " << temp
+                 << " of a failed save: " << status;
+  }
+}
+
+// Writes under a temporary name and puts the result in place (steps 2 and 3
+// of WriteCheckpointDb).
+absl::Status WriteAndInstall(absl::string_view db_type, Storage storage,
+                             const SplitPath& split,
+                             const std::vector<BlobToSave>& blobs,
+                             const CheckpointDbOptions& options) {
+  const std::string& path = split.path;
+  if (storage == Storage::kDirectory) {
+    JG_RETURN_IF_ERROR(CheckParentDir(split));
+    // Fail before writing anything if `path` holds something we must not
+    // replace.
+    JG_RETURN_IF_ERROR(InspectFinalPath(path).status());
+  }
+  const std::string temp = TempPath(split);
+  // Only a crashed process with the same pid leaves this exact name.
+  if (storage == Storage::kMemory) {
+    if (memory_db::Exists(temp)) JG_RETURN_IF_ERROR(memory_db::Remove(temp));
+  } else {
+    JG_ASSIGN_OR_RETURN(bool exists, PathExists(temp));
+    if (exists) JG_RETURN_IF_ERROR(RemoveRecursively(temp));
+  }
+
+  absl::Status status = OpenAndWrite(db_type, temp, blobs, options);
+  if (status.ok()) status = Failpoint("save.after_db_write");
+  bool old_copy_at_temp = false;
+  if (status.ok()) {
+    if (storage == Storage::kMemory) {
+      if (memory_db::Exists(path)) status = memory_db::Remove(path);
+      if (status.ok()) status = memory_db::Rename(temp, path);
+    } else {
+      // Looked at again: the state may have changed during the write.
+      absl::StatusOr<Existing> existing = InspectFinalPath(path);
+      if (!existing.ok()) {
+        status = existing.status();
+      } else if (*existing == Existing::kDatabase) {
+        status = ExchangeAndSync(temp, path);
+        old_copy_at_temp = status.ok();
+      } else {
+        // rename(2) replaces an empty directory.
+        status = RenameAndSync(temp, path);
+      }
+    }
+  }
+  if (!status.ok()) {
+    // If the exchange itself succeeded but its sync failed, `temp` holds the
+    // old copy; removing it is right either way.
+    RemoveTemp(storage, temp);
+    return status;
+  }
+  if (old_copy_at_temp) {
+    // The new database is in place; a leftover old copy only costs space.
+    absl::Status deleting = DeleteInBackground(temp);
+    if (!deleting.ok()) LOG(WARNING) << deleting;
+  }
+  return Failpoint("save.after_rename");
+}
+
+}  // namespace
+
+bool IsSaveTempName(absl::string_view basename) {
+  if (!absl::ConsumePrefix(&basename, ".")) return false;
+  const size_t marker = basename.rfind(kTempMarker);
+  if (marker == absl::string_view::npos || marker == 0) return false;
+  absl::string_view suffix = basename.substr(marker + kTempMarker.size());
+  const size_t dash = suffix.find('-');
+  if (dash == absl::string_view::npos) return false;
+  auto all_digits = [](absl::string_view s) {
+    return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
+      return absl::ascii_isdigit(static_cast<unsigned char>(c));
+    });
+  };
+  return all_digits(suffix.substr(0, dash)) &&
+         all_digits(suffix.substr(dash + 1));
+}
+
+absl::Status WriteCheckpointDb(absl::string_view db_type,
+                               const std::string& path,
+                               std::vector<BlobToSave> blobs,
+                               const CheckpointDbOptions& options) {
+  absl::Status status = [&]() -> absl::Status {
+    JG_ASSIGN_OR_RETURN(SplitPath split, Split(path));
+    if (!DbRegistry::Global().IsRegistered(db_type)) {
+      // Open() would say the same, with the list of known types.
+      return DbRegistry::Global().Open(db_type, path, DbMode::kNew).status();
+    }
+    JG_RETURN_IF_ERROR(CheckBlobs(blobs, options.serialization));
+    // LevelDB writes keys that arrive in sorted order fastest (tables need
+    // no compaction); blob order is all Save controls.
+    std::stable_sort(blobs.begin(), blobs.end(),
+                     [](const BlobToSave& a, const BlobToSave& b) {
+                       return a.name < b.name;
+                     });
+    const Storage storage = StorageOf(db_type);
+    if (storage != Storage::kOther) {
+      return WriteAndInstall(db_type, storage, split, blobs, options);
+    }
+    JG_RETURN_IF_ERROR(OpenAndWrite(db_type, split.path, blobs, options));
+    JG_RETURN_IF_ERROR(Failpoint("save.after_db_write"));
+    return Failpoint("save.after_rename");
+  }();
+  if (status.ok()) return status;
+  return absl::Status(status.code(), absl::StrCat("saving checkpoint ", path,
+                                                  ": ", status.message()));
+}
+
+namespace {
+
+// Save(blobs...): see save_load_ops.h.
+class SaveOp final : public OperatorBase {
+ public:
+  using OperatorBase::OperatorBase;
+
+  absl::Status Init() override {
+    if (InputSize() < 1 || OutputSize() != 0) {
+      return Error(
+          absl::StatusCode::kInvalidArgument,
+          absl::StrCat("takes at least one input and no outputs, "
+                       "got ",
+                       InputSize(), " inputs and ", OutputSize(), " outputs"));
+    }
+    db_ = GetArg<std::string>("db", "");
+    db_type_ = GetArg<std::string>("db_type", "");
+    if (db_.empty()) {
+      return Error(absl::StatusCode::kInvalidArgument,
+                   "argument 'db' (the database path) is required");
+    }
+    if (db_type_.empty()) {
+      return Error(
+          absl::StatusCode::kInvalidArgument,
+          absl::StrCat("argument 'db_type' is required; known "
+                       "types: ",
+                       absl::StrJoin(DbRegistry::Global().Types(), ", ")));
+    }
+    if (!DbRegistry::Global().IsRegistered(db_type_)) {
+      return Error(
+          absl::StatusCode::kNotFound,
+          absl::StrCat("unknown db_type '", db_type_, "'; known types: ",
+                       absl::StrJoin(DbRegistry::Global().Types(), ", ")));
+    }
+    if (HasArg("chunk_size")) {
+      return Error(absl::StatusCode::kInvalidArgument,
+                   "argument 'chunk_size' (elements) is not supported; "
+                   "chunks are bounded by 'chunk_bytes'");
+    }
+    options_.node = GetArg<std::string>("node", "");
+    options_.epoch = GetArg<int64_t>("epoch", 0);
+    options_.serialization.chunk_bytes =
+        GetArg<int64_t>("chunk_bytes", options_.serialization.chunk_bytes);
+    if (options_.serialization.chunk_bytes <= 0 ||
+        options_.serialization.chunk_bytes > kMaxChunkBytes) {
+      return Error(absl::StatusCode::kInvalidArgument,
+                   absl::StrCat("chunk_bytes must be in [1, ", kMaxChunkBytes,
+                                "], got ", options_.serialization.chunk_bytes));
+    }
+    return ComputeNames();
+  }
+
+  absl::Status Run() override {
+    std::vector<BlobToSave> blobs;
+    blobs.reserve(InputSize());
+    for (int i = 0; i < InputSize(); ++i) {
+      blobs.push_back({names_[i], InputBlob(i)});
+    }
+    absl::Status status =
+        WriteCheckpointDb(db_type_, db_, std::move(blobs), options_);
+    if (status.ok()) return status;
+    return Error(status.code(), status.message());
+  }
+
+ private:
+  // The stored name of each input, from strip_prefix or
+  // blob_name_overrides, checked for uniqueness.
+  absl::Status ComputeNames() {
+    const std::string strip_prefix = GetArg<std::string>("strip_prefix", "");
+    const std::vector<std::string> overrides =
+        GetRepeatedArg<std::string>("blob_name_overrides");
+    if (!overrides.empty()) {
+      if (!strip_prefix.empty()) {
+        return Error(absl::StatusCode::kInvalidArgument,
+                     "blob_name_overrides and strip_prefix cannot be used "
+                     "together");
+      }
+      if (static_cast<int>(overrides.size()) != InputSize()) {
+        return Error(absl::StatusCode::kInvalidArgument,
+                     absl::StrCat("blob_name_overrides has ", overrides.size(),
+                                  " names for ", InputSize(), " inputs"));
+      }
+      names_ = overrides;
+    } else {
+      for (int i = 0; i < InputSize(); ++i) {
+        std::string name = InputName(i);
+        const size_t pos =
+            strip_prefix.empty() ? std::string::npos : name.find(strip_prefix);
+        if (pos != std::string::npos) {
+          name = name.substr(pos + strip_prefix.size());
+        }
+        names_.push_back(std::move(name));
+      }
+    }
+    absl::flat_hash_map<absl::string_view, int> first_input;
+    for (int i = 0; i < InputSize(); ++i) {
+      const std::string& name = names_[i];
+      absl::string_view problem;
+      if (name.empty()) {
+        problem = "an empty name";
+      } else if (absl::StrContains(name, kChunkSeparator)) {
+        problem = "a name containing the chunk separator '#%'";
+      } else if (name == kDbManifestKey) {
+        problem = "the name reserved for the database's manifest";
+      }
+      if (!problem.empty()) {
+        return Error(
+            absl::StatusCode::kInvalidArgument,
+            absl::StrCat("input '", InputName(i), "' would be stored under ",
+                         problem, " ('", name, "')"));
+      }
+      auto [it, inserted] = first_input.emplace(name, i);
+      if (!inserted) {
+        return Error(
+            absl::StatusCode::kInvalidArgument,
+            absl::StrCat("duplicated blob name '", name, "' (inputs '",
+                         InputName(it->second), "' and '", InputName(i), "')"));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  std::string db_;
+  std::string db_type_;
+  CheckpointDbOptions options_;
+  std::vector<std::string> names_;
+};
+
+JG_REGISTER_OPERATOR(Save, SaveOp);
+
+}  // namespace
+}  // namespace jobgraph

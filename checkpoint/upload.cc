@@ -1,0 +1,107 @@
+#include "checkpoint/upload.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "checkpoint/file_util.h"
+#include "engine/net_builder.h"
+#include "engine/ops/function_op.h"
+#include "engine/status_macros.h"
+
+namespace jobgraph {
+namespace {
+
+absl::Status Errno(absl::string_view what, const std::string& path) {
+  return absl::UnavailableError(
+      absl::StrCat(what, " ", path, ": ", std::strerror(errno)));
+}
+
+absl::Status CopyFile(const std::string& from, const std::string& to) {
+  const int in = ::open(from.c_str(), O_RDONLY);
+  if (in < 0) return Errno("cannot open", from);
+  const int out = ::open(to.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
+  if (out < 0) {
+    absl::Status s = Errno("cannot create", to);
+    ::close(in);
+    return s;
+  }
+  std::vector<char> buffer(size_t{4} << 20);
+  absl::Status status;
+  while (status.ok()) {
+    const ssize_t n = ::read(in, buffer.data(), buffer.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      status = Errno("cannot read", from);
+      break;
+    }
+    if (n == 0) break;
+    for (ssize_t done = 0; done < n;) {
+      const ssize_t w = ::write(out, buffer.data() + done, n - done);
+      if (w < 0 && errno == EINTR) continue;
+      if (w < 0) {
+        status = Errno("cannot write", to);
+        break;
+      }
+      done += w;
+    }
+  }
+  if (status.ok() && ::fsync(out) != 0) status = Errno("cannot fsync", to);
+  ::close(in);
+  ::close(out);
+  return status;
+}
+
+absl::Status CopyCheckpointFunction(FunctionContext& context) {
+  return CopyRecursively(context.GetArg<std::string>("from", ""),
+                         context.GetArg<std::string>("to", ""));
+}
+
+const bool kCopyRegistered = [] {
+  absl::Status s = FunctionRegistry::Global().Register(
+      "jobgraph.copy_checkpoint", CopyCheckpointFunction);
+  CHECK(s.ok()) << s;
+  return true;
+}();
+
+}  // namespace
+
+absl::Status CopyRecursively(const std::string& from, const std::string& to) {
+  struct stat st;
+  if (::lstat(from.c_str(), &st) != 0) return Errno("cannot read", from);
+  JG_ASSIGN_OR_RETURN(bool exists, PathExists(to));
+  if (exists) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("cannot copy ", from, " to ", to, ": it already exists"));
+  }
+  if (!S_ISDIR(st.st_mode)) return CopyFile(from, to);
+  JG_RETURN_IF_ERROR(CreateDir(to));
+  JG_ASSIGN_OR_RETURN(std::vector<std::string> entries, ListDir(from));
+  for (const std::string& entry : entries) {
+    JG_RETURN_IF_ERROR(
+        CopyRecursively(JoinPath(from, entry), JoinPath(to, entry)));
+  }
+  return FsyncDir(to);
+}
+
+absl::StatusOr<TaskGroup> UploadToLocalDirectory::Build(
+    int64_t epoch, const CheckpointManagerBase& manager) {
+  TaskGroup group("upload", GLOBAL);
+  for (const std::string& node : manager.node_names()) {
+    Task& task = group.NewTask(Node(node), {.name = "upload"});
+    task.net().Op(
+        "Function", {}, std::vector<BlobRef>{},
+        {MakeArg("func", "jobgraph.copy_checkpoint"),
+         MakeArg("from",
+                 CheckpointDbPath(manager.options().directory, node, epoch)),
+         MakeArg("to", JoinPath(directory_, node))});
+  }
+  return group;
+}
+
+}  // namespace jobgraph

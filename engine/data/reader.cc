@@ -1,0 +1,21 @@
+#include "engine/data/reader.h"
+
+#include "glog/logging.h"
+#include "proto/jobgraph.pb.h"
+
+namespace jobgraph {
+
+const ReaderImpl& Reader::impl() const {
+  CHECK(impl_ != nullptr) << "use of a default-constructed (invalid) Reader";
+  return *impl_;
+}
+
+void FillFalse(NetBuilder& net, const BlobRef& blob) {
+  // No `shape` argument: ConstantFill then makes a scalar (shape []), the
+  // shape the executor's stop check and Or expect.
+  net.Op("ConstantFill", {}, {blob},
+         {MakeArg("dtype", static_cast<int64_t>(BOOL)),
+          MakeArg("value", int64_t{0})});
+}
+
+}  // namespace jobgraph
