@@ -74,7 +74,7 @@ class Deleter {
   }
 
   // std::mutex rather than absl::Mutex: Debian's Abseil is not built for
-  // ThreadSanitizer, which then cannot see absl::Mutex ordering the queue
+  // ThreadSanitizer, which then cannot see std::mutex ordering the queue
   // between the two threads; libstdc++'s mutex is pthreads, which it sees.
   std::mutex mu_;
   std::condition_variable work_;      // notified when the queue gets a path

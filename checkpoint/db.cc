@@ -3,13 +3,13 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <mutex>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
 #include "glog/logging.h"
 
 namespace jobgraph {
@@ -159,7 +159,7 @@ absl::Status DB::Close() {
   }
   closed_ = true;
   absl::Status close_status = CloseImpl();
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   if (!first_write_error_.ok()) {
     return absl::Status(
         first_write_error_.code(),
@@ -178,7 +178,7 @@ absl::Status DB::NotFoundKeyError(absl::string_view key) const {
 }
 
 void DB::RecordWriteError(const absl::Status& status) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   if (first_write_error_.ok()) first_write_error_ = status;
 }
 

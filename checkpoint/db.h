@@ -30,12 +30,12 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <mutex>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
 
 namespace jobgraph {
 
@@ -192,7 +192,7 @@ class DB {
   bool closed_ = false;
   std::atomic<int> live_cursors_{0};
   std::atomic<int> live_writers_{0};
-  absl::Mutex mu_;
+  std::mutex mu_;
   absl::Status first_write_error_ ABSL_GUARDED_BY(mu_);
 };
 

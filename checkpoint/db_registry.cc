@@ -4,13 +4,13 @@
 #include <string>
 #include <utility>
 #include <vector>
+#include <mutex>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
 #include "checkpoint/db.h"
 
 namespace jobgraph {
@@ -24,7 +24,7 @@ absl::Status DbRegistry::Register(const std::string& type, DbFactory factory) {
   if (type.empty()) {
     return absl::InvalidArgumentError("a DB type name must not be empty");
   }
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   if (!factories_.emplace(type, std::move(factory)).second) {
     return absl::AlreadyExistsError(
         absl::StrCat("DB type '", type, "' is already registered"));
@@ -33,12 +33,12 @@ absl::Status DbRegistry::Register(const std::string& type, DbFactory factory) {
 }
 
 bool DbRegistry::IsRegistered(absl::string_view type) const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return factories_.find(type) != factories_.end();
 }
 
 std::vector<std::string> DbRegistry::Types() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   std::vector<std::string> types;
   types.reserve(factories_.size());
   for (const auto& entry : factories_) types.push_back(entry.first);
@@ -50,7 +50,7 @@ absl::StatusOr<std::unique_ptr<DB>> DbRegistry::Open(
     const DbOptions& options) const {
   DbFactory factory;
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     auto it = factories_.find(type);
     if (it == factories_.end()) {
       std::vector<std::string> known;

@@ -19,12 +19,12 @@
 #include <memory>
 #include <string>
 #include <vector>
+#include <mutex>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
 #include "checkpoint/db.h"
 #include "glog/logging.h"
 
@@ -56,7 +56,7 @@ class DbRegistry {
       const DbOptions& options = DbOptions()) const;
 
  private:
-  mutable absl::Mutex mu_;
+  mutable std::mutex mu_;
   std::map<std::string, DbFactory, std::less<>> factories_ ABSL_GUARDED_BY(mu_);
 };
 

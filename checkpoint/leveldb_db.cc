@@ -3,6 +3,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <mutex>
 
 #include <cerrno>
 #include <cstdarg>
@@ -17,7 +18,6 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "checkpoint/db.h"
@@ -91,16 +91,16 @@ class OpenPaths {
     return *open_paths;
   }
   bool Acquire(const std::string& canonical) {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     return paths_.insert(canonical).second;
   }
   void Release(const std::string& canonical) {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     paths_.erase(canonical);
   }
 
  private:
-  absl::Mutex mu_;
+  std::mutex mu_;
   std::set<std::string> paths_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -7,13 +7,13 @@
 #include <string>
 #include <utility>
 #include <vector>
+#include <mutex>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
 #include "checkpoint/db.h"
 #include "checkpoint/db_registry.h"
 
@@ -26,7 +26,7 @@ using Entries =
     std::map<std::string, std::shared_ptr<const std::string>, std::less<>>;
 
 struct Store {
-  absl::Mutex mu;
+  std::mutex mu;
   Entries entries ABSL_GUARDED_BY(mu);
 };
 
@@ -40,7 +40,7 @@ class Registry {
 
   absl::StatusOr<std::shared_ptr<Store>> Acquire(const std::string& path,
                                                  DbMode mode) {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     auto it = stores_.find(path);
     if (mode == DbMode::kNew) {
       if (it != stores_.end()) {
@@ -60,24 +60,24 @@ class Registry {
   }
 
   void Release(const Store* store) {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     open_.erase(store);
   }
 
   bool Exists(const std::string& path) {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     return stores_.count(path) != 0;
   }
 
   std::vector<std::string> Paths() {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     std::vector<std::string> paths;
     for (const auto& entry : stores_) paths.push_back(entry.first);
     return paths;
   }
 
   absl::Status Remove(const std::string& path) {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     auto it = stores_.find(path);
     if (it == stores_.end()) {
       return absl::NotFoundError(
@@ -92,7 +92,7 @@ class Registry {
   }
 
   absl::Status Rename(const std::string& from, const std::string& to) {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     auto it = stores_.find(from);
     if (it == stores_.end()) {
       return absl::NotFoundError(absl::StrCat("cannot rename memory DB ", from,
@@ -114,13 +114,13 @@ class Registry {
   }
 
   void Clear() {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     stores_.clear();
     // open_ keeps the stores of open DBs; they are released on close.
   }
 
  private:
-  absl::Mutex mu_;
+  std::mutex mu_;
   std::map<std::string, std::shared_ptr<Store>> stores_ ABSL_GUARDED_BY(mu_);
   std::set<const Store*> open_ ABSL_GUARDED_BY(mu_);
 };
@@ -163,7 +163,7 @@ class MemoryWriter final : public Writer {
 
   absl::Status Flush() override {
     if (pending_.empty()) return absl::OkStatus();
-    absl::MutexLock lock(&store_->mu);
+    std::lock_guard<std::mutex> lock(store_->mu);
     for (auto& [key, value] : pending_) {
       store_->entries.insert_or_assign(
           std::move(key),
@@ -193,7 +193,7 @@ class MemoryDb final : public DB {
 
  protected:
   std::unique_ptr<Cursor> NewCursorImpl() override {
-    absl::MutexLock lock(&store_->mu);
+    std::lock_guard<std::mutex> lock(store_->mu);
     return std::make_unique<MemoryCursor>(store_->entries);
   }
 
@@ -203,7 +203,7 @@ class MemoryDb final : public DB {
   }
 
   absl::StatusOr<std::string> GetImpl(absl::string_view key) override {
-    absl::MutexLock lock(&store_->mu);
+    std::lock_guard<std::mutex> lock(store_->mu);
     auto it = store_->entries.find(key);
     if (it == store_->entries.end()) return NotFoundKeyError(key);
     return *it->second;

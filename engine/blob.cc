@@ -1,18 +1,19 @@
 #include "engine/blob.h"
+#include "absl/base/thread_annotations.h"
 
 #include <cxxabi.h>
+#include <mutex>
 
 #include <cstdlib>
 #include <map>
 
-#include "absl/synchronization/mutex.h"
 #include "engine/tensor.h"
 
 namespace jobgraph {
 namespace {
 
 struct TypeNames {
-  absl::Mutex mu;
+  std::mutex mu;
   std::map<std::type_index, std::string> by_type ABSL_GUARDED_BY(mu);
   std::map<std::string, std::type_index> by_name ABSL_GUARDED_BY(mu);
 };
@@ -26,7 +27,7 @@ TypeNames& Names() {
 
 void RegisterBlobTypeName(std::type_index type, const std::string& name) {
   TypeNames& names = Names();
-  absl::MutexLock lock(&names.mu);
+  std::lock_guard<std::mutex> lock(names.mu);
   auto by_type = names.by_type.find(type);
   CHECK(by_type == names.by_type.end())
       << "blob type " << by_type->second << " registered twice (again as "
@@ -41,7 +42,7 @@ std::string Blob::TypeNameOf(std::type_index type) {
   if (type == std::type_index(typeid(void))) return "uninitialized";
   {
     TypeNames& names = Names();
-    absl::MutexLock lock(&names.mu);
+    std::lock_guard<std::mutex> lock(names.mu);
     auto it = names.by_type.find(type);
     if (it != names.by_type.end()) return it->second;
   }

@@ -144,7 +144,7 @@ OperatorRegistry& OperatorRegistry::Global() {
 
 absl::Status OperatorRegistry::Register(const std::string& type,
                                         OperatorFactory factory) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   if (!factories_.emplace(type, std::move(factory)).second) {
     return absl::AlreadyExistsError(
         absl::StrCat("operator type '", type, "' is already registered"));
@@ -153,12 +153,12 @@ absl::Status OperatorRegistry::Register(const std::string& type,
 }
 
 bool OperatorRegistry::IsRegistered(absl::string_view type) const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return factories_.find(type) != factories_.end();
 }
 
 std::vector<std::string> OperatorRegistry::Types() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   std::vector<std::string> types;
   for (const auto& [type, factory] : factories_) types.push_back(type);
   return types;
@@ -168,7 +168,7 @@ absl::StatusOr<std::unique_ptr<OperatorBase>> OperatorRegistry::Create(
     const OperatorDef& def, Workspace* ws) const {
   OperatorFactory factory;
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     auto it = factories_.find(def.type());
     if (it == factories_.end()) {
       std::vector<std::string> known;

@@ -26,11 +26,12 @@
 #include <memory>
 #include <string>
 #include <vector>
+#include <mutex>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
 #include "engine/blob.h"
 #include "engine/tensor.h"
 #include "engine/workspace.h"
@@ -112,7 +113,7 @@ class OperatorRegistry {
                                                        Workspace* ws) const;
 
  private:
-  mutable absl::Mutex mu_;
+  mutable std::mutex mu_;
   std::map<std::string, OperatorFactory, std::less<>> factories_
       ABSL_GUARDED_BY(mu_);
 };

@@ -1,18 +1,19 @@
 #include "engine/plan_executor.h"
 
 #include <algorithm>
+#include <condition_variable>
 #include <map>
 #include <memory>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
+#include <mutex>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
-#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "engine/net.h"
 #include "engine/status_macros.h"
@@ -25,7 +26,7 @@ namespace {
 // net in the same workspace share one instance, as in Caffe2. Owned next to
 // the workspace it serves and destroyed before it.
 struct NetCache {
-  absl::Mutex mu;
+  std::mutex mu;
   std::map<std::string, std::unique_ptr<Net>> nets ABSL_GUARDED_BY(mu);
 };
 
@@ -157,7 +158,7 @@ absl::StatusOr<Net*> GetOrCreateNet(PlanRun* run, const std::string& name,
                                             "' names net '", name,
                                             "', which the plan does not define"));
   }
-  absl::MutexLock lock(&cache->mu);
+  std::lock_guard<std::mutex> lock(cache->mu);
   std::unique_ptr<Net>& net = cache->nets[name];
   if (net == nullptr) {
     JG_ASSIGN_OR_RETURN(net, Net::Create(*def->second, ws));
@@ -214,9 +215,7 @@ class ReporterThreads {
       threads_.emplace_back([this, r, continuation] {
         const absl::Duration interval =
             absl::Milliseconds(r->step().run_every_ms());
-        while (!done_.WaitForNotificationWithTimeout(interval)) {
-          Record(r->Run(continuation));
-        }
+        while (!WaitForDone(interval)) Record(r->Run(continuation));
         Record(r->Run(continuation));
       });
     }
@@ -224,10 +223,14 @@ class ReporterThreads {
 
   // Stops the reporters after their final run and returns the first error.
   absl::Status Finish() {
-    if (!done_.HasBeenNotified()) done_.Notify();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_ = true;
+    }
+    done_cv_.notify_all();
     for (std::thread& t : threads_) t.join();
     threads_.clear();
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     return first_error_;
   }
 
@@ -236,13 +239,21 @@ class ReporterThreads {
  private:
   void Record(absl::Status s) {
     if (s.ok()) return;
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     if (first_error_.ok()) first_error_ = std::move(s);
   }
 
-  absl::Notification done_;
+  // True once the body ended; waits up to `interval` for it.
+  bool WaitForDone(absl::Duration interval) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return done_cv_.wait_for(lock, absl::ToChronoNanoseconds(interval),
+                             [this] { return done_; });
+  }
+
   std::vector<std::thread> threads_;
-  absl::Mutex mu_;
+  std::mutex mu_;
+  std::condition_variable done_cv_;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status first_error_ ABSL_GUARDED_BY(mu_);
 };
 
@@ -285,7 +296,7 @@ absl::Status RunSubstepIteration(CompiledStep* c, const Continuation* own,
   if (c->recurring.empty()) return absl::OkStatus();
   const size_t instances = std::max(1, step.num_concurrent_instances());
   const size_t num_threads = c->recurring.size() * instances;
-  absl::Mutex mu;
+  std::mutex mu;
   absl::Status first_error;
   std::vector<std::thread> threads;
   threads.reserve(num_threads);
@@ -294,7 +305,7 @@ absl::Status RunSubstepIteration(CompiledStep* c, const Continuation* own,
     threads.emplace_back([&, substep] {
       absl::Status s = substep->Run(own);
       if (!s.ok()) {
-        absl::MutexLock lock(&mu);
+        std::lock_guard<std::mutex> lock(mu);
         if (first_error.ok()) first_error = std::move(s);
         c->got_failure.store(true);
       }

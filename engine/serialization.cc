@@ -5,14 +5,15 @@
 #include <cstring>
 #include <iterator>
 #include <limits>
+#include <mutex>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/base/config.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/synchronization/mutex.h"
 #include "engine/counter.h"
 #include "engine/serialization_internal.h"
 #include "engine/status_macros.h"
@@ -79,7 +80,7 @@ size_t LengthDelimitedSize(size_t payload) {
 // Registry.
 
 struct Registry {
-  absl::Mutex mu;
+  std::mutex mu;
   std::map<std::type_index, const BlobSerializer*> by_type ABSL_GUARDED_BY(mu);
   std::map<std::string, const BlobSerializer*, std::less<>> by_name
       ABSL_GUARDED_BY(mu);
@@ -682,7 +683,7 @@ absl::Status RegisterBlobSerializer(
   CHECK(serializer != nullptr);
   Registry& registry = GetRegistry();
   const std::string name = serializer->type_name();
-  absl::MutexLock lock(&registry.mu);
+  std::lock_guard<std::mutex> lock(registry.mu);
   if (registry.by_type.count(type) > 0) {
     return absl::AlreadyExistsError(
         absl::StrCat("a blob serializer for C++ type ", Blob::TypeNameOf(type),
@@ -700,14 +701,14 @@ absl::Status RegisterBlobSerializer(
 
 const BlobSerializer* FindBlobSerializer(std::type_index type) {
   Registry& registry = GetRegistry();
-  absl::MutexLock lock(&registry.mu);
+  std::lock_guard<std::mutex> lock(registry.mu);
   auto it = registry.by_type.find(type);
   return it == registry.by_type.end() ? nullptr : it->second;
 }
 
 const BlobSerializer* FindBlobSerializer(absl::string_view type_name) {
   Registry& registry = GetRegistry();
-  absl::MutexLock lock(&registry.mu);
+  std::lock_guard<std::mutex> lock(registry.mu);
   auto it = registry.by_name.find(type_name);
   return it == registry.by_name.end() ? nullptr : it->second;
 }

@@ -73,7 +73,7 @@ absl::StatusOr<Tensor> Session::Fetch(const TaskOutput& output) const {
 }
 
 Workspace* LocalSession::NodeWorkspace(absl::string_view node) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   auto it = workspaces_.find(node);
   if (it == workspaces_.end()) {
     it = workspaces_
@@ -85,7 +85,7 @@ Workspace* LocalSession::NodeWorkspace(absl::string_view node) {
 }
 
 std::vector<std::string> LocalSession::nodes() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   std::vector<std::string> names;
   for (const auto& [name, ws] : workspaces_) names.push_back(name);
   return names;
@@ -133,7 +133,7 @@ absl::StatusOr<Tensor> LocalSession::FetchBlob(absl::string_view node,
                                                absl::string_view blob) const {
   const Workspace* ws = nullptr;
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     auto it = workspaces_.find(node);
     if (it == workspaces_.end()) {
       std::vector<std::string> known;

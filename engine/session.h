@@ -18,11 +18,12 @@
 #include <memory>
 #include <string>
 #include <vector>
+#include <mutex>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
 #include "engine/plan_executor.h"
 #include "engine/task.h"
 #include "engine/tensor.h"
@@ -84,7 +85,7 @@ class LocalSession : public Session {
   std::vector<std::string> nodes() const;
 
  private:
-  mutable absl::Mutex mu_;
+  mutable std::mutex mu_;
   std::map<std::string, std::unique_ptr<Workspace>, std::less<>> workspaces_
       ABSL_GUARDED_BY(mu_);
   RunControl control_;

@@ -2,15 +2,15 @@
 
 #include <chrono>
 #include <thread>
+#include <mutex>
 
-#include "absl/synchronization/mutex.h"
 #include "engine/operator.h"
 
 namespace jobgraph {
 namespace testing {
 namespace {
 
-absl::Mutex log_mu;
+std::mutex log_mu;
 std::vector<std::string>& LogStore() {
   static auto* log = new std::vector<std::string>;
   return *log;
@@ -20,7 +20,7 @@ class TestLogOp final : public OperatorBase {
  public:
   using OperatorBase::OperatorBase;
   absl::Status Run() override {
-    absl::MutexLock lock(&log_mu);
+    std::lock_guard<std::mutex> lock(log_mu);
     LogStore().push_back(GetArg<std::string>("tag", ""));
     return absl::OkStatus();
   }
@@ -82,12 +82,12 @@ JG_REGISTER_OPERATOR(TestIncrement, TestIncrementOp);
 }  // namespace
 
 std::vector<std::string> Log() {
-  absl::MutexLock lock(&log_mu);
+  std::lock_guard<std::mutex> lock(log_mu);
   return LogStore();
 }
 
 void ClearLog() {
-  absl::MutexLock lock(&log_mu);
+  std::lock_guard<std::mutex> lock(log_mu);
   LogStore().clear();
 }
 

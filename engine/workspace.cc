@@ -24,7 +24,7 @@ bool Workspace::HasBlob(absl::string_view name) const {
 
 Blob* Workspace::GetBlob(absl::string_view name) const {
   for (const Workspace* ws = this; ws != nullptr; ws = ws->parent_) {
-    absl::ReaderMutexLock lock(&ws->mu_);
+    std::shared_lock<std::shared_mutex> lock(ws->mu_);
     if (Blob* blob = ws->FindLocal(name)) return blob;
   }
   return nullptr;
@@ -45,7 +45,7 @@ Blob* Workspace::CreateBlob(absl::string_view name) {
 }
 
 Blob* Workspace::CreateLocalBlob(absl::string_view name) {
-  absl::MutexLock lock(&mu_);
+  std::unique_lock<std::shared_mutex> lock(mu_);
   auto it = blobs_.find(name);
   if (it != blobs_.end()) return it->second.get();
   auto inserted =
@@ -54,7 +54,7 @@ Blob* Workspace::CreateLocalBlob(absl::string_view name) {
 }
 
 bool Workspace::RemoveBlob(absl::string_view name) {
-  absl::MutexLock lock(&mu_);
+  std::unique_lock<std::shared_mutex> lock(mu_);
   auto it = blobs_.find(name);
   if (it == blobs_.end()) return false;
   blobs_.erase(it);
@@ -62,7 +62,7 @@ bool Workspace::RemoveBlob(absl::string_view name) {
 }
 
 std::vector<std::string> Workspace::LocalBlobNames() const {
-  absl::ReaderMutexLock lock(&mu_);
+  std::shared_lock<std::shared_mutex> lock(mu_);
   std::vector<std::string> names;
   names.reserve(blobs_.size());
   for (const auto& [name, blob] : blobs_) names.push_back(name);

@@ -17,11 +17,12 @@
 #include <memory>
 #include <string>
 #include <vector>
+#include <mutex>
+#include <shared_mutex>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
 #include "engine/blob.h"
 #include "engine/tensor.h"
 
@@ -69,7 +70,7 @@ class Workspace {
 
   Workspace* const parent_;
   const std::string name_;
-  mutable absl::Mutex mu_;
+  mutable std::shared_mutex mu_;
   std::map<std::string, std::unique_ptr<Blob>, std::less<>> blobs_
       ABSL_GUARDED_BY(mu_);
 };

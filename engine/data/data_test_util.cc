@@ -5,9 +5,10 @@
 #include <string>
 #include <utility>
 #include <vector>
+#include <mutex>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "engine/operator.h"
 #include "engine/serialization.h"
 #include "engine/status_macros.h"
@@ -19,7 +20,7 @@ namespace data_test {
 namespace {
 
 struct Collected {
-  absl::Mutex mu;
+  std::mutex mu;
   std::map<std::string, std::vector<int64_t>> ints ABSL_GUARDED_BY(mu);
   std::map<std::string, std::vector<std::string>> strings ABSL_GUARDED_BY(mu);
 };
@@ -37,7 +38,7 @@ class TestCollectRowsOp final : public OperatorBase {
     JG_ASSIGN_OR_RETURN(const Tensor* batch, Input(0));
     const std::string tag = GetArg<std::string>("tag", "");
     Collected& store = Store();
-    absl::MutexLock lock(&store.mu);
+    std::lock_guard<std::mutex> lock(store.mu);
     if (batch->dtype() == STRING) {
       for (const std::string& s : batch->values<std::string>()) {
         store.strings[tag].push_back(s);
@@ -55,7 +56,7 @@ class TestAccumulateRowsOp final : public OperatorBase {
   using OperatorBase::OperatorBase;
 
   absl::Status Run() override {
-    absl::MutexLock lock(&Store().mu);
+    std::lock_guard<std::mutex> lock(Store().mu);
     JG_ASSIGN_OR_RETURN(const Tensor* batch, Input(0));
     int64_t sum = 0;
     for (int64_t v : batch->values<int64_t>()) sum += v;
@@ -80,17 +81,17 @@ void AccumulateRows(NetBuilder& net, const BlobRef& batch, const BlobRef& sum,
 }
 
 std::vector<int64_t> CollectedInts(const std::string& tag) {
-  absl::MutexLock lock(&Store().mu);
+  std::lock_guard<std::mutex> lock(Store().mu);
   return Store().ints[tag];
 }
 
 std::vector<std::string> CollectedStrings(const std::string& tag) {
-  absl::MutexLock lock(&Store().mu);
+  std::lock_guard<std::mutex> lock(Store().mu);
   return Store().strings[tag];
 }
 
 void ClearCollected() {
-  absl::MutexLock lock(&Store().mu);
+  std::lock_guard<std::mutex> lock(Store().mu);
   Store().ints.clear();
   Store().strings.clear();
 }

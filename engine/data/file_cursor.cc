@@ -18,17 +18,17 @@
 namespace jobgraph {
 
 FileCursor::~FileCursor() {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   if (fd_ >= 0) close(fd_);
 }
 
 int64_t FileCursor::offset() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return offset_;
 }
 
 void FileCursor::set_offset(int64_t offset) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   offset_ = offset;
   offset_checked_ = false;
 }
@@ -102,7 +102,7 @@ absl::Status FileCursor::EnsureOpen() {
 absl::Status FileCursor::ReadLines(int64_t max_lines, int64_t buffer_bytes,
                                    std::vector<std::string>* lines) {
   lines->clear();
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   JG_RETURN_IF_ERROR(EnsureOpen());
   int64_t pos = offset_;
   if (pos < window_begin_ ||

@@ -27,11 +27,11 @@
 #include <cstdint>
 #include <string>
 #include <vector>
+#include <mutex>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 
 namespace jobgraph {
 
@@ -67,7 +67,7 @@ class FileCursor {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string path_;
-  mutable absl::Mutex mu_;
+  mutable std::mutex mu_;
   int64_t offset_ ABSL_GUARDED_BY(mu_) = 0;
   bool offset_checked_ ABSL_GUARDED_BY(mu_) = false;
   int fd_ ABSL_GUARDED_BY(mu_) = -1;

@@ -6,9 +6,10 @@
 // instances finishing together can lose the `true` one of them wrote. The
 // lock makes the update atomic; the result is the same as Or's.
 
+#include <mutex>
+
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "engine/data/op_checks.h"
 #include "engine/operator.h"
 #include "engine/status_macros.h"
@@ -18,8 +19,8 @@ namespace {
 
 // One lock for every AtomicOr: the critical section is a few loads and a
 // store, run once per batch read.
-absl::Mutex& AtomicOrMutex() {
-  static absl::Mutex* mu = new absl::Mutex;  // never destroyed
+std::mutex& AtomicOrMutex() {
+  static std::mutex* mu = new std::mutex;  // never destroyed
   return *mu;
 }
 
@@ -37,7 +38,7 @@ class AtomicOrOp final : public OperatorBase {
   }
 
   absl::Status Run() override {
-    absl::MutexLock lock(&AtomicOrMutex());
+    std::lock_guard<std::mutex> lock(AtomicOrMutex());
     JG_ASSIGN_OR_RETURN(const Tensor* x, Input(0));
     JG_ASSIGN_OR_RETURN(const Tensor* cond, Input(1));
     for (int i = 0; i < 2; ++i) {

@@ -16,7 +16,7 @@ namespace jobgraph {
 absl::Status ShuffleCursor::NextBatch(int64_t batch_size, int64_t num_rows,
                                       std::vector<int64_t>* rows) {
   rows->clear();
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   if (state_.num_rows < 0) state_.num_rows = num_rows;
   if (state_.num_rows != num_rows) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -41,7 +41,7 @@ absl::Status ShuffleCursor::NextBatch(int64_t batch_size, int64_t num_rows,
 }
 
 bool ShuffleCursor::StartNextEpoch(bool only_if_exhausted) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   if (only_if_exhausted && !state_.exhausted) return false;
   ++state_.epoch;
   state_.position = 0;
@@ -51,7 +51,7 @@ bool ShuffleCursor::StartNextEpoch(bool only_if_exhausted) {
 }
 
 ShuffleCursor::State ShuffleCursor::state() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return state_;
 }
 

@@ -35,10 +35,10 @@
 #include <string>
 #include <utility>
 #include <vector>
+#include <mutex>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
 
 namespace jobgraph {
 
@@ -78,7 +78,7 @@ class ShuffleCursor {
 
  private:
   const std::vector<std::string> fields_;
-  mutable absl::Mutex mu_;
+  mutable std::mutex mu_;
   State state_ ABSL_GUARDED_BY(mu_);
   // This epoch's order, computed on the epoch's first read (also after a
   // restore); not part of the state.

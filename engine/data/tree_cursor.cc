@@ -15,7 +15,7 @@ namespace jobgraph {
 
 absl::StatusOr<std::pair<int64_t, int64_t>> TreeCursor::Advance(
     int64_t batch_size, int64_t num_rows) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   if (offset_ > num_rows) {
     return absl::OutOfRangeError(absl::StrCat(
         "the cursor is at row ", offset_, " but the data has only ", num_rows,
@@ -27,12 +27,12 @@ absl::StatusOr<std::pair<int64_t, int64_t>> TreeCursor::Advance(
 }
 
 int64_t TreeCursor::offset() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return offset_;
 }
 
 void TreeCursor::set_offset(int64_t offset) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   offset_ = offset;
 }
 

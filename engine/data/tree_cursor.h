@@ -20,10 +20,10 @@
 #include <string>
 #include <utility>
 #include <vector>
+#include <mutex>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 
 namespace jobgraph {
 
@@ -52,7 +52,7 @@ class TreeCursor {
 
  private:
   const std::vector<std::string> fields_;
-  mutable absl::Mutex mu_;
+  mutable std::mutex mu_;
   int64_t offset_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

@@ -64,7 +64,7 @@ absl::Status FunctionRegistry::Register(const std::string& name,
     return absl::InvalidArgumentError(
         absl::StrCat("function '", name, "' is empty"));
   }
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   if (!functions_.emplace(name, std::move(fn)).second) {
     return absl::AlreadyExistsError(
         absl::StrCat("function '", name, "' is already registered"));
@@ -73,12 +73,12 @@ absl::Status FunctionRegistry::Register(const std::string& name,
 }
 
 bool FunctionRegistry::IsRegistered(absl::string_view name) const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return functions_.find(name) != functions_.end();
 }
 
 std::vector<std::string> FunctionRegistry::Names() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   std::vector<std::string> names;
   names.reserve(functions_.size());
   for (const auto& [name, fn] : functions_) names.push_back(name);
@@ -86,7 +86,7 @@ std::vector<std::string> FunctionRegistry::Names() const {
 }
 
 absl::StatusOr<OpFunction> FunctionRegistry::Get(absl::string_view name) const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   auto it = functions_.find(name);
   if (it != functions_.end()) return it->second;
   std::vector<std::string> known;

@@ -25,12 +25,12 @@
 #include <string>
 #include <utility>
 #include <vector>
+#include <mutex>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
 #include "engine/blob.h"
 #include "engine/operator.h"
 #include "engine/tensor.h"
@@ -91,7 +91,7 @@ class FunctionRegistry {
   absl::StatusOr<OpFunction> Get(absl::string_view name) const;
 
  private:
-  mutable absl::Mutex mu_;
+  mutable std::mutex mu_;
   std::map<std::string, OpFunction, std::less<>> functions_
       ABSL_GUARDED_BY(mu_);
 };

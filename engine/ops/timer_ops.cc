@@ -14,12 +14,12 @@
 namespace jobgraph {
 
 bool TimerInstance::running() const {
-  absl::ReaderMutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return running_;
 }
 
 absl::Status TimerInstance::Begin() {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   if (running_) {
     return absl::FailedPreconditionError(
         absl::StrCat("timer '", name_, "' is already running"));
@@ -30,14 +30,14 @@ absl::Status TimerInstance::Begin() {
 }
 
 absl::StatusOr<int64_t> TimerInstance::End() {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   if (!running_) return NotRunningError();
   running_ = false;
   return ElapsedNanosLocked();
 }
 
 absl::StatusOr<int64_t> TimerInstance::ElapsedNanos() const {
-  absl::ReaderMutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   if (!running_) return NotRunningError();
   return ElapsedNanosLocked();
 }

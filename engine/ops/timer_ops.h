@@ -15,11 +15,11 @@
 #include <cstdint>
 #include <string>
 #include <utility>
+#include <mutex>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 
 namespace jobgraph {
 
@@ -48,7 +48,7 @@ class TimerInstance {
   absl::Status NotRunningError() const;
 
   const std::string name_;
-  mutable absl::Mutex mu_;
+  mutable std::mutex mu_;
   bool running_ ABSL_GUARDED_BY(mu_) = false;
   Clock::time_point start_ ABSL_GUARDED_BY(mu_);
 };
