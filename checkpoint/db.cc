@@ -1,9 +1,9 @@
 #include "checkpoint/db.h"
 
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
-#include <mutex>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"

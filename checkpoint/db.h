@@ -29,8 +29,8 @@
 #include <atomic>
 #include <cstddef>
 #include <memory>
-#include <string>
 #include <mutex>
+#include <string>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -78,7 +78,10 @@ struct LevelDbTuning {
   // compacts nothing). Without it, up to write_buffer_size bytes stay only in
   // the log, and every later open of the checkpoint replays that log,
   // rewrites it as a table and deletes it (slow, and it modifies a committed
-  // checkpoint). Measured: see tools/bench/db_write_bench.cc.
+  // checkpoint). Measured with tools/bench/db_write_bench.cc: replaying the
+  // 268 MB log that 1 GiB leaves behind takes 1.3-1.6 s (a 1 GiB log with a
+  // 1 GiB memtable: 5.4-6.3 s), while the flush costs one table build of at
+  // most write_buffer_size at close and the next open takes a few ms.
   bool flush_memtable_on_close = true;
 };
 

@@ -1,10 +1,10 @@
 #include "checkpoint/db_registry.h"
 
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
-#include <mutex>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"

@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -321,6 +322,34 @@ TEST_P(DbContractTest, OversizedEntryIsInvalidArgument) {
   ASSERT_TRUE(writer->Put("k2", "ok").ok());
   writer.reset();
   EXPECT_TRUE(db->Close().ok());
+}
+
+TEST_P(DbContractTest, WritersOnSeveralThreads) {
+  const std::string path = dir_.Join("db");
+  std::unique_ptr<DB> db = OpenOrDie(path, DbMode::kNew);
+  constexpr int kThreads = 4;
+  constexpr int kKeysPerThread = 200;
+  {
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&db, t] {
+        std::unique_ptr<Writer> writer = db->NewWriter().value();
+        for (int i = 0; i < kKeysPerThread; ++i) {
+          CHECK(writer->Put(absl::StrFormat("t%d_%04d", t, i), "v").ok());
+          if (i % 50 == 0) {
+            // Reads race with other threads' batches: found or not, never
+            // an error.
+            absl::Status status = db->Get("t0_0000").status();
+            CHECK(status.ok() || absl::IsNotFound(status)) << status;
+          }
+        }
+      });
+    }
+    for (std::thread& thread : threads) thread.join();
+  }
+  ASSERT_TRUE(db->Close().ok());
+  db = OpenOrDie(path, DbMode::kRead);
+  EXPECT_EQ(ReadAll(db.get()).size(), kThreads * kKeysPerThread);
 }
 
 INSTANTIATE_TEST_SUITE_P(AllBackends, DbContractTest,

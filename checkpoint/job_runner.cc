@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "checkpoint/background_delete.h"
 #include "engine/status_macros.h"
 #include "glog/logging.h"
 
@@ -173,6 +174,9 @@ absl::StatusOr<int64_t> JobRunner::Train(Session& session) {
   JG_RETURN_IF_ERROR(
       Annotate(session.Run(job_.download_group()), "download group"));
   JG_RETURN_IF_ERROR(Annotate(session.Run(job_.exit_group()), "exit group"));
+  // Old databases dropped by retention are deleted off the critical path;
+  // finish before returning so a process that exits next leaves none behind.
+  WaitForBackgroundDeletes();
   return epoch;
 }
 

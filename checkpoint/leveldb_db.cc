@@ -3,12 +3,12 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <sys/stat.h>
-#include <mutex>
 
 #include <cerrno>
 #include <cstdarg>
 #include <cstdio>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <string>
 #include <utility>
@@ -40,11 +40,16 @@ namespace {
 // The one place where a leveldb::Status becomes an absl::Status. LevelDB
 // keeps only NotFound from errno (everything else is "IO error"), so I/O
 // failures map to Internal; its message usually names the file.
+// `reading` marks reads of a finished database: there an I/O error means its
+// files cannot be read back (LevelDB reports a truncated table file as
+// "IO error: ... Invalid argument"), which is data loss, not a bug.
 absl::Status FromLevelDb(const leveldb::Status& status,
-                         absl::string_view context) {
+                         absl::string_view context, bool reading = false) {
   if (status.ok()) return absl::OkStatus();
   absl::StatusCode code = absl::StatusCode::kInternal;
-  if (status.IsNotFound()) {
+  if (status.IsIOError() && reading) {
+    code = absl::StatusCode::kDataLoss;
+  } else if (status.IsNotFound()) {
     code = absl::StatusCode::kNotFound;
   } else if (status.IsCorruption()) {
     code = absl::StatusCode::kDataLoss;
@@ -151,7 +156,8 @@ class LevelDbCursor final : public Cursor {
   }
   absl::Status status() const override {
     return FromLevelDb(iterator_->status(),
-                       absl::StrCat("read LevelDB database ", *path_));
+                       absl::StrCat("read LevelDB database ", *path_),
+                       /*reading=*/true);
   }
 
  private:
@@ -260,7 +266,8 @@ class LevelDb final : public DB {
     leveldb::Status status = db_->Get(read_options, ToSlice(key), &value);
     if (status.IsNotFound()) return NotFoundKeyError(key);
     JG_RETURN_IF_ERROR(
-        FromLevelDb(status, absl::StrCat("read LevelDB database ", path())));
+        FromLevelDb(status, absl::StrCat("read LevelDB database ", path()),
+                    /*reading=*/true));
     return value;
   }
 

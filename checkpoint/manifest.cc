@@ -89,6 +89,13 @@ absl::StatusOr<CheckpointManifest> ReadManifest(const std::string& dir) {
     return absl::DataLossError(absl::StrCat(
         "checkpoint manifest ", path, " cannot be parsed; the file is damaged"));
   }
+  // An empty or zeroed file parses as a valid empty message; every manifest
+  // jobgraph writes has a version, so a missing one means damage.
+  if (manifest.format_version() < 1) {
+    return absl::DataLossError(absl::StrCat(
+        "checkpoint manifest ", path,
+        " has no format version; the file is damaged"));
+  }
   if (manifest.format_version() > kCheckpointFormatVersion) {
     return absl::FailedPreconditionError(absl::StrCat(
         "checkpoint manifest ", path, " has format version ",
@@ -172,8 +179,15 @@ absl::Status ManifestHandler::SetParams(const std::string& dir,
 
 absl::Status ManifestHandler::VerifyEpoch(int64_t epoch) const {
   for (const std::string& node : nodes_) {
-    absl::StatusOr<CheckpointDbManifest> db = VerifyCheckpointDb(
-        db_type_, CheckpointDbPath(dir_, node, epoch), node, epoch);
+    const std::string path = CheckpointDbPath(dir_, node, epoch);
+    absl::StatusOr<CheckpointDbManifest> db =
+        VerifyCheckpointDb(db_type_, path, node, epoch);
+    // The manifest says this database was committed, so anything missing
+    // from it (the directory, CURRENT, a table file) is data loss.
+    if (absl::IsNotFound(db.status())) {
+      return absl::DataLossError(absl::StrCat(
+          "committed epoch ", epoch, " is damaged: ", db.status().message()));
+    }
     if (!db.ok()) return db.status();
   }
   return absl::OkStatus();

@@ -352,8 +352,8 @@ TEST_F(SaveLoadTest, SaveRefusesToReplaceWhatIsNotADatabase) {
   status = Save(&ws, {"f32"}, folder);
   EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(status.message(),
-              HasSubstr("is a non-empty directory without LevelDB's CURRENT "
-                        "file"));
+              HasSubstr("is a non-empty directory that is not a LevelDB "
+                        "database"));
   // Untouched, and no temporary left.
   EXPECT_THAT(List(dir_.path()), ElementsAre("file", "folder"));
   EXPECT_THAT(List(folder), ElementsAre("notes"));
@@ -833,9 +833,9 @@ TEST_F(DamageTest, ATruncatedTableFileIsAnErrorNamingTheFile) {
   // manifest key) opens the table and reads its footer at the size recorded
   // in LevelDB's MANIFEST, past the new end of the file. LevelDB reads
   // tables through mmap and reports such a read as an IOError with EINVAL,
-  // not as Corruption, and the LevelDB adapter maps IOError to Internal. The
-  // message names the damaged file.
-  EXPECT_EQ(status.code(), absl::StatusCode::kInternal);
+  // not as Corruption; reading back a finished database, the LevelDB adapter
+  // maps that to DataLoss. The message names the damaged file.
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
   EXPECT_EQ(status.message(),
             absl::StrCat("op Load( -> w): read LevelDB database ", db_,
                          ": IO error: ", file_, ": Invalid argument"));

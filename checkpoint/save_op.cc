@@ -131,12 +131,20 @@ absl::StatusOr<Existing> InspectFinalPath(const std::string& path) {
   }
   JG_ASSIGN_OR_RETURN(std::vector<std::string> names, ListDir(path));
   if (names.empty()) return Existing::kEmptyDir;
-  if (std::find(names.begin(), names.end(), "CURRENT") == names.end()) {
+  // A LevelDB database always has a LOCK file and a MANIFEST-* descriptor
+  // besides CURRENT; any of them marks it as one, so a damaged checkpoint
+  // (CURRENT lost) is still replaced when its epoch is saved again.
+  const bool is_leveldb =
+      std::any_of(names.begin(), names.end(), [](const std::string& name) {
+        return name == "CURRENT" || name == "LOCK" ||
+               absl::StartsWith(name, "MANIFEST-");
+      });
+  if (!is_leveldb) {
     return absl::FailedPreconditionError(absl::StrCat(
         path,
-        " is a non-empty directory without LevelDB's CURRENT file, so "
-        "it is not a database that saving may replace; remove it or "
-        "choose another path"));
+        " is a non-empty directory that is not a LevelDB database (no "
+        "CURRENT, LOCK or MANIFEST-* file), so saving may not replace it; "
+        "remove it or choose another path"));
   }
   return Existing::kDatabase;
 }

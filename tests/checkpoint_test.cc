@@ -33,8 +33,8 @@ constexpr int64_t kExpectedTotals[] = {103, 115, 136, 145};
 std::string NewTempDir(const std::string& name) {
   static int counter = 0;
   const char* base = std::getenv("TEST_TMPDIR");
-  std::string dir = absl::StrCat(base != nullptr ? base : "/tmp", "/", name,
-                                 "_", ++counter);
+  std::string dir =
+      absl::StrCat(base != nullptr ? base : "/tmp", "/", name, "_", ++counter);
   RemoveRecursively(dir).IgnoreError();
   CHECK_EQ(::mkdir(dir.c_str(), 0755), 0) << dir;
   return dir;
@@ -141,10 +141,10 @@ TEST(CheckpointTest, CheckpointedBlobsAreTheInitGroupsBlobs) {
   ASSERT_EQ(runner.Train(session).value(), 4);
   absl::StatusOr<Tensor> names = session.FetchBlob("trainer_0", "blob_names");
   ASSERT_TRUE(names.ok());
-  EXPECT_THAT(std::vector<std::string>(
-                  names->data<std::string>(),
-                  names->data<std::string>() + names->numel()),
-              ElementsAre("blob_names", "dataset:0_cursor", "total", "val"));
+  EXPECT_THAT(
+      std::vector<std::string>(names->data<std::string>(),
+                               names->data<std::string>() + names->numel()),
+      ElementsAre("blob_names", "dataset:0_cursor", "total", "val"));
   // After the run the root also holds the stop condition published by the
   // epoch group; everything else the epochs made lived in private
   // workspaces and is gone.
@@ -209,9 +209,9 @@ TEST(CheckpointTest, UploadCopiesEachNodesDatabase) {
     ASSERT_EQ(runner.Train(session).value(), 4);
     EXPECT_TRUE(PathExists(dest).value());
     // The copy is a complete database of epoch 4.
-    EXPECT_TRUE(VerifyCheckpointDb("leveldb", dest, absl::StrCat("trainer_", id),
-                                   4)
-                    .ok());
+    EXPECT_TRUE(
+        VerifyCheckpointDb("leveldb", dest, absl::StrCat("trainer_", id), 4)
+            .ok());
   }
 }
 
@@ -261,9 +261,8 @@ TEST(CheckpointTest, DownloadGroupRunsAfterTheLoop) {
                      name);
   }
   Task& epoch = job.epoch_group().NewTask(node);
-  epoch.net().Loop(1, [](NetBuilder& body) {
-    body.Add("input1", "input2", "output");
-  });
+  epoch.net().Loop(
+      1, [](NetBuilder& body) { body.Add("input1", "input2", "output"); });
   job.download_group().NewTask(node).net().Copy("output", "download_result");
   EpochLimiter(job, node, 1);
   LocalSession session;

@@ -1,0 +1,358 @@
+#include "examples/example_util.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
+#include "checkpoint/file_util.h"
+#include "checkpoint/manifest.h"
+#include "engine/blob.h"
+#include "engine/operator.h"
+#include "engine/status_macros.h"
+#include "engine/tensor.h"
+#include "examples/plan_dot.h"
+#include "glog/logging.h"
+
+ABSL_FLAG(std::string, checkpoint_dir, "",
+          "Directory for checkpoints (created on the first save); empty runs "
+          "without checkpoints. Relative paths resolve against "
+          "$BUILD_WORKING_DIRECTORY when set.");
+ABSL_FLAG(std::string, resume_from_epoch, "",
+          "Resume from this committed epoch, or 'latest' (the newest one that "
+          "verifies; from scratch if there is none). Empty starts from "
+          "scratch. Needs --checkpoint_dir.");
+ABSL_FLAG(int, keep_last, 0,
+          "Keep only the newest N committed epochs; 0 keeps all.");
+ABSL_FLAG(bool, dump_plan, false,
+          "Print the job's plan (a JobDef text proto) to stdout and exit.");
+ABSL_FLAG(std::string, plan_dot, "",
+          "Write the job as a Graphviz graph to this file before running it. "
+          "Relative paths resolve like --checkpoint_dir.");
+ABSL_FLAG(int64_t, epoch_delay_ms, 0,
+          "Sleep this many milliseconds in every epoch, so that a run can be "
+          "interrupted; does not change the results.");
+
+namespace jobgraph {
+namespace examples {
+namespace {
+
+// The program's base name, for error messages.
+std::string& ProgramName() {
+  static std::string* name = new std::string("example");
+  return *name;
+}
+
+std::string FormatBytes(int64_t bytes) {
+  if (bytes < 1024) return absl::StrCat(bytes, " B");
+  if (bytes < (int64_t{1} << 20)) {
+    return absl::StrFormat("%.1f KiB", bytes / 1024.0);
+  }
+  return absl::StrFormat("%.1f MiB", bytes / (1024.0 * 1024.0));
+}
+
+std::string FormatMillis(int64_t micros) {
+  return absl::StrFormat("%.1f ms", micros / 1000.0);
+}
+
+// CountRows(counter, batch) -> counter: adds the number of rows of `batch`
+// (its first dimension; 1 for a scalar) to the int64 scalar `counter`. The
+// runtime instances of a pipe share the counter, so updates are serialised
+// by one process-wide mutex (a few nanoseconds per batch).
+class CountRowsOp final : public OperatorBase {
+ public:
+  using OperatorBase::OperatorBase;
+
+  absl::Status Init() override {
+    if (InputSize() != 2 || OutputSize() != 1 ||
+        OutputName(0) != InputName(0)) {
+      return Error(absl::StatusCode::kInvalidArgument,
+                   "expects CountRows(counter, batch) -> counter");
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Run() override {
+    JG_ASSIGN_OR_RETURN(const Tensor* batch, Input(1));
+    const int64_t rows = batch->ndim() == 0 ? 1 : batch->dim(0);
+    absl::MutexLock lock(&mu_);
+    Blob* blob = InputBlob(0);
+    if (!blob->IsType<Tensor>() || blob->Get<Tensor>().dtype() != INT64 ||
+        blob->Get<Tensor>().numel() != 1) {
+      return Error(absl::StatusCode::kFailedPrecondition,
+                   absl::StrCat("counter '", InputName(0),
+                                "' must be an int64 scalar, but holds ",
+                                blob->TypeName()));
+    }
+    blob->GetMutable<Tensor>()->mutable_data<int64_t>()[0] += rows;
+    return absl::OkStatus();
+  }
+
+ private:
+  static absl::Mutex mu_;
+};
+absl::Mutex CountRowsOp::mu_(absl::kConstInit);
+JG_REGISTER_OPERATOR(CountRows, CountRowsOp);
+
+// SleepMs(): sleeps `ms` milliseconds (no inputs or outputs). Lets a person
+// or a test interrupt an epoch; it touches no blob, so results are the same
+// with or without it.
+class SleepMsOp final : public OperatorBase {
+ public:
+  using OperatorBase::OperatorBase;
+
+  absl::Status Init() override {
+    ms_ = GetArg<int64_t>("ms", 0);
+    if (ms_ < 0) {
+      return Error(absl::StatusCode::kInvalidArgument,
+                   absl::StrCat("ms must be >= 0, got ", ms_));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Run() override {
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms_));
+    return absl::OkStatus();
+  }
+
+ private:
+  int64_t ms_ = 0;
+};
+JG_REGISTER_OPERATOR(SleepMs, SleepMsOp);
+
+// The sum of `blob` over `nodes`, or nullopt if one cannot be fetched.
+std::optional<int64_t> SumRecords(const Session& session,
+                                  const std::vector<std::string>& nodes,
+                                  const std::string& blob) {
+  int64_t sum = 0;
+  for (const std::string& node : nodes) {
+    absl::StatusOr<Tensor> value = session.FetchBlob(node, blob);
+    if (!value.ok() || value->dtype() != INT64 || value->numel() != 1) {
+      return std::nullopt;
+    }
+    sum += value->data<int64_t>()[0];
+  }
+  return sum;
+}
+
+}  // namespace
+
+void InitExample(int argc, char** argv, absl::string_view usage) {
+  absl::SetProgramUsageMessage(usage);
+  // --help lists the example's own flags and the common ones; the engine's
+  // libraries define none, and --helpfull shows everything anyway.
+  absl::FlagsUsageConfig config;
+  config.contains_help_flags = [](absl::string_view path) {
+    return absl::StrContains(path, "examples/");
+  };
+  config.contains_helpshort_flags = config.contains_help_flags;
+  absl::SetFlagsUsageConfig(config);
+  std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
+  std::string name = argv[0];
+  const size_t slash = name.rfind('/');
+  if (slash != std::string::npos) name = name.substr(slash + 1);
+  ProgramName() = name;
+  if (positional.size() > 1) {
+    std::fprintf(stderr,
+                 "%s: unexpected argument '%s' (every option is a --flag; "
+                 "see --help)\n",
+                 name.c_str(), positional[1]);
+    std::exit(2);
+  }
+  // Examples are run by hand: logs go to the terminal, not to /tmp files.
+  FLAGS_logtostderr = true;
+  google::InitGoogleLogging(argv[0]);
+}
+
+absl::StatusOr<std::string> ResolvePath(absl::string_view flag,
+                                        absl::string_view path) {
+  if (path.empty() || path[0] == '/') return std::string(path);
+  // `bazel run` starts the binary in its runfiles tree; the user meant the
+  // directory the command was typed in.
+  const char* base = std::getenv("BUILD_WORKING_DIRECTORY");
+  if (base != nullptr && base[0] != '\0') return JoinPath(base, path);
+  char cwd[4096];
+  if (getcwd(cwd, sizeof(cwd)) == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", flag, "=", path,
+                     ": cannot resolve a relative path (getcwd failed); "
+                     "give an absolute path"));
+  }
+  return JoinPath(cwd, path);
+}
+
+absl::StatusOr<CommonOptions> ReadCommonFlags() {
+  CommonOptions options;
+  JG_ASSIGN_OR_RETURN(
+      options.checkpoint_dir,
+      ResolvePath("checkpoint_dir", absl::GetFlag(FLAGS_checkpoint_dir)));
+  options.resume_from_epoch = absl::GetFlag(FLAGS_resume_from_epoch);
+  absl::StatusOr<ResumeFrom> resume =
+      ResumeFrom::Parse(options.resume_from_epoch);
+  if (!resume.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--resume_from_epoch=", options.resume_from_epoch,
+        " is not valid: give a committed epoch number, or 'latest' (leave it "
+        "empty to start from scratch)"));
+  }
+  if (resume->kind != ResumeFrom::Kind::kScratch &&
+      options.checkpoint_dir.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--resume_from_epoch=", options.resume_from_epoch,
+                     " needs --checkpoint_dir (the directory to resume from)"));
+  }
+  options.keep_last = absl::GetFlag(FLAGS_keep_last);
+  if (options.keep_last < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--keep_last must be >= 0 (0 keeps every epoch), got ",
+                     options.keep_last));
+  }
+  if (options.keep_last > 0 && options.checkpoint_dir.empty()) {
+    return absl::InvalidArgumentError(
+        "--keep_last needs --checkpoint_dir (there is nothing to keep)");
+  }
+  options.dump_plan = absl::GetFlag(FLAGS_dump_plan);
+  JG_ASSIGN_OR_RETURN(options.plan_dot,
+                      ResolvePath("plan_dot", absl::GetFlag(FLAGS_plan_dot)));
+  options.epoch_delay_ms = absl::GetFlag(FLAGS_epoch_delay_ms);
+  if (options.epoch_delay_ms < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--epoch_delay_ms must be >= 0, got ", options.epoch_delay_ms));
+  }
+  return options;
+}
+
+int UsageError(const absl::Status& status) {
+  std::fprintf(stderr, "%s: %s\n", ProgramName().c_str(),
+               std::string(status.message()).c_str());
+  return 2;
+}
+
+int RunError(const absl::Status& status) {
+  std::fprintf(stderr, "%s: %s\n", ProgramName().c_str(),
+               status.ToString().c_str());
+  return 1;
+}
+
+std::optional<int> HandlePlanFlags(const Job& job,
+                                   const CommonOptions& options) {
+  if (options.plan_dot.empty() && !options.dump_plan) return std::nullopt;
+  absl::StatusOr<JobDef> def = job.Build();
+  if (!def.ok()) {
+    return RunError(absl::Status(
+        def.status().code(),
+        absl::StrCat("cannot build the job's plan: ", def.status().message())));
+  }
+  if (!options.plan_dot.empty()) {
+    absl::Status written =
+        WriteFileAtomically(options.plan_dot, JobToDot(*def));
+    if (!written.ok()) {
+      return RunError(absl::Status(
+          written.code(), absl::StrCat("--plan_dot=", options.plan_dot, ": ",
+                                       written.message())));
+    }
+    LOG(INFO) << "wrote the job's graph to " << options.plan_dot;
+  }
+  if (options.dump_plan) {
+    std::fputs(job.DebugString().c_str(), stdout);
+    std::fflush(stdout);
+    return 0;
+  }
+  return std::nullopt;
+}
+
+std::unique_ptr<CheckpointManagerBase> MakeCheckpointManager(
+    const Job& job, const CommonOptions& options) {
+  if (options.checkpoint_dir.empty()) return nullptr;
+  CheckpointOptions ckpt;
+  ckpt.directory = options.checkpoint_dir;
+  ckpt.retention.keep_last = options.keep_last;
+  // One node: a plain manager, whose databases are named after the job's
+  // node all the same ("<dir>/<node>.<epoch>").
+  if (job.nodes_to_checkpoint().size() > 1) {
+    return std::make_unique<MultiNodeCheckpointManager>(std::move(ckpt));
+  }
+  return std::make_unique<CheckpointManager>(std::move(ckpt));
+}
+
+absl::StatusOr<int64_t> RunJob(const Job& job, const CommonOptions& options,
+                               Session& session, const EpochLogOptions& log) {
+  std::unique_ptr<CheckpointManagerBase> manager =
+      MakeCheckpointManager(job, options);
+  JobRunnerOptions runner_options;
+  runner_options.resume_from_epoch = options.resume_from_epoch;
+  const bool checkpointing = manager != nullptr;
+  runner_options.on_epoch_end = [&session, &log,
+                                 checkpointing](const EpochStats& stats) {
+    // Epoch 0 is the save after the init group; it has no run of its own.
+    std::string head = "epoch 0 (init)";
+    std::vector<std::string> parts;
+    if (stats.epoch > 0) {
+      head = absl::StrCat("epoch ", stats.epoch);
+      parts.push_back(FormatMillis(stats.run_micros));
+      if (!log.record_nodes.empty()) {
+        std::optional<int64_t> records =
+            SumRecords(session, log.record_nodes, log.records_blob);
+        parts.push_back(
+            records.has_value()
+                ? absl::StrCat(*records, *records == 1 ? " record" : " records")
+                : std::string("? records"));
+      }
+      if (log.extra) {
+        std::string extra = log.extra(session);
+        if (!extra.empty()) parts.push_back(std::move(extra));
+      }
+    }
+    if (!checkpointing) {
+      parts.push_back("no checkpoint");
+    } else if (stats.saved) {
+      parts.push_back(absl::StrCat("checkpoint ",
+                                   FormatMillis(stats.save_micros), " ",
+                                   FormatBytes(stats.save_bytes)));
+    } else {
+      parts.push_back("checkpoint FAILED (see the error above)");
+    }
+    LOG(INFO) << head << ": " << absl::StrJoin(parts, ", ");
+  };
+  JobRunner runner(job, manager.get(), runner_options);
+  absl::StatusOr<int64_t> epochs = runner.Train(session);
+  if (epochs.ok() && runner.stats().save_failures > 0) {
+    LOG(WARNING) << runner.stats().save_failures
+                 << " checkpoint save(s) failed; the results are complete, "
+                    "but a resume may have to start from an older epoch";
+  }
+  return epochs;
+}
+
+void AddRecordCounter(Task& pipe_task) {
+  const BlobRef counter(kEpochRecordsBlob, pipe_task.node().name());
+  pipe_task.init_net().ConstScalar<int64_t>(kEpochRecordsBlob, 0);
+  pipe_task.AddOutput(counter);
+}
+
+void CountRecords(NetBuilder& net, const Record& batch) {
+  const BlobRef counter(kEpochRecordsBlob, net.node());
+  net.Op("CountRows", {counter, batch.field_blobs().front()}, {counter});
+}
+
+void AddDelay(NetBuilder& net, int64_t delay_ms) {
+  if (delay_ms > 0) net.Op("SleepMs", {}, {}, {MakeArg("ms", delay_ms)});
+}
+
+}  // namespace examples
+}  // namespace jobgraph

@@ -1,0 +1,136 @@
+// What every example binary shares: the common flags and their checks, path
+// resolution for `bazel run`, the checkpoint manager, --dump_plan and
+// --plan_dot, the per-epoch log line, and two small operators (CountRows,
+// SleepMs) that the examples' epoch tasks use.
+//
+// Common flags (defined in example_util.cc):
+//   --checkpoint_dir=DIR       checkpoint into DIR; "" runs without
+//                              checkpoints
+//   --resume_from_epoch=E      a committed epoch number, or "latest"; "" (the
+//                              default) starts from scratch
+//   --keep_last=N              keep only the newest N committed epochs; 0
+//                              keeps all
+//   --dump_plan                print the job as a text proto and exit
+//   --plan_dot=FILE            write the job as a Graphviz graph to FILE,
+//                              then run it
+//   --epoch_delay_ms=MS        pause MS ms in each epoch (to interrupt a run
+//                              by hand or from a test); results do not change
+// Relative paths resolve against $BUILD_WORKING_DIRECTORY when it is set:
+// `bazel run` starts binaries in their runfiles directory, not where the
+// user typed the command.
+//
+// Typical main():
+//   InitExample(argc, argv, "usage...");
+//   absl::StatusOr<CommonOptions> common = ReadCommonFlags();
+//   if (!common.ok()) return UsageError(common.status());
+//   Job job; ... build ...
+//   if (std::optional<int> exit = HandlePlanFlags(job, *common)) return *exit;
+//   LocalSession session;
+//   absl::StatusOr<int64_t> epochs = RunJob(job, *common, session, {...});
+//
+// Everything here runs on the main thread, except the operators, which are
+// thread-safe.
+
+#ifndef JOBGRAPH_EXAMPLES_EXAMPLE_UTIL_H_
+#define JOBGRAPH_EXAMPLES_EXAMPLE_UTIL_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "checkpoint/checkpoint_manager.h"
+#include "checkpoint/job.h"
+#include "checkpoint/job_runner.h"
+#include "engine/data/record.h"
+#include "engine/net_builder.h"
+#include "engine/session.h"
+#include "engine/task.h"
+
+namespace jobgraph {
+namespace examples {
+
+// The common flags, checked and with paths resolved.
+struct CommonOptions {
+  std::string checkpoint_dir;  // absolute, or "" for no checkpoints
+  std::string resume_from_epoch;
+  int keep_last = 0;
+  bool dump_plan = false;
+  std::string plan_dot;  // absolute, or ""
+  int64_t epoch_delay_ms = 0;
+};
+
+// Parses the command line (Abseil flags; unknown flags and positional
+// arguments end the program with status 2) and sends glog to stderr.
+void InitExample(int argc, char** argv, absl::string_view usage);
+
+// Reads and checks the common flags. Errors are InvalidArgument and name the
+// flag: a bad --resume_from_epoch, resuming without --checkpoint_dir, a
+// negative --keep_last or --epoch_delay_ms, ...
+absl::StatusOr<CommonOptions> ReadCommonFlags();
+
+// `path` made absolute: unchanged if already absolute, else joined to
+// $BUILD_WORKING_DIRECTORY when set, else to the current directory. "" stays
+// "". `flag` names the flag in errors.
+absl::StatusOr<std::string> ResolvePath(absl::string_view flag,
+                                        absl::string_view path);
+
+// Prints "<program>: <message>" to stderr and returns the exit status for
+// bad flags (2).
+int UsageError(const absl::Status& status);
+// The same for failures at run time; returns 1.
+int RunError(const absl::Status& status);
+
+// Handles --plan_dot (writes the file) and --dump_plan (prints the plan to
+// stdout). Returns the exit status when the program should end now: 0 after
+// --dump_plan, 1 when the plan cannot be built or the file written (the error
+// is printed). nullopt: go on and run the job.
+std::optional<int> HandlePlanFlags(const Job& job,
+                                   const CommonOptions& options);
+
+// The checkpoint manager the flags ask for, or null without
+// --checkpoint_dir: a MultiNodeCheckpointManager for jobs that checkpoint
+// several nodes, else a CheckpointManager.
+std::unique_ptr<CheckpointManagerBase> MakeCheckpointManager(
+    const Job& job, const CommonOptions& options);
+
+// What the per-epoch log line shows beyond the runner's timings.
+struct EpochLogOptions {
+  // Nodes whose `records_blob` (an int64 scalar, e.g. made by
+  // AddRecordCounter) is summed into "N records"; empty: not shown.
+  std::vector<std::string> record_nodes;
+  std::string records_blob = "epoch_records";
+  // Extra text for the line (e.g. "loss=0.25"); may be empty.
+  std::function<std::string(const Session&)> extra;
+};
+
+// Runs `job` on `session` with a manager made by MakeCheckpointManager, and
+// logs one line per epoch to stderr:
+//   epoch 3: 12.1 ms, 3 records, checkpoint 4.0 ms 1.2 KiB
+// Returns the last epoch.
+absl::StatusOr<int64_t> RunJob(const Job& job, const CommonOptions& options,
+                               Session& session,
+                               const EpochLogOptions& log = {});
+
+// The blob AddRecordCounter maintains.
+inline constexpr char kEpochRecordsBlob[] = "epoch_records";
+
+// Counts the rows each epoch reads in `pipe_task` (a task made by Pipe):
+// "epoch_records" (int64 scalar) is reset by the task's init net and made a
+// task output, so it lives in the node's root workspace where RunJob's log
+// line fetches it. Call CountRecords(net, batch) from the pipe's processor;
+// it adds CountRows(epoch_records, <first field of batch>) to `net`.
+void AddRecordCounter(Task& pipe_task);
+void CountRecords(NetBuilder& net, const Record& batch);
+
+// Adds SleepMs (ms = `delay_ms`) to `net` when delay_ms > 0.
+void AddDelay(NetBuilder& net, int64_t delay_ms);
+
+}  // namespace examples
+}  // namespace jobgraph
+
+#endif  // JOBGRAPH_EXAMPLES_EXAMPLE_UTIL_H_

@@ -1,0 +1,239 @@
+#include "examples/linear_regression_ops.h"
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "engine/operator.h"
+#include "engine/status_macros.h"
+#include "engine/tensor.h"
+
+namespace jobgraph {
+namespace examples {
+
+LinearData GenerateLinearData(uint64_t seed, int64_t num_samples,
+                              int64_t num_features, double noise) {
+  SplitMix64 rng(seed);
+  LinearData data;
+  data.true_w.resize(num_features);
+  for (float& w : data.true_w) w = static_cast<float>(4 * rng.Uniform() - 2);
+  data.true_b = static_cast<float>(2 * rng.Uniform() - 1);
+  data.x.resize(num_samples * num_features);
+  data.y.resize(num_samples);
+  for (int64_t i = 0; i < num_samples; ++i) {
+    double target = data.true_b;
+    for (int64_t j = 0; j < num_features; ++j) {
+      const float x = static_cast<float>(2 * rng.Uniform() - 1);
+      data.x[i * num_features + j] = x;
+      target += static_cast<double>(data.true_w[j]) * x;
+    }
+    // Irwin-Hall: mean 0, variance 1, close enough to a normal for noise.
+    double gaussian = -6;
+    for (int k = 0; k < 12; ++k) gaussian += rng.Uniform();
+    data.y[i] = static_cast<float>(target + noise * gaussian);
+  }
+  return data;
+}
+
+namespace {
+
+// Error unless input `i` is a tensor of `dtype` with `ndim` dimensions.
+absl::StatusOr<const Tensor*> TypedInput(const OperatorBase& op, int i,
+                                         DataType dtype, int ndim) {
+  JG_ASSIGN_OR_RETURN(const Tensor* t, op.Input(i));
+  if (t->dtype() != dtype || t->ndim() != ndim) {
+    return op.Error(
+        absl::StatusCode::kInvalidArgument,
+        absl::StrCat("input '", op.InputName(i), "' must be a ", ndim, "-D ",
+                     DataTypeName(dtype), " tensor, got ", t->DebugString(4)));
+  }
+  return t;
+}
+
+// Error unless output `out` names the same blob as input `in` (in place).
+absl::Status CheckInPlace(const OperatorBase& op, int out, int in) {
+  if (op.OutputName(out) == op.InputName(in)) return absl::OkStatus();
+  return op.Error(absl::StatusCode::kInvalidArgument,
+                  absl::StrCat("output ", out, " ('", op.OutputName(out),
+                               "') must be input ", in, " ('", op.InputName(in),
+                               "'): the op updates it in place"));
+}
+
+class SyntheticLinearDataOp final : public OperatorBase {
+ public:
+  using OperatorBase::OperatorBase;
+
+  absl::Status Init() override {
+    if (InputSize() != 0 || OutputSize() != 4) {
+      return Error(absl::StatusCode::kInvalidArgument,
+                   "expects SyntheticLinearData() -> x, y, true_W, true_b");
+    }
+    seed_ = GetArg<int64_t>("seed", 0);
+    num_samples_ = GetArg<int64_t>("num_samples", 0);
+    num_features_ = GetArg<int64_t>("num_features", 0);
+    noise_ = GetArg<double>("noise", 0.0);
+    if (num_samples_ < 1 || num_features_ < 1 || !(noise_ >= 0)) {
+      return Error(
+          absl::StatusCode::kInvalidArgument,
+          absl::StrCat("needs num_samples >= 1, num_features >= 1 "
+                       "and noise >= 0; got ",
+                       num_samples_, ", ", num_features_, ", ", noise_));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Run() override {
+    LinearData data = GenerateLinearData(static_cast<uint64_t>(seed_),
+                                         num_samples_, num_features_, noise_);
+    *Output(0) =
+        Tensor::FromVector<float>(data.x, {num_samples_, num_features_});
+    *Output(1) = Tensor::FromVector<float>(data.y);
+    *Output(2) = Tensor::FromVector<float>(data.true_w);
+    *Output(3) = Tensor::Scalar<float>(data.true_b);
+    return absl::OkStatus();
+  }
+
+ private:
+  int64_t seed_ = 0;
+  int64_t num_samples_ = 0;
+  int64_t num_features_ = 0;
+  double noise_ = 0;
+};
+JG_REGISTER_OPERATOR(SyntheticLinearData, SyntheticLinearDataOp);
+
+class LinearRegressionSGDStepOp final : public OperatorBase {
+ public:
+  using OperatorBase::OperatorBase;
+
+  absl::Status Init() override {
+    if (InputSize() != 7 || OutputSize() != 4) {
+      return Error(absl::StatusCode::kInvalidArgument,
+                   "expects LinearRegressionSGDStep(W, b, x, y, sse, count, "
+                   "done) -> W, b, sse, count");
+    }
+    JG_RETURN_IF_ERROR(CheckInPlace(*this, 0, 0));
+    JG_RETURN_IF_ERROR(CheckInPlace(*this, 1, 1));
+    JG_RETURN_IF_ERROR(CheckInPlace(*this, 2, 4));
+    JG_RETURN_IF_ERROR(CheckInPlace(*this, 3, 5));
+    lr_ = GetArg<double>("lr", 0.0);
+    if (!(lr_ > 0) || !std::isfinite(lr_)) {
+      return Error(absl::StatusCode::kInvalidArgument,
+                   absl::StrCat("lr must be a positive number, got ", lr_));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Run() override {
+    JG_ASSIGN_OR_RETURN(const Tensor* done, TypedInput(*this, 6, BOOL, 0));
+    if (done->scalar<bool>()) return absl::OkStatus();
+    JG_ASSIGN_OR_RETURN(const Tensor* w, TypedInput(*this, 0, FLOAT, 1));
+    JG_ASSIGN_OR_RETURN(const Tensor* b, TypedInput(*this, 1, FLOAT, 0));
+    JG_ASSIGN_OR_RETURN(const Tensor* x, TypedInput(*this, 2, FLOAT, 2));
+    JG_ASSIGN_OR_RETURN(const Tensor* y, TypedInput(*this, 3, FLOAT, 1));
+    JG_ASSIGN_OR_RETURN(const Tensor* sse, TypedInput(*this, 4, DOUBLE, 0));
+    JG_ASSIGN_OR_RETURN(const Tensor* count, TypedInput(*this, 5, INT64, 0));
+    const int64_t m = x->dim(0);
+    const int64_t d = w->dim(0);
+    if (x->dim(1) != d || y->dim(0) != m) {
+      return Error(
+          absl::StatusCode::kInvalidArgument,
+          absl::StrCat("shapes do not match: W ", w->DebugString(0), ", x ",
+                       x->DebugString(0), ", y ", y->DebugString(0)));
+    }
+    if (m == 0) return absl::OkStatus();
+
+    const float* wv = w->data<float>();
+    const float* xv = x->data<float>();
+    const float* yv = y->data<float>();
+    const double bias = b->scalar<float>();
+    std::vector<double> grad_w(d, 0.0);
+    double grad_b = 0;
+    double batch_sse = 0;
+    for (int64_t i = 0; i < m; ++i) {
+      const float* row = xv + i * d;
+      double prediction = bias;
+      for (int64_t j = 0; j < d; ++j) prediction += double{wv[j]} * row[j];
+      const double err = prediction - yv[i];
+      batch_sse += err * err;
+      for (int64_t j = 0; j < d; ++j) grad_w[j] += err * row[j];
+      grad_b += err;
+    }
+    const double scale = lr_ * 2.0 / static_cast<double>(m);
+    const double new_sse = sse->scalar<double>() + batch_sse;
+    const int64_t new_count = count->scalar<int64_t>() + m;
+    // Inputs and outputs are the same blobs: every input was read above.
+    float* w_out = Output(0)->mutable_data<float>();
+    for (int64_t j = 0; j < d; ++j) {
+      w_out[j] = static_cast<float>(w_out[j] - scale * grad_w[j]);
+    }
+    float* b_out = Output(1)->mutable_data<float>();
+    b_out[0] = static_cast<float>(bias - scale * grad_b);
+    Output(2)->mutable_data<double>()[0] = new_sse;
+    Output(3)->mutable_data<int64_t>()[0] = new_count;
+    return absl::OkStatus();
+  }
+
+ private:
+  double lr_ = 0;
+};
+JG_REGISTER_OPERATOR(LinearRegressionSGDStep, LinearRegressionSGDStepOp);
+
+class FinishLinearRegressionEpochOp final : public OperatorBase {
+ public:
+  using OperatorBase::OperatorBase;
+
+  absl::Status Init() override {
+    if (InputSize() != 5 || OutputSize() != 4) {
+      return Error(absl::StatusCode::kInvalidArgument,
+                   "expects FinishLinearRegressionEpoch(sse, count, "
+                   "epoch_count, done, last_loss) -> epoch_count, done, "
+                   "last_loss, stop");
+    }
+    JG_RETURN_IF_ERROR(CheckInPlace(*this, 0, 2));
+    JG_RETURN_IF_ERROR(CheckInPlace(*this, 1, 3));
+    JG_RETURN_IF_ERROR(CheckInPlace(*this, 2, 4));
+    max_epochs_ = GetArg<int64_t>("max_epochs", 0);
+    loss_threshold_ = GetArg<double>("loss_threshold", 0.0);
+    if (max_epochs_ < 0 || !(loss_threshold_ >= 0)) {
+      return Error(absl::StatusCode::kInvalidArgument,
+                   "max_epochs and loss_threshold must be >= 0");
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Run() override {
+    JG_ASSIGN_OR_RETURN(const Tensor* sse, TypedInput(*this, 0, DOUBLE, 0));
+    JG_ASSIGN_OR_RETURN(const Tensor* count, TypedInput(*this, 1, INT64, 0));
+    JG_ASSIGN_OR_RETURN(const Tensor* epochs, TypedInput(*this, 2, INT64, 0));
+    JG_ASSIGN_OR_RETURN(const Tensor* done, TypedInput(*this, 3, BOOL, 0));
+    JG_RETURN_IF_ERROR(TypedInput(*this, 4, DOUBLE, 0).status());
+    bool stop = done->scalar<bool>();
+    if (!stop) {
+      const int64_t epoch_count = epochs->scalar<int64_t>() + 1;
+      const int64_t n = count->scalar<int64_t>();
+      const double loss = n > 0 ? sse->scalar<double>() / n
+                                : std::numeric_limits<double>::quiet_NaN();
+      stop = (max_epochs_ > 0 && epoch_count >= max_epochs_) ||
+             (loss_threshold_ > 0 && loss <= loss_threshold_);
+      Output(0)->mutable_data<int64_t>()[0] = epoch_count;
+      Output(1)->mutable_data<bool>()[0] = stop;
+      Output(2)->mutable_data<double>()[0] = loss;
+    }
+    *Output(3) = Tensor::Scalar<bool>(stop);
+    return absl::OkStatus();
+  }
+
+ private:
+  int64_t max_epochs_ = 0;
+  double loss_threshold_ = 0;
+};
+JG_REGISTER_OPERATOR(FinishLinearRegressionEpoch,
+                     FinishLinearRegressionEpochOp);
+
+}  // namespace
+}  // namespace examples
+}  // namespace jobgraph

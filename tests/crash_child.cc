@@ -1,0 +1,187 @@
+// crash_child: the Caffe2 checkpoint-test pipeline as a process that crash
+// tests can kill and resume.
+//
+// Each of `--nodes` trainers (trainer_0, trainer_1, ...) reads the values
+// 0..9 three at a time into a total that starts at 100; the job ends after
+// epoch 4 with every total at 145. A MultiNodeCheckpointManager saves every
+// node's workspace into `--checkpoint_dir` after init (epoch 0) and after
+// every epoch, and commits each epoch in the directory manifest.
+//
+// Standard output, one line at a time and flushed at once so that a parent
+// that SIGKILLs this process still sees every line printed before the kill:
+//   resumed_from=<epoch|none>   when the first epoch (or epoch 0) ends
+//   epoch_end=<epoch>           after each epoch's checkpoint is committed
+//   result: epochs=<n> totals=<t0>,<t1>,...   when the job has finished
+// Exit status 0 after the result line; 1 with the error on stderr otherwise.
+//
+// Failpoints come from JOBGRAPH_FAILPOINT (checkpoint/failpoint.h).
+// `--kill_after_epoch=N` SIGKILLs the process right after epoch N's
+// checkpoint is committed, which leaves a directory whose newest committed
+// epoch is exactly N: the starting point for a failpoint further on.
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "checkpoint/background_delete.h"
+#include "checkpoint/checkpoint_manager.h"
+#include "checkpoint/job.h"
+#include "checkpoint/job_runner.h"
+#include "engine/data/dataset.h"
+#include "engine/data/pipe.h"
+#include "engine/data/reader_with_limit.h"
+#include "engine/data/record.h"
+#include "engine/ops/function_op.h"
+#include "engine/session.h"
+#include "glog/logging.h"
+
+ABSL_FLAG(std::string, checkpoint_dir, "",
+          "Directory of the checkpoints (required).");
+ABSL_FLAG(std::string, resume_from_epoch, "",
+          "Empty: from scratch; 'latest' or an epoch number: resume.");
+ABSL_FLAG(int, nodes, 2, "Number of trainer nodes.");
+ABSL_FLAG(int, keep_last, 0,
+          "Retention: keep only the newest N committed epochs (0: all).");
+ABSL_FLAG(int, epoch_delay_ms, 0,
+          "Each epoch sleeps this long in a Function op on every node, so "
+          "that a parent can kill the job at random moments of a run.");
+ABSL_FLAG(int64_t, kill_after_epoch, -1,
+          "SIGKILL this process right after this epoch's checkpoint is "
+          "committed (-1: never).");
+
+namespace jobgraph {
+namespace {
+
+constexpr char kSleepFunction[] = "crash_child_sleep";
+
+void Print(const std::string& line) {
+  // stdout may be a file the parent reads after a SIGKILL: nothing may wait
+  // in a user-space buffer.
+  std::fputs(line.c_str(), stdout);
+  std::fputc('\n', stdout);
+  std::fflush(stdout);
+}
+
+// trainer_<id>'s part of the pipeline, as in tests/checkpoint_test.cc.
+void BuildPipeline(Job& job, int id, int epoch_delay_ms) {
+  Node node(absl::StrCat("trainer_", id));
+  Task& init = job.init_group().NewTask(node);
+  Record data = ConstRecord(init.net(), {{"val", Tensor::Iota<int64_t>(10)}});
+  Reader reader =
+      Dataset(data, absl::StrCat("dataset:", id)).NewReader(init.net());
+  BlobRef total = init.net().Const<int64_t>("total", {100});
+  ReaderWithLimit limited(reader, /*num_iter=*/3);
+  Pipe(job.epoch_group(), node, limited,
+       [total](NetBuilder& net, const Record& row) {
+         net.Add(total, row.Field("val"), total);
+       });
+  job.AddStopCondition(limited.data_finished());
+  if (epoch_delay_ms > 0) {
+    // A task of its own, so the delay neither adds checkpointed blobs nor
+    // changes the pipeline's nets.
+    job.epoch_group()
+        .NewTask(node, {.name = "epoch_delay"})
+        .net()
+        .Function(kSleepFunction, {}, {});
+  }
+}
+
+absl::Status Run() {
+  const std::string dir = absl::GetFlag(FLAGS_checkpoint_dir);
+  const int num_nodes = absl::GetFlag(FLAGS_nodes);
+  const int delay_ms = absl::GetFlag(FLAGS_epoch_delay_ms);
+  const int64_t kill_after = absl::GetFlag(FLAGS_kill_after_epoch);
+  if (dir.empty())
+    return absl::InvalidArgumentError("--checkpoint_dir is required");
+  if (num_nodes < 1) return absl::InvalidArgumentError("--nodes must be >= 1");
+
+  if (delay_ms > 0) {
+    absl::Status registered = FunctionRegistry::Global().Register(
+        kSleepFunction, [delay_ms](FunctionContext&) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+          return absl::OkStatus();
+        });
+    if (!registered.ok()) return registered;
+  }
+
+  Job job;
+  for (int id = 0; id < num_nodes; ++id) BuildPipeline(job, id, delay_ms);
+
+  CheckpointOptions options;
+  options.directory = dir;
+  options.retention.keep_last = absl::GetFlag(FLAGS_keep_last);
+  MultiNodeCheckpointManager manager(options);
+
+  const JobRunner* runner_ptr = nullptr;
+  bool printed_resume = false;
+  JobRunnerOptions runner_options;
+  runner_options.resume_from_epoch = absl::GetFlag(FLAGS_resume_from_epoch);
+  // A crash test must see every save failure: a save that failed quietly
+  // would make a later resume start from an older epoch than expected.
+  runner_options.fail_on_save_error = true;
+  runner_options.on_epoch_end = [&](const EpochStats& epoch) {
+    if (!printed_resume) {
+      // Printed before anything else the run commits, so that a parent
+      // whose kill comes later still learns what this run loaded.
+      printed_resume = true;
+      const std::optional<int64_t>& from = runner_ptr->stats().resumed_from;
+      Print(absl::StrCat("resumed_from=",
+                         from.has_value() ? absl::StrCat(*from) : "none"));
+    }
+    Print(absl::StrCat("epoch_end=", epoch.epoch));
+    if (epoch.epoch == kill_after) {
+      ::kill(::getpid(), SIGKILL);
+      for (;;) ::pause();
+    }
+  };
+  JobRunner runner(job, &manager, runner_options);
+  runner_ptr = &runner;
+
+  LocalSession session;
+  absl::StatusOr<int64_t> epochs = runner.Train(session);
+  if (!epochs.ok()) return epochs.status();
+  if (!printed_resume) {
+    return absl::InternalError("the job ended without running an epoch");
+  }
+  // Retention deletes old databases on a background thread, and deletions
+  // still queued at exit never happen: wait, so a finished run leaves only
+  // what its manifest lists (plus leftovers of earlier crashes).
+  WaitForBackgroundDeletes();
+  std::vector<int64_t> totals;
+  for (int id = 0; id < num_nodes; ++id) {
+    absl::StatusOr<Tensor> total =
+        session.FetchBlob(absl::StrCat("trainer_", id), "total");
+    if (!total.ok()) return total.status();
+    totals.push_back(total->data<int64_t>()[0]);
+  }
+  Print(absl::StrCat("result: epochs=", *epochs,
+                     " totals=", absl::StrJoin(totals, ",")));
+  return absl::OkStatus();
+}
+
+}  // namespace
+}  // namespace jobgraph
+
+int main(int argc, char** argv) {
+  google::InitGoogleLogging(argv[0]);
+  absl::ParseCommandLine(argc, argv);
+  absl::Status status = jobgraph::Run();
+  if (!status.ok()) {
+    std::fprintf(stderr, "crash_child: %s\n", status.ToString().c_str());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,498 @@
+// Crash tests: the Caffe2 pipeline runs in a child process (crash_child) that
+// is killed with SIGKILL, at every failpoint of the save / commit / retention
+// path and at random moments, and is then resumed with
+// --resume_from_epoch=latest. After every kill the checkpoint directory must
+// hold only complete, verifying databases for the epochs its manifest lists;
+// a resume must start from a committed epoch and end exactly as an
+// uninterrupted run does.
+//
+// A failpoint fires the first time the process reaches it (the API has no
+// hit count), so each one is reached at different epochs by starting the
+// failing run from different committed states: from scratch, or from a
+// directory whose newest committed epoch is S (made by a child that kills
+// itself right after committing S).
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <ostream>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "checkpoint/failpoint.h"
+#include "checkpoint/file_util.h"
+#include "checkpoint/manifest.h"
+#include "glog/logging.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+extern char** environ;
+
+namespace jobgraph {
+namespace {
+
+using ::testing::ElementsAreArray;
+
+constexpr int kNodes = 2;
+constexpr int64_t kLastEpoch = 4;  // the job ends after epoch 4
+// What an uninterrupted run prints.
+constexpr char kUninterruptedResult[] = "result: epochs=4 totals=145,145";
+
+std::string ChildPath() {
+  const char* srcdir = std::getenv("TEST_SRCDIR");
+  if (srcdir != nullptr) {
+    return absl::StrCat(srcdir, "/jobgraph/tests/crash_child");
+  }
+  return "tests/crash_child";
+}
+
+std::string NewTempDir(const std::string& name) {
+  static int counter = 0;
+  const char* base = std::getenv("TEST_TMPDIR");
+  std::string dir = absl::StrCat(base != nullptr ? base : "/tmp", "/", name,
+                                 "_", ::getpid(), "_", ++counter);
+  RemoveRecursively(dir).IgnoreError();
+  CHECK(CreateDir(dir).ok()) << dir;
+  return dir;
+}
+
+struct ChildRun {
+  int wait_status = 0;
+  std::vector<std::string> lines;  // standard output
+  std::string log;                 // standard error (the child's glog)
+
+  bool killed() const {
+    return WIFSIGNALED(wait_status) && WTERMSIG(wait_status) == SIGKILL;
+  }
+  bool exited_ok() const {
+    return WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0;
+  }
+  std::string Describe() const {
+    std::string how =
+        WIFEXITED(wait_status)
+            ? absl::StrCat("exit status ", WEXITSTATUS(wait_status))
+        : WIFSIGNALED(wait_status)
+            ? absl::StrCat("signal ", WTERMSIG(wait_status))
+            : absl::StrCat("wait status ", wait_status);
+    // The end of the log holds the reason of a failure.
+    const size_t keep = 4000;
+    return absl::StrCat(
+        how, "\nstdout:\n", absl::StrJoin(lines, "\n"), "\nstderr (end):\n",
+        log.size() > keep ? log.substr(log.size() - keep) : log);
+  }
+  // The value of the first "<key>=..." line, if any.
+  std::optional<std::string> Value(absl::string_view key) const {
+    const std::string prefix = absl::StrCat(key, "=");
+    for (const std::string& line : lines) {
+      if (absl::StartsWith(line, prefix)) return line.substr(prefix.size());
+    }
+    return std::nullopt;
+  }
+  std::optional<std::string> Result() const {
+    for (const std::string& line : lines) {
+      if (absl::StartsWith(line, "result:")) return line;
+    }
+    return std::nullopt;
+  }
+};
+
+// Runs crash_child with `args` and JOBGRAPH_FAILPOINT=`failpoint` (unset if
+// empty). With `kill_after_ms` >= 0 the child is sent SIGKILL that long after
+// it started (if it is still running).
+ChildRun RunChild(const std::vector<std::string>& args,
+                  const std::string& failpoint, int kill_after_ms = -1) {
+  static int counter = 0;
+  const std::string out_dir = NewTempDir("child_output");
+  const std::string out = JoinPath(out_dir, absl::StrCat("out", ++counter));
+  const std::string err = JoinPath(out_dir, absl::StrCat("err", counter));
+
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    // The child must see only the failpoint this run asks for.
+    if (absl::StartsWith(*e, absl::StrCat(kFailpointEnvVar, "="))) continue;
+    env.push_back(*e);
+  }
+  if (!failpoint.empty()) {
+    env.push_back(absl::StrCat(kFailpointEnvVar, "=", failpoint));
+  }
+  // glog would otherwise write log files into the shared /tmp.
+  env.push_back("GLOG_logtostderr=1");
+  std::vector<std::string> argv = {ChildPath()};
+  argv.insert(argv.end(), args.begin(), args.end());
+
+  auto pointers = [](std::vector<std::string>& strings) {
+    std::vector<char*> result;
+    for (std::string& s : strings) result.push_back(s.data());
+    result.push_back(nullptr);
+    return result;
+  };
+  std::vector<char*> argv_ptrs = pointers(argv);
+  std::vector<char*> env_ptrs = pointers(env);
+
+  posix_spawn_file_actions_t actions;
+  CHECK_EQ(posix_spawn_file_actions_init(&actions), 0);
+  CHECK_EQ(
+      posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out.c_str(),
+                                       O_WRONLY | O_CREAT | O_TRUNC, 0644),
+      0);
+  CHECK_EQ(
+      posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err.c_str(),
+                                       O_WRONLY | O_CREAT | O_TRUNC, 0644),
+      0);
+  pid_t pid = 0;
+  const int spawned = posix_spawn(&pid, argv_ptrs[0], &actions, nullptr,
+                                  argv_ptrs.data(), env_ptrs.data());
+  posix_spawn_file_actions_destroy(&actions);
+  CHECK_EQ(spawned, 0) << "cannot start " << argv[0] << ": "
+                       << std::strerror(spawned);
+
+  if (kill_after_ms >= 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(kill_after_ms));
+    // Until waitpid() reaps it the pid cannot be reused, so this reaches the
+    // child (or its zombie, which ignores it).
+    CHECK_EQ(::kill(pid, SIGKILL), 0);
+  }
+  ChildRun run;
+  CHECK_EQ(::waitpid(pid, &run.wait_status, 0), pid);
+
+  absl::StatusOr<std::string> stdout_text = ReadFileToString(out);
+  absl::StatusOr<std::string> stderr_text = ReadFileToString(err);
+  CHECK(stdout_text.ok()) << stdout_text.status();
+  CHECK(stderr_text.ok()) << stderr_text.status();
+  run.lines = absl::StrSplit(*stdout_text, '\n', absl::SkipEmpty());
+  run.log = *std::move(stderr_text);
+  RemoveRecursively(out_dir).IgnoreError();
+  return run;
+}
+
+std::vector<std::string> ChildArgs(const std::string& dir, int keep_last,
+                                   const std::string& resume) {
+  return {absl::StrCat("--checkpoint_dir=", dir),
+          absl::StrCat("--nodes=", kNodes),
+          absl::StrCat("--keep_last=", keep_last),
+          absl::StrCat("--resume_from_epoch=", resume)};
+}
+
+std::vector<std::string> NodeNames() {
+  std::vector<std::string> nodes;
+  for (int id = 0; id < kNodes; ++id) {
+    nodes.push_back(absl::StrCat("trainer_", id));
+  }
+  return nodes;
+}
+
+// The committed epochs of `dir` (none without a manifest), after checking
+// the invariants of the commit protocol: the manifest parses, its epochs are
+// increasing, and every epoch it lists has a database for every node in
+// place that verifies (checksums, node, epoch).
+std::vector<int64_t> CommittedEpochsAndCheck(const std::string& dir) {
+  std::vector<int64_t> epochs;
+  absl::StatusOr<CheckpointManifest> manifest = ReadManifest(dir);
+  if (absl::IsNotFound(manifest.status())) return epochs;
+  EXPECT_TRUE(manifest.ok()) << manifest.status();
+  if (!manifest.ok()) return epochs;
+  EXPECT_EQ(manifest->db_type(), "leveldb");
+  for (const CommittedEpoch& committed : manifest->epoch()) {
+    if (!epochs.empty()) {
+      EXPECT_GT(committed.epoch(), epochs.back()) << "epochs out of order";
+    }
+    epochs.push_back(committed.epoch());
+    EXPECT_THAT(committed.node(), ElementsAreArray(NodeNames()))
+        << "epoch " << committed.epoch();
+    for (const std::string& node : NodeNames()) {
+      const std::string path = CheckpointDbPath(dir, node, committed.epoch());
+      absl::StatusOr<CheckpointDbManifest> db =
+          VerifyCheckpointDb("leveldb", path, node, committed.epoch());
+      EXPECT_TRUE(db.ok()) << "committed epoch " << committed.epoch()
+                           << " of node " << node << ": " << db.status();
+    }
+  }
+  return epochs;
+}
+
+// The epochs a manifest lists after epochs 0..`newest` were committed one
+// after the other with retention keep_last=`keep_last` (0 keeps all).
+std::vector<int64_t> Retained(int64_t newest, int keep_last) {
+  std::vector<int64_t> epochs;
+  for (int64_t e = 0; e <= newest; ++e) epochs.push_back(e);
+  if (keep_last > 0 && epochs.size() > static_cast<size_t>(keep_last)) {
+    epochs.erase(epochs.begin(), epochs.end() - keep_last);
+  }
+  return epochs;
+}
+
+std::string ResumedFromText(const std::vector<int64_t>& committed) {
+  return committed.empty() ? "none" : absl::StrCat(committed.back());
+}
+
+// The last epoch of a run that resumes from the newest of `committed`.
+// Resuming from epoch 4 or later runs one more epoch, as in Caffe2 (the
+// reader is exhausted, so the totals do not change).
+int64_t FinalEpoch(const std::vector<int64_t>& committed) {
+  return committed.empty() ? kLastEpoch
+                           : std::max(kLastEpoch, committed.back() + 1);
+}
+
+// The result line of a run that resumes from the newest of `committed`:
+// the uninterrupted run's, but for the extra epoch of a resume from the end.
+std::string ExpectedResult(const std::vector<int64_t>& committed) {
+  return absl::StrCat("result: epochs=", FinalEpoch(committed),
+                      " totals=145,145");
+}
+
+// Resumes the job in `dir` from the newest committed epoch (`committed` as
+// read after the last kill) with no failpoint, and checks that it loads that
+// epoch and ends as an uninterrupted run does.
+void ResumeAndCheck(const std::string& dir, int keep_last,
+                    const std::vector<int64_t>& committed) {
+  ChildRun resume = RunChild(ChildArgs(dir, keep_last, "latest"), "");
+  ASSERT_TRUE(resume.exited_ok()) << resume.Describe();
+  // Nothing but the newest committed epoch may be loaded: every committed
+  // epoch verifies here, so latest must not fall back.
+  EXPECT_EQ(resume.Value("resumed_from"), ResumedFromText(committed))
+      << resume.Describe();
+  EXPECT_EQ(resume.Result(), ExpectedResult(committed)) << resume.Describe();
+  if (FinalEpoch(committed) == kLastEpoch) {
+    EXPECT_EQ(resume.Result(), kUninterruptedResult);
+  }
+  EXPECT_EQ(CommittedEpochsAndCheck(dir),
+            Retained(FinalEpoch(committed), keep_last));
+}
+
+// ---------------------------------------------------------------------------
+// Every failpoint, reached at different epochs.
+
+enum class Phase {
+  kBeforeCommit,  // the epoch being saved is not committed
+  kAfterCommit,   // the manifest lists it; retention has not run
+  kRetention,     // the manifest lists it and retention rewrote the list
+};
+
+// By the failpoint's name (kKnownFailpoints documents where each fires). A
+// new failpoint is tested automatically; if it fires at another phase than
+// its prefix suggests, the exact check of the manifest after the crash fails
+// until it is classified here.
+Phase PhaseOf(absl::string_view failpoint) {
+  if (absl::StartsWith(failpoint, "retention.")) return Phase::kRetention;
+  if (failpoint == "commit.after_manifest") return Phase::kAfterCommit;
+  // save.*, commit.before_manifest, commit.after_manifest_tmp.
+  return Phase::kBeforeCommit;
+}
+
+struct FailpointCase {
+  std::string failpoint;
+  // The newest committed epoch when the failing run starts; -1: from
+  // scratch.
+  int64_t start = -1;
+};
+
+// For gtest's messages.
+void PrintTo(const FailpointCase& c, std::ostream* os) {
+  *os << c.failpoint << " from "
+      << (c.start < 0 ? std::string("scratch")
+                      : absl::StrCat("epoch ", c.start));
+}
+
+// Retention points fire only when retention drops an epoch; the others are
+// run with and without retention, alternately.
+int KeepLastFor(const FailpointCase& c) {
+  if (PhaseOf(c.failpoint) == Phase::kRetention) return 2;
+  return c.start % 2 == 0 ? 2 : 0;
+}
+
+// The epoch whose save or commit reaches the failpoint first.
+int64_t EpochReached(const FailpointCase& c) {
+  if (PhaseOf(c.failpoint) == Phase::kRetention) {
+    // keep_last=2 first drops an epoch when epoch 2 is committed.
+    return std::max<int64_t>(2, c.start + 1);
+  }
+  return c.start + 1;
+}
+
+// What the manifest lists after the crash at EpochReached(c).
+std::vector<int64_t> CommittedAfterCrash(const FailpointCase& c) {
+  const int keep_last = KeepLastFor(c);
+  const int64_t epoch = EpochReached(c);
+  switch (PhaseOf(c.failpoint)) {
+    case Phase::kBeforeCommit:
+      return Retained(epoch - 1, keep_last);
+    case Phase::kAfterCommit: {
+      std::vector<int64_t> epochs = Retained(epoch - 1, keep_last);
+      epochs.push_back(epoch);
+      return epochs;
+    }
+    case Phase::kRetention:
+      return Retained(epoch, keep_last);
+  }
+  return {};
+}
+
+std::vector<FailpointCase> AllFailpointCases() {
+  std::vector<FailpointCase> cases;
+  for (const std::string& name : Failpoints::KnownNames()) {
+    // From scratch the save/commit points fire at epoch 0; from S at S + 1,
+    // so every epoch 0..4 is covered, including the last one.
+    for (int64_t start = -1; start < kLastEpoch; ++start) {
+      cases.push_back({name, start});
+    }
+  }
+  return cases;
+}
+
+std::string CaseName(const ::testing::TestParamInfo<FailpointCase>& info) {
+  return absl::StrCat(
+      absl::StrReplaceAll(info.param.failpoint, {{".", "_"}}), "_",
+      info.param.start < 0 ? std::string("scratch")
+                           : absl::StrCat("from", info.param.start));
+}
+
+class FailpointCrashTest : public ::testing::TestWithParam<FailpointCase> {};
+
+TEST_P(FailpointCrashTest, CrashThenResumeLatest) {
+  const FailpointCase& c = GetParam();
+  const int keep_last = KeepLastFor(c);
+  const std::string dir = NewTempDir("crash");
+
+  std::vector<int64_t> before;
+  if (c.start >= 0) {
+    // Leave a directory whose newest committed epoch is c.start, as a job
+    // killed between epochs would.
+    std::vector<std::string> args = ChildArgs(dir, keep_last, "");
+    args.push_back(absl::StrCat("--kill_after_epoch=", c.start));
+    ChildRun setup = RunChild(args, "");
+    ASSERT_TRUE(setup.killed()) << setup.Describe();
+    before = CommittedEpochsAndCheck(dir);
+    ASSERT_EQ(before, Retained(c.start, keep_last));
+  }
+
+  ChildRun crash = RunChild(ChildArgs(dir, keep_last, "latest"),
+                            absl::StrCat(c.failpoint, ":crash"));
+  ASSERT_TRUE(crash.killed())
+      << "failpoint " << c.failpoint
+      << " did not kill the child: " << crash.Describe();
+  ASSERT_THAT(crash.log, ::testing::HasSubstr(absl::StrCat(
+                             "failpoint ", c.failpoint, ": killing")));
+  // Had the run got as far as ending an epoch, it must have loaded the
+  // newest committed epoch of the time.
+  if (std::optional<std::string> from = crash.Value("resumed_from")) {
+    EXPECT_EQ(*from, ResumedFromText(before));
+  }
+
+  const std::vector<int64_t> committed = CommittedEpochsAndCheck(dir);
+  EXPECT_EQ(committed, CommittedAfterCrash(c))
+      << "after a crash at " << c.failpoint << " in epoch " << EpochReached(c);
+  if (PhaseOf(c.failpoint) == Phase::kBeforeCommit) {
+    // The epoch the crash interrupted may have complete databases in place
+    // (after save.after_rename or commit.*), but it is not committed: asking
+    // for it explicitly must not load it.
+    ChildRun uncommitted =
+        RunChild(ChildArgs(dir, keep_last, absl::StrCat(EpochReached(c))), "");
+    EXPECT_TRUE(WIFEXITED(uncommitted.wait_status) &&
+                WEXITSTATUS(uncommitted.wait_status) == 1)
+        << uncommitted.Describe();
+    EXPECT_THAT(uncommitted.log,
+                ::testing::HasSubstr(absl::StrCat(
+                    "NOT_FOUND: cannot resume from epoch ", EpochReached(c))));
+    EXPECT_EQ(uncommitted.Value("resumed_from"), std::nullopt);
+  }
+  ResumeAndCheck(dir, keep_last, committed);
+}
+
+INSTANTIATE_TEST_SUITE_P(AllFailpoints, FailpointCrashTest,
+                         ::testing::ValuesIn(AllFailpointCases()), CaseName);
+
+// The cases are built from kKnownFailpoints, so a new failpoint is covered
+// without touching this file; this pins that nothing was skipped.
+TEST(FailpointCrashCoverage, EveryKnownFailpointHasCases) {
+  const std::vector<FailpointCase> cases = AllFailpointCases();
+  for (const FailpointInfo& info : kKnownFailpoints) {
+    EXPECT_EQ(std::count_if(cases.begin(), cases.end(),
+                            [&](const FailpointCase& c) {
+                              return c.failpoint == info.name;
+                            }),
+              kLastEpoch + 1)
+        << info.name;
+  }
+  EXPECT_EQ(cases.size(), std::size(kKnownFailpoints) * (kLastEpoch + 1));
+}
+
+// ---------------------------------------------------------------------------
+// SIGKILL at random moments.
+
+// A run with this per-epoch delay takes about 0.4 s plus 5 delays here;
+// kills are spread over that.
+constexpr int kEpochDelayMs = 20;
+constexpr int kMaxKillMs = 700;
+constexpr int kKillsPerTrial = 4;
+constexpr uint32_t kSeed = 20240611;
+
+class RandomKillTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(RandomKillTest, KillAtRandomMomentsThenResumeLatest) {
+  const int trial = GetParam();
+  std::mt19937 rng(kSeed + trial);
+  std::uniform_int_distribution<int> kill_ms(0, kMaxKillMs);
+  const int keep_last = trial % 2 == 0 ? 0 : 2;
+  const std::string dir = NewTempDir("random");
+
+  std::vector<int64_t> committed;
+  for (int kill = 0; kill < kKillsPerTrial; ++kill) {
+    const int after_ms = kill_ms(rng);
+    SCOPED_TRACE(absl::StrCat("trial ", trial, ", kill ", kill, " after ",
+                              after_ms, " ms"));
+    std::vector<std::string> args = ChildArgs(dir, keep_last, "latest");
+    args.push_back(absl::StrCat("--epoch_delay_ms=", kEpochDelayMs));
+    ChildRun run = RunChild(args, "", after_ms);
+    // The kill may come after the job finished; then it must have finished
+    // as a resumed run does.
+    ASSERT_TRUE(run.killed() || run.exited_ok()) << run.Describe();
+    if (std::optional<std::string> from = run.Value("resumed_from")) {
+      EXPECT_EQ(*from, ResumedFromText(committed)) << run.Describe();
+    }
+    if (run.exited_ok()) {
+      EXPECT_EQ(run.Result(), ExpectedResult(committed)) << run.Describe();
+    }
+
+    const std::vector<int64_t> now = CommittedEpochsAndCheck(dir);
+    LOG(INFO) << "trial " << trial << ": kill after " << after_ms << " ms "
+              << (run.killed() ? "killed the run" : "came after the run ended")
+              << "; committed epochs now: " << absl::StrJoin(now, ",");
+    // Committed epochs only ever move forward, and form a run of
+    // consecutive epochs ending at the newest: all of them without
+    // retention, else keep_last of them, or one more when the kill came
+    // between the commit and retention's rewrite of the manifest.
+    if (!committed.empty()) {
+      ASSERT_FALSE(now.empty());
+      EXPECT_GE(now.back(), committed.back());
+    }
+    for (size_t i = 1; i < now.size(); ++i) {
+      EXPECT_EQ(now[i], now[i - 1] + 1) << absl::StrJoin(now, ",");
+    }
+    if (!now.empty() && keep_last == 0) EXPECT_EQ(now.front(), 0);
+    if (keep_last > 0) EXPECT_LE(now.size(), keep_last + 1u);
+    committed = now;
+  }
+  ResumeAndCheck(dir, keep_last, committed);
+}
+
+INSTANTIATE_TEST_SUITE_P(Trials, RandomKillTest, ::testing::Range(0, 8));
+
+}  // namespace
+}  // namespace jobgraph

@@ -1,0 +1,487 @@
+// Damage tests: a finished checkpoint directory of the Caffe2 pipeline (two
+// nodes, epochs 0..4) has one node's newest database damaged in one way:
+// bytes flipped, a file truncated or deleted, the whole database deleted, or
+// its jobgraph manifest rewritten. Then
+//  - resuming from that epoch explicitly fails with DataLoss naming the
+//    damaged database, and
+//  - resuming from `latest` reports it, falls back to epoch 3 and ends
+//    exactly as an uninterrupted run does, re-saving a good epoch 4.
+// Damage to the directory manifest itself stops a resume with DataLoss
+// naming the manifest, and leaves every file as it was.
+//
+// A finished database holds one table file (.ldb) with every value, LevelDB's
+// MANIFEST-* and CURRENT, and an empty .log: Save flushes the memtable when
+// it closes the database, so the log holds no data to damage.
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "checkpoint/checkpoint_manager.h"
+#include "checkpoint/db_manifest.h"
+#include "checkpoint/file_util.h"
+#include "checkpoint/job.h"
+#include "checkpoint/job_runner.h"
+#include "checkpoint/manifest.h"
+#include "engine/data/dataset.h"
+#include "engine/data/pipe.h"
+#include "engine/data/reader_with_limit.h"
+#include "engine/data/record.h"
+#include "engine/session.h"
+#include "glog/logging.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "leveldb/db.h"
+#include "leveldb/options.h"
+#include "proto/jobgraph.pb.h"
+
+namespace jobgraph {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+constexpr int kNodes = 2;
+// The node whose database is damaged, and the epoch.
+constexpr char kDamagedNode[] = "trainer_1";
+constexpr int64_t kDamagedEpoch = 4;
+
+std::string NewTempDir(const std::string& name) {
+  static int counter = 0;
+  const char* base = std::getenv("TEST_TMPDIR");
+  std::string dir =
+      absl::StrCat(base != nullptr ? base : "/tmp", "/", name, "_", ++counter);
+  RemoveRecursively(dir).IgnoreError();
+  CHECK(CreateDir(dir).ok()) << dir;
+  return dir;
+}
+
+// trainer_<id>'s part of the Caffe2 test pipeline (tests/checkpoint_test.cc).
+void BuildPipeline(Job& job, int id) {
+  Node node(absl::StrCat("trainer_", id));
+  Task& init = job.init_group().NewTask(node);
+  Record data = ConstRecord(init.net(), {{"val", Tensor::Iota<int64_t>(10)}});
+  Reader reader =
+      Dataset(data, absl::StrCat("dataset:", id)).NewReader(init.net());
+  BlobRef total = init.net().Const<int64_t>("total", {100});
+  ReaderWithLimit limited(reader, /*num_iter=*/3);
+  Pipe(job.epoch_group(), node, limited,
+       [total](NetBuilder& net, const Record& row) {
+         net.Add(total, row.Field("val"), total);
+       });
+  job.AddStopCondition(limited.data_finished());
+}
+
+int64_t Total(const Session& session, int id) {
+  absl::StatusOr<Tensor> total =
+      session.FetchBlob(absl::StrCat("trainer_", id), "total");
+  CHECK(total.ok()) << total.status();
+  return total->data<int64_t>()[0];
+}
+
+struct RunOutcome {
+  absl::StatusOr<int64_t> epochs;
+  JobRunStats stats;
+  std::vector<int64_t> totals;  // only when the run succeeded
+};
+
+// One run of the two-node pipeline in `dir` in a fresh session and manager.
+RunOutcome RunPipeline(const std::string& dir, const std::string& resume) {
+  Job job;
+  for (int id = 0; id < kNodes; ++id) BuildPipeline(job, id);
+  LocalSession session;
+  MultiNodeCheckpointManager manager({.directory = dir});
+  JobRunner runner(job, &manager, {.resume_from_epoch = resume});
+  RunOutcome outcome{runner.Train(session), runner.stats(), {}};
+  if (outcome.epochs.ok()) {
+    for (int id = 0; id < kNodes; ++id) {
+      outcome.totals.push_back(Total(session, id));
+    }
+  }
+  return outcome;
+}
+
+std::vector<int64_t> CommittedEpochs(const std::string& dir) {
+  absl::StatusOr<CheckpointManifest> manifest = ReadManifest(dir);
+  CHECK(manifest.ok()) << manifest.status();
+  std::vector<int64_t> epochs;
+  for (const CommittedEpoch& e : manifest->epoch()) epochs.push_back(e.epoch());
+  return epochs;
+}
+
+// Every path below `dir` with its size (-1 for directories) and, for files,
+// its bytes: a snapshot that shows any change.
+std::map<std::string, std::string> Snapshot(const std::string& dir) {
+  std::map<std::string, std::string> files;
+  std::function<void(const std::string&)> walk = [&](const std::string& d) {
+    absl::StatusOr<std::vector<std::string>> names = ListDir(d);
+    CHECK(names.ok()) << names.status();
+    for (const std::string& name : *names) {
+      const std::string path = JoinPath(d, name);
+      struct stat st;
+      CHECK_EQ(::lstat(path.c_str(), &st), 0) << path;
+      if (S_ISDIR(st.st_mode)) {
+        files[path + "/"] = "";
+        walk(path);
+      } else {
+        absl::StatusOr<std::string> bytes = ReadFileToString(path);
+        CHECK(bytes.ok()) << bytes.status();
+        files[path] = *std::move(bytes);
+      }
+    }
+  };
+  walk(dir);
+  return files;
+}
+
+// --- Ways to damage one database -----------------------------------------
+
+// The one file in `db` whose name ends with `suffix` (or starts with it, for
+// a prefix such as "MANIFEST-").
+std::string FindFile(const std::string& db, absl::string_view pattern) {
+  absl::StatusOr<std::vector<std::string>> names = ListDir(db);
+  CHECK(names.ok()) << names.status();
+  std::vector<std::string> found;
+  for (const std::string& name : *names) {
+    if (absl::EndsWith(name, pattern) || absl::StartsWith(name, pattern)) {
+      found.push_back(JoinPath(db, name));
+    }
+  }
+  CHECK_EQ(found.size(), 1u) << "files matching '" << pattern << "' in " << db;
+  return found[0];
+}
+
+void WriteInPlace(const std::string& path, const std::string& bytes) {
+  // In place, not atomically: damage does not respect the commit protocol.
+  FILE* file = std::fopen(path.c_str(), "r+b");
+  CHECK(file != nullptr) << path;
+  CHECK_EQ(std::fwrite(bytes.data(), 1, bytes.size(), file), bytes.size());
+  CHECK_EQ(std::fclose(file), 0);
+}
+
+void XorByte(const std::string& path, size_t offset, unsigned char mask) {
+  std::string bytes = ReadFileToString(path).value();
+  CHECK_LT(offset, bytes.size()) << path;
+  bytes[offset] = static_cast<char>(bytes[offset] ^ mask);
+  WriteInPlace(path, bytes);
+}
+
+void Truncate(const std::string& path, int64_t size) {
+  CHECK_EQ(::truncate(path.c_str(), size), 0) << path;
+}
+
+int64_t FileSize(const std::string& path) {
+  struct stat st;
+  CHECK_EQ(::stat(path.c_str(), &st), 0) << path;
+  return st.st_size;
+}
+
+// Flips one bit in the tensor data of blob "val" (the int64 values 0..9,
+// stored raw): the 5 becomes a 4. Sizes and LevelDB's structure stay intact.
+void FlipBitInValue(const std::string& db) {
+  const std::string table = FindFile(db, ".ldb");
+  const std::string bytes = ReadFileToString(table).value();
+  std::string pattern(16, '\0');
+  pattern[0] = 5;
+  pattern[8] = 6;
+  const size_t at = bytes.find(pattern);
+  CHECK_NE(at, std::string::npos) << "no value 5, 6 in " << table;
+  XorByte(table, at, 0x01);
+}
+
+void FlipMiddleByteOfTable(const std::string& db) {
+  const std::string table = FindFile(db, ".ldb");
+  XorByte(table, FileSize(table) / 2, 0xff);
+}
+
+void TruncateTableToHalf(const std::string& db) {
+  const std::string table = FindFile(db, ".ldb");
+  Truncate(table, FileSize(table) / 2);
+}
+
+void TruncateTableByOneByte(const std::string& db) {
+  const std::string table = FindFile(db, ".ldb");
+  Truncate(table, FileSize(table) - 1);
+}
+
+void TruncateLevelDbManifestToHalf(const std::string& db) {
+  const std::string manifest = FindFile(db, "MANIFEST-");
+  Truncate(manifest, FileSize(manifest) / 2);
+}
+
+void DeleteTable(const std::string& db) {
+  ASSERT_TRUE(RemoveRecursively(FindFile(db, ".ldb")).ok());
+}
+
+void DeleteCurrent(const std::string& db) {
+  ASSERT_TRUE(RemoveRecursively(JoinPath(db, "CURRENT")).ok());
+}
+
+void DeleteLevelDbManifest(const std::string& db) {
+  ASSERT_TRUE(RemoveRecursively(FindFile(db, "MANIFEST-")).ok());
+}
+
+void DeleteDatabase(const std::string& db) {
+  ASSERT_TRUE(RemoveRecursively(db).ok());
+}
+
+// Rewrites the value under the jobgraph manifest's key with LevelDB itself,
+// as a buggy or foreign writer would; `edit` gets the current value and
+// returns the new one, or nullopt to delete the key.
+void EditDbManifestValue(
+    const std::string& db,
+    const std::function<std::optional<std::string>(const std::string&)>& edit) {
+  leveldb::DB* raw = nullptr;
+  leveldb::Options options;
+  ASSERT_TRUE(leveldb::DB::Open(options, db, &raw).ok()) << db;
+  std::unique_ptr<leveldb::DB> ldb(raw);
+  std::string value;
+  ASSERT_TRUE(ldb->Get(leveldb::ReadOptions(), kDbManifestKey, &value).ok());
+  std::optional<std::string> edited = edit(value);
+  leveldb::WriteOptions sync;
+  sync.sync = true;
+  if (edited.has_value()) {
+    ASSERT_TRUE(ldb->Put(sync, kDbManifestKey, *edited).ok());
+  } else {
+    ASSERT_TRUE(ldb->Delete(sync, kDbManifestKey).ok());
+  }
+}
+
+// Applies `change` to the parsed manifest of `db` and stores it back.
+void ChangeDbManifest(
+    const std::string& db,
+    const std::function<void(CheckpointDbManifest&)>& change) {
+  EditDbManifestValue(db, [&](const std::string& value) {
+    CheckpointDbManifest manifest;
+    CHECK(manifest.ParseFromString(value));
+    change(manifest);
+    return std::optional<std::string>(manifest.SerializeAsString());
+  });
+}
+
+void GarbageDbManifest(const std::string& db) {
+  // 'g' (0x67) is field 12 with wire type 7, which does not exist: no
+  // parser accepts it.
+  EditDbManifestValue(db, [](const std::string&) {
+    return std::optional<std::string>("garbage\xff\xff\xff");
+  });
+}
+
+void DeleteDbManifest(const std::string& db) {
+  EditDbManifestValue(db, [](const std::string&) { return std::nullopt; });
+}
+
+void WrongChecksumInDbManifest(const std::string& db) {
+  ChangeDbManifest(db, [](CheckpointDbManifest& manifest) {
+    for (CheckpointBlobInfo& blob : *manifest.mutable_blob()) {
+      if (blob.name() == "total") {
+        blob.set_value_crc32c(0, blob.value_crc32c(0) ^ 1);
+      }
+    }
+  });
+}
+
+void WrongEpochInDbManifest(const std::string& db) {
+  ChangeDbManifest(db, [](CheckpointDbManifest& manifest) {
+    manifest.set_epoch(kDamagedEpoch - 1);
+  });
+}
+
+void WrongNodeInDbManifest(const std::string& db) {
+  ChangeDbManifest(db, [](CheckpointDbManifest& manifest) {
+    manifest.set_node("trainer_0");
+  });
+}
+
+struct DamageCase {
+  std::string name;
+  std::function<void(const std::string& db)> damage;
+  // What the error of an explicit resume from the damaged epoch must say,
+  // besides the database's path.
+  std::string message;
+};
+
+void PrintTo(const DamageCase& c, std::ostream* os) { *os << c.name; }
+
+// Every case must be DataLoss naming the database's path. The comments say
+// what each gave when this test was written, where that differed.
+std::vector<DamageCase> AllDamageCases() {
+  return {
+      // (a) Bytes flipped in the table file. LevelDB's block checksums are
+      // not read during verification (verify_checksums is off there), so
+      // jobgraph's own per-value CRC-32C or key lookup catches these.
+      {"FlipBitInValue", FlipBitInValue,
+       "value of key 'val#%0' (blob 'val') fails its CRC-32C check"},
+      // Lands in a key: "key 'dataset:1_cursor' ... is listed in the
+      // manifest but missing".
+      {"FlipMiddleByteOfTable", FlipMiddleByteOfTable,
+       "the database is damaged"},
+      // (b) Truncated files. A truncated table gave INTERNAL ("IO error:
+      // <db>/000005.ldb: Invalid argument"): LevelDB reports reading past
+      // the end of a table file as an I/O error, and leveldb_db.cc maps
+      // every I/O error to Internal.
+      {"TruncateTableToHalf", TruncateTableToHalf, ".ldb"},
+      {"TruncateTableByOneByte", TruncateTableByOneByte, ".ldb"},
+      // "Corruption: no meta-nextfile entry in descriptor".
+      {"TruncateLevelDbManifestToHalf", TruncateLevelDbManifestToHalf,
+       "Corruption"},
+      // (c) Deleted files. "Corruption: 1 missing files; e.g.: <db>/...ldb".
+      {"DeleteTable", DeleteTable, ".ldb"},
+      // Gave NOT_FOUND ("no LevelDB database at <db>: it has no CURRENT
+      // file"), from OpenLevelDb's own check; and the fallback run could
+      // not re-save epoch 4 over the damaged directory (Save refuses a
+      // non-empty directory without CURRENT).
+      {"DeleteCurrent", DeleteCurrent, "CURRENT"},
+      // "Corruption: CURRENT points to a non-existent file".
+      {"DeleteLevelDbManifest", DeleteLevelDbManifest, "MANIFEST-"},
+      // (d) The whole database deleted. Gave NOT_FOUND ("LevelDB database
+      // <db> does not exist").
+      {"DeleteDatabase", DeleteDatabase, "does not exist"},
+      // (e) The database's jobgraph manifest damaged.
+      {"GarbageDbManifest", GarbageDbManifest, "manifest does not parse"},
+      {"DeleteDbManifest", DeleteDbManifest, "has no jobgraph manifest"},
+      {"WrongChecksumInDbManifest", WrongChecksumInDbManifest,
+       "value of key 'total#%0' (blob 'total') fails its CRC-32C check"},
+      {"WrongEpochInDbManifest", WrongEpochInDbManifest,
+       "holds epoch 3, not 4"},
+      {"WrongNodeInDbManifest", WrongNodeInDbManifest,
+       "belongs to node 'trainer_0', not 'trainer_1'"},
+  };
+}
+
+class DamagedDatabaseTest : public ::testing::TestWithParam<DamageCase> {};
+
+TEST_P(DamagedDatabaseTest, ExplicitResumeFailsAndLatestFallsBack) {
+  const DamageCase& c = GetParam();
+  const std::string dir = NewTempDir(c.name);
+  {
+    RunOutcome full = RunPipeline(dir, "");
+    ASSERT_TRUE(full.epochs.ok()) << full.epochs.status();
+    ASSERT_EQ(*full.epochs, 4);
+    ASSERT_THAT(full.totals, ElementsAre(145, 145));
+  }
+  ASSERT_THAT(CommittedEpochs(dir), ElementsAre(0, 1, 2, 3, 4));
+  const std::string db = CheckpointDbPath(dir, kDamagedNode, kDamagedEpoch);
+  c.damage(db);
+  if (::testing::Test::HasFatalFailure()) return;
+
+  // (i) The damaged epoch itself cannot be loaded.
+  {
+    RunOutcome explicit_resume = RunPipeline(dir, absl::StrCat(kDamagedEpoch));
+    const absl::Status& status = explicit_resume.epochs.status();
+    LOG(INFO) << c.name << ": resume from epoch 4: " << status;
+    EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << status;
+    EXPECT_THAT(std::string(status.message()), HasSubstr(db));
+    EXPECT_THAT(std::string(status.message()), HasSubstr(c.message));
+  }
+  // (ii) latest skips it and resumes from epoch 3, and the run ends as an
+  // uninterrupted one does, with a good epoch 4 saved over the damaged one.
+  {
+    RunOutcome latest = RunPipeline(dir, "latest");
+    ASSERT_TRUE(latest.epochs.ok()) << latest.epochs.status();
+    EXPECT_EQ(latest.stats.resumed_from, 3);
+    EXPECT_EQ(*latest.epochs, 4);
+    EXPECT_THAT(latest.totals, ElementsAre(145, 145));
+    EXPECT_EQ(latest.stats.save_failures, 0)
+        << (latest.stats.save_errors.empty() ? ""
+                                             : latest.stats.save_errors[0]);
+  }
+  EXPECT_THAT(CommittedEpochs(dir), ElementsAre(0, 1, 2, 3, 4));
+  for (int id = 0; id < kNodes; ++id) {
+    const std::string node = absl::StrCat("trainer_", id);
+    absl::StatusOr<CheckpointDbManifest> verified = VerifyCheckpointDb(
+        "leveldb", CheckpointDbPath(dir, node, kDamagedEpoch), node,
+        kDamagedEpoch);
+    EXPECT_TRUE(verified.ok()) << verified.status();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllDamage, DamagedDatabaseTest,
+                         ::testing::ValuesIn(AllDamageCases()),
+                         [](const ::testing::TestParamInfo<DamageCase>& info) {
+                           return info.param.name;
+                         });
+
+// --- Damage to the directory manifest ------------------------------------
+
+struct ManifestDamage {
+  std::string name;
+  std::function<void(const std::string& path)> damage;
+};
+
+void PrintTo(const ManifestDamage& c, std::ostream* os) { *os << c.name; }
+
+class DamagedDirectoryManifestTest
+    : public ::testing::TestWithParam<ManifestDamage> {};
+
+TEST_P(DamagedDirectoryManifestTest, ResumeFailsAndChangesNothing) {
+  const ManifestDamage& c = GetParam();
+  // Each kind of resume gets a directory of its own, so that a run that
+  // wrongly went ahead cannot hide what the other would do.
+  for (const char* resume : {"latest", "3"}) {
+    SCOPED_TRACE(absl::StrCat("resume_from_epoch=", resume));
+    const std::string dir = NewTempDir(c.name);
+    {
+      RunOutcome full = RunPipeline(dir, "");
+      ASSERT_TRUE(full.epochs.ok()) << full.epochs.status();
+    }
+    const std::string manifest = JoinPath(dir, kManifestFileName);
+    c.damage(manifest);
+    const std::map<std::string, std::string> before = Snapshot(dir);
+
+    RunOutcome run = RunPipeline(dir, resume);
+    const absl::Status& status = run.epochs.status();
+    LOG(INFO) << c.name << ": resume " << resume << ": " << status;
+    EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << status;
+    EXPECT_THAT(std::string(status.message()), HasSubstr(manifest));
+    // Neither a database nor the manifest was touched: the damaged
+    // directory is left for a person (or `ckpt verify`) to look at.
+    EXPECT_TRUE(Snapshot(dir) == before) << "the failed resume changed files";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllDamage, DamagedDirectoryManifestTest,
+    ::testing::Values(
+        ManifestDamage{
+            "GarbageBytes",
+            [](const std::string& path) {
+              ASSERT_TRUE(
+                  WriteFileAtomically(path, "garbage\xff\xff\xff").ok());
+            }},
+        ManifestDamage{"FlippedBytes",
+                       [](const std::string& path) {
+                         // Overwrites the start: format_version's tag.
+                         WriteInPlace(path, "\xff\xff\xff\xff");
+                       }},
+        ManifestDamage{"TruncatedByOneByte",
+                       [](const std::string& path) {
+                         // Cuts into the last epoch's entry, so its length
+                         // prefix overruns the file.
+                         Truncate(path, FileSize(path) - 1);
+                       }},
+        // A zero-length file parses as an empty message, which would list
+        // no committed epoch: a resume must not take it for a fresh start
+        // and overwrite the checkpoints.
+        ManifestDamage{"Empty",
+                       [](const std::string& path) { Truncate(path, 0); }}),
+    [](const ::testing::TestParamInfo<ManifestDamage>& info) {
+      return info.param.name;
+    });
+
+}  // namespace
+}  // namespace jobgraph

@@ -1,0 +1,725 @@
+// checkpoint_bench: a checkpoint's save and load through the real path,
+// against the raw disk, in one run (issue 5).
+//
+// Two workloads, each a Workspace of float tensors:
+//   large  64 blobs x 16 MiB (1 GiB)            --large_blobs, --large_mib
+//   small  100,000 blobs of 64 bytes (16 floats) --small_blobs, --small_bytes
+//
+// Save (timed until the data is durable): Net::Create of a NetDef holding one
+// "Save" op (db, db_type "leveldb", absolute_path 1, node, epoch), Net::Run
+// (WriteCheckpointDb: serialize, LevelDB writes, Close() = memtable flush +
+// fsync of every file + the directory, rename into place + fsync of the
+// checkpoint directory), then ManifestHandler::Write, which commits the epoch
+// in MANIFEST.jobgraph (temp file, fsync, rename, fsync dir).
+// Baseline: the same tensor bytes written to one new file with 4 MiB write()s,
+// then fsync.
+//
+// Load (timed from opening the database until every blob's bytes are in its
+// tensor): Net::Create of a "Load" op with every blob as an output,
+// verify_checksums 1, in a fresh Workspace (as a resuming process does),
+// then Net::Run. The loaded tensors are compared with the originals after
+// the clock stops. Baseline: read() of the raw file, 4 MiB at a time, into a
+// preallocated (already touched) buffer; "raw read, fresh buffer" also
+// allocates the destination, as a load into new tensors must. Both reads see
+// the same page-cache state: warm (everything was just written, and each
+// file is read once, untimed, first), or with --cold, after
+// `echo 3 > /proc/sys/vm/drop_caches` before each timed read.
+//
+// Protocol for every timed write: the previous output is deleted OFF the
+// clock (deleting fsynced data costs ~1.2 s/GiB on this disk), then
+// `sync; sleep --settle_ms`. Raw and checkpoint take turns going first. Run 0
+// is a warm-up whose figures are dropped. Ratios are checkpoint MB/s over raw
+// MB/s of the SAME run (raw time / checkpoint time); the medians over runs
+// are reported, with the range. MB = 1e6 bytes of tensor data.
+//
+// Memory: before each save, VmHWM is reset (/proc/self/clear_refs 5); the
+// peak RSS increase during the save (VmHWM after - VmRSS before) is compared
+// with the checkpoint's size on disk. The tensors are in memory before the
+// save and are not counted.
+//
+// Extra rows (--variants) call WriteCheckpointDb (what the Save op runs) with
+// other options, e.g. --variants=flush=0,wbs=64,wbs=128/flush=0,chunk=4
+// (flush: LevelDbTuning::flush_memtable_on_close; wbs, mfs: write buffer and
+// table size in MiB; batch: writer_batch_bytes in MiB; chunk: chunk_bytes in
+// MiB), and --load_noverify adds a Load with verify_checksums 0.
+//
+// The last line is
+//   checkpoint_bench: save_vs_raw=<r> load_vs_raw=<r> small_save_vs_raw=<r>
+//
+// Run:
+//   ./tools/bazel run -c opt //tools/bench:checkpoint_bench -- --dir=/tmp/jgbench
+
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+#include "checkpoint/db.h"
+#include "checkpoint/file_util.h"
+#include "checkpoint/manifest.h"
+#include "checkpoint/save_load_ops.h"
+#include "engine/blob.h"
+#include "engine/net.h"
+#include "engine/net_builder.h"
+#include "engine/tensor.h"
+#include "engine/workspace.h"
+#include "glog/logging.h"
+#include "proto/jobgraph.pb.h"
+
+ABSL_FLAG(std::string, dir, "",
+          "Scratch directory (created if missing; relative paths are taken "
+          "from where `bazel run` was started). Needs ~2.5x the large "
+          "checkpoint free.");
+ABSL_FLAG(int, runs, 3, "Measured runs (after one warm-up run); medians.");
+ABSL_FLAG(int, large_blobs, 64, "Large case: number of tensors.");
+ABSL_FLAG(int, large_mib, 16, "Large case: MiB per tensor.");
+ABSL_FLAG(int, small_blobs, 100000, "Small case: number of tensors.");
+ABSL_FLAG(int, small_bytes, 64, "Small case: bytes per tensor (floats).");
+ABSL_FLAG(bool, large, true, "Run the large case.");
+ABSL_FLAG(bool, small, true, "Run the small case.");
+ABSL_FLAG(int, settle_ms, 1000, "Sleep after sync before each timed write.");
+ABSL_FLAG(bool, cold, false,
+          "Time reads after drop_caches (needs root) instead of warm.");
+ABSL_FLAG(std::string, variants, "",
+          "Extra save rows through WriteCheckpointDb with other options: "
+          "comma-separated, each key=value[/key=value...] with keys flush "
+          "(0/1), wbs, mfs, batch, chunk (MiB).");
+ABSL_FLAG(bool, load_noverify, false,
+          "Also time a Load with verify_checksums 0.");
+
+namespace jobgraph {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr char kNode[] = "trainer_0";
+constexpr size_t kRawChunk = size_t{4} << 20;  // 4 MiB write()s and read()s
+
+double Seconds(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+double CpuSeconds() {
+  struct rusage usage;
+  CHECK_EQ(::getrusage(RUSAGE_SELF, &usage), 0);
+  return usage.ru_utime.tv_sec + usage.ru_utime.tv_usec / 1e6 +
+         usage.ru_stime.tv_sec + usage.ru_stime.tv_usec / 1e6;
+}
+
+long MinorFaults() {
+  struct rusage usage;
+  CHECK_EQ(::getrusage(RUSAGE_SELF, &usage), 0);
+  return usage.ru_minflt;
+}
+
+void Check(const absl::Status& status) { CHECK(status.ok()) << status; }
+
+void RemoveIfExists(const std::string& path) {
+  if (PathExists(path).value()) Check(RemoveRecursively(path));
+}
+
+void Settle() {
+  ::sync();
+  std::this_thread::sleep_for(
+      std::chrono::milliseconds(absl::GetFlag(FLAGS_settle_ms)));
+}
+
+bool DropCaches() {
+  ::sync();
+  FILE* f = std::fopen("/proc/sys/vm/drop_caches", "w");
+  if (f == nullptr) return false;
+  bool ok = std::fputs("3\n", f) >= 0;
+  ok = std::fclose(f) == 0 && ok;
+  return ok;
+}
+
+// A field of /proc/self/status in kB ("VmRSS", "VmHWM"); -1 if absent.
+long StatusKb(const char* field) {
+  FILE* f = std::fopen("/proc/self/status", "r");
+  if (f == nullptr) return -1;
+  char line[256];
+  long value = -1;
+  const size_t n = std::strlen(field);
+  while (std::fgets(line, sizeof(line), f) != nullptr) {
+    if (std::strncmp(line, field, n) == 0 && line[n] == ':') {
+      value = std::strtol(line + n + 1, nullptr, 10);
+      break;
+    }
+  }
+  std::fclose(f);
+  return value;
+}
+
+// Resets VmHWM to the current RSS (Linux >= 4.0). False if not permitted.
+bool ResetPeakRss() {
+  FILE* f = std::fopen("/proc/self/clear_refs", "w");
+  if (f == nullptr) return false;
+  bool ok = std::fputs("5", f) >= 0;
+  ok = std::fclose(f) == 0 && ok;
+  return ok;
+}
+
+// Bytes of the regular files in `dir` (not recursive), and counts.
+struct DirInfo {
+  int64_t bytes = 0;
+  int tables = 0;
+  int logs = 0;
+  int64_t log_bytes = 0;
+};
+
+DirInfo DescribeDir(const std::string& dir) {
+  DirInfo info;
+  const std::vector<std::string> names = ListDir(dir).value();
+  for (const std::string& name : names) {
+    struct stat st;
+    CHECK_EQ(::stat(JoinPath(dir, name).c_str(), &st), 0);
+    if (!S_ISREG(st.st_mode)) continue;
+    info.bytes += st.st_size;
+    const absl::string_view n(name);
+    if (absl::EndsWith(n, ".ldb")) ++info.tables;
+    if (absl::EndsWith(n, ".log")) {
+      ++info.logs;
+      info.log_bytes += st.st_size;
+    }
+  }
+  return info;
+}
+
+// Reads every regular file of `path` (a file or a directory) once, so that
+// it is in the page cache.
+void WarmFiles(const std::string& path, std::vector<char>* scratch) {
+  struct stat st;
+  CHECK_EQ(::stat(path.c_str(), &st), 0) << path;
+  if (S_ISDIR(st.st_mode)) {
+    const std::vector<std::string> names = ListDir(path).value();
+    for (const std::string& name : names) {
+      WarmFiles(JoinPath(path, name), scratch);
+    }
+    return;
+  }
+  if (!S_ISREG(st.st_mode)) return;
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  PCHECK(fd >= 0) << path;
+  while (::read(fd, scratch->data(), scratch->size()) > 0) {
+  }
+  ::close(fd);
+}
+
+struct Sample {
+  std::vector<double> values;
+  void Add(double v) { values.push_back(v); }
+  bool empty() const { return values.empty(); }
+  double Median() const {
+    std::vector<double> v = values;
+    std::sort(v.begin(), v.end());
+    const size_t n = v.size();
+    return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+  }
+  double Min() const { return *std::min_element(values.begin(), values.end()); }
+  double Max() const { return *std::max_element(values.begin(), values.end()); }
+};
+
+// One save option set for --variants.
+struct Variant {
+  std::string label;
+  CheckpointDbOptions options;
+};
+
+std::vector<Variant> ParseVariants(const std::string& text) {
+  std::vector<Variant> variants;
+  for (absl::string_view spec : absl::StrSplit(text, ',', absl::SkipEmpty())) {
+    Variant v;
+    v.label = std::string(spec);
+    for (absl::string_view kv : absl::StrSplit(spec, '/')) {
+      std::pair<std::string, std::string> p = absl::StrSplit(kv, '=');
+      int64_t x = 0;
+      CHECK(absl::SimpleAtoi(p.second, &x)) << "bad variant " << spec;
+      if (p.first == "flush") {
+        v.options.db.leveldb.flush_memtable_on_close = x != 0;
+      } else if (p.first == "wbs") {
+        v.options.db.leveldb.write_buffer_size = static_cast<size_t>(x) << 20;
+      } else if (p.first == "mfs") {
+        v.options.db.leveldb.max_file_size = static_cast<size_t>(x) << 20;
+      } else if (p.first == "batch") {
+        v.options.db.writer_batch_bytes = static_cast<size_t>(x) << 20;
+      } else if (p.first == "chunk") {
+        v.options.serialization.chunk_bytes = x << 20;
+      } else {
+        LOG(FATAL) << "unknown variant key '" << p.first << "' in " << spec;
+      }
+    }
+    variants.push_back(std::move(v));
+  }
+  return variants;
+}
+
+class Case {
+ public:
+  Case(std::string label, std::string dir, int blobs, size_t blob_bytes,
+       const std::vector<Variant>* variants)
+      : label_(std::move(label)),
+        dir_(std::move(dir)),
+        blobs_(blobs),
+        blob_bytes_(blob_bytes),
+        total_bytes_(static_cast<size_t>(blobs) * blob_bytes),
+        variants_(variants),
+        ckpt_dir_(JoinPath(dir_, "ckpt")),
+        raw_path_(JoinPath(dir_, "raw.bin")),
+        read_buffer_(total_bytes_),
+        scratch_(kRawChunk) {
+    CHECK_EQ(blob_bytes % sizeof(float), 0u);
+    // Names sort in creation order; every tensor filled (and so touched)
+    // with incompressible bits before any timing.
+    const int digits = static_cast<int>(absl::StrCat(blobs - 1).size());
+    uint64_t x = 0x9E3779B97F4A7C15ull;
+    for (int i = 0; i < blobs; ++i) {
+      names_.push_back(absl::StrFormat("w%0*d", digits, i));
+      Tensor* t = source_.SetTensor(
+          names_.back(),
+          Tensor::Uninitialized(
+              FLOAT, {static_cast<int64_t>(blob_bytes / sizeof(float))}));
+      uint64_t* words = static_cast<uint64_t*>(t->raw_mutable_data());
+      for (size_t w = 0; w < blob_bytes / 8; ++w) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        words[w] = x;
+      }
+      views_.emplace_back(static_cast<const char*>(t->raw_data()), blob_bytes);
+    }
+    // Tiny tensors are gathered once, off the clock, so the raw baseline
+    // writes 4 MiB pieces as for the large case.
+    if (blob_bytes_ < kRawChunk) {
+      gathered_.reserve(total_bytes_);
+      for (absl::string_view v : views_) gathered_.append(v.data(), v.size());
+    }
+    std::memset(read_buffer_.data(), 1, read_buffer_.size());
+    handler_ = std::make_unique<ManifestHandler>();
+  }
+
+  double mb() const { return total_bytes_ / 1e6; }
+
+  void Run(int runs, bool cold) {
+    std::printf(
+        "\n== %s: %d float tensors x %zu bytes = %.1f MB; %d runs + 1 "
+        "warm-up; reads %s\n",
+        label_.c_str(), blobs_, blob_bytes_, mb(), runs,
+        cold ? "cold (drop_caches before each timed read)" : "warm");
+    std::fflush(stdout);
+    for (int run = -1; run < runs; ++run) {
+      record_ = run >= 0;
+      const int epoch = run + 1;
+      // Writes: raw and the checkpoint take turns going first; variants
+      // come after them.
+      for (int turn = 0; turn < 2; ++turn) {
+        if ((turn + run + 2) % 2 == 0) {
+          TimeRawWrite();
+        } else {
+          TimeSave(epoch);
+        }
+      }
+      for (const Variant& v : *variants_) TimeVariant(v, epoch);
+      // Reads of what the raw write and the Save op wrote.
+      const std::string db = CheckpointDbPath(ckpt_dir_, kNode, epoch);
+      TimeReads(db, cold);
+      if (record_) {
+        std::printf(
+            "  run %d: raw write %.0f MB/s, save %.0f MB/s (%.2fx); raw read "
+            "%.0f MB/s, load %.0f MB/s (%.2fx)\n",
+            run + 1, mb() / Last("w raw"), mb() / Last("save"),
+            Last("w raw") / Last("save"), mb() / Last("r raw"),
+            mb() / Last("load"), Last("r raw") / Last("load"));
+        std::fflush(stdout);
+      }
+    }
+    RemoveIfExists(raw_path_);
+    RemoveIfExists(ckpt_dir_);
+    Report();
+  }
+
+  double SaveRatio() const { return Ratio("w raw", "save").Median(); }
+  double LoadRatio() const { return Ratio("r raw", "load").Median(); }
+
+ private:
+  void Add(const std::string& name, double value) {
+    if (record_) s_[name].Add(value);
+  }
+  double Last(const std::string& name) { return s_.at(name).values.back(); }
+
+  // Per-run ratios base / x (x's MB/s over base's).
+  Sample Ratio(const std::string& base, const std::string& x) const {
+    Sample r;
+    const Sample& b = s_.at(base);
+    const Sample& v = s_.at(x);
+    for (size_t i = 0; i < b.values.size(); ++i) {
+      r.Add(b.values[i] / v.values[i]);
+    }
+    return r;
+  }
+
+  void TimeRawWrite() {
+    RemoveIfExists(raw_path_);
+    Settle();
+    const double cpu = CpuSeconds();
+    const auto start = Clock::now();
+    int fd = ::open(raw_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+                    0644);
+    PCHECK(fd >= 0) << raw_path_;
+    auto write_all = [&](absl::string_view v) {
+      while (!v.empty()) {
+        ssize_t n = ::write(fd, v.data(), std::min(v.size(), kRawChunk));
+        PCHECK(n > 0) << raw_path_;
+        v.remove_prefix(n);
+      }
+    };
+    if (!gathered_.empty()) {
+      write_all(gathered_);
+    } else {
+      for (absl::string_view v : views_) write_all(v);
+    }
+    PCHECK(::fsync(fd) == 0);
+    PCHECK(::close(fd) == 0);
+    Add("w raw", Seconds(start));
+    Add("cpu w raw", CpuSeconds() - cpu);
+  }
+
+  // Deletes every checkpoint (off the clock) and starts an empty directory.
+  void FreshCheckpointDir() {
+    RemoveIfExists(ckpt_dir_);
+    Check(CreateDir(ckpt_dir_));
+    Check(FsyncDir(dir_));
+    Check(handler_->SetParams(ckpt_dir_, "leveldb", {kNode}));
+  }
+
+  NetDef SaveNet(int epoch) const {
+    NetDef def;
+    def.set_name("checkpoint_save");
+    OperatorDef* op = def.add_op();
+    op->set_type("Save");
+    for (const std::string& name : names_) op->add_input(name);
+    *op->add_arg() = MakeArg("db", CheckpointDbPath(ckpt_dir_, kNode, epoch));
+    *op->add_arg() = MakeArg("db_type", "leveldb");
+    *op->add_arg() = MakeArg("absolute_path", 1);
+    *op->add_arg() = MakeArg("node", kNode);
+    *op->add_arg() = MakeArg("epoch", static_cast<int64_t>(epoch));
+    return def;
+  }
+
+  NetDef LoadNet(const std::string& db, bool verify) const {
+    NetDef def;
+    def.set_name("checkpoint_load");
+    OperatorDef* op = def.add_op();
+    op->set_type("Load");
+    for (const std::string& name : names_) op->add_output(name);
+    *op->add_arg() = MakeArg("db", db);
+    *op->add_arg() = MakeArg("db_type", "leveldb");
+    *op->add_arg() = MakeArg("absolute_path", 1);
+    *op->add_arg() = MakeArg("verify_checksums", verify ? 1 : 0);
+    return def;
+  }
+
+  // The commit that follows a save: ManifestHandler::Write.
+  void Commit(int epoch, double save_seconds) {
+    CheckpointStats stats;
+    stats.dbs[CheckpointDbPath(ckpt_dir_, kNode, epoch)] = {
+        kNode, static_cast<int64_t>(total_bytes_)};
+    stats.wall_micros = static_cast<int64_t>(save_seconds * 1e6);
+    Check(handler_->Write(epoch, stats));
+  }
+
+  void TimeSave(int epoch) {
+    FreshCheckpointDir();
+    const NetDef def = SaveNet(epoch);
+    Settle();
+    const bool hwm_ok = ResetPeakRss();
+    const long rss0 = StatusKb("VmRSS");
+    const long faults0 = MinorFaults();
+    const double cpu = CpuSeconds();
+    const auto start = Clock::now();
+    std::unique_ptr<Net> net = Net::Create(def, &source_).value();
+    const double create = Seconds(start);
+    Check(net->Run());
+    const double run = Seconds(start);
+    Commit(epoch, run);
+    const double total = Seconds(start);
+    const double cpu_used = CpuSeconds() - cpu;
+    const long hwm = StatusKb("VmHWM");
+    Add("save", total);
+    Add("save create", create);
+    Add("save run", run - create);
+    Add("save commit", total - run);
+    Add("cpu save", cpu_used);
+    Add("save faults", static_cast<double>(MinorFaults() - faults0));
+    const std::string db = CheckpointDbPath(ckpt_dir_, kNode, epoch);
+    const DirInfo info = DescribeDir(db);
+    Add("db bytes", static_cast<double>(info.bytes));
+    if (hwm_ok && hwm >= 0 && rss0 >= 0) {
+      Add("save rss increase", (hwm - rss0) * 1024.0);
+    }
+    layout_ = absl::StrFormat("%d tables, %d logs (%.1f MB), %.1f MB in all",
+                              info.tables, info.logs, info.log_bytes / 1e6,
+                              info.bytes / 1e6);
+  }
+
+  void TimeVariant(const Variant& v, int epoch) {
+    // A separate epoch number; the Save op's database stays for the reads.
+    const int variant_epoch = 1000 + epoch;
+    const std::string db = CheckpointDbPath(ckpt_dir_, kNode, variant_epoch);
+    RemoveIfExists(db);
+    std::vector<BlobToSave> blobs;
+    for (const std::string& name : names_) {
+      blobs.push_back({name, source_.GetBlob(name)});
+    }
+    CheckpointDbOptions options = v.options;
+    options.node = kNode;
+    options.epoch = variant_epoch;
+    Settle();
+    const auto start = Clock::now();
+    Check(WriteCheckpointDb("leveldb", db, std::move(blobs), options));
+    Add("variant " + v.label, Seconds(start));
+    // Reads of the variant, warm, without CRC verification by LevelDB.
+    if (record_) {
+      WarmFiles(db, &scratch_);
+      Workspace ws(nullptr, kNode);
+      const auto load_start = Clock::now();
+      std::unique_ptr<Net> net = Net::Create(LoadNet(db, true), &ws).value();
+      Check(net->Run());
+      Add("variant load " + v.label, Seconds(load_start));
+    }
+    // Removed now, off the clock, so it does not share the page cache with
+    // the next variant; its deletion cost is paid here.
+    RemoveIfExists(db);
+  }
+
+  double ReadRaw(char* out) {
+    const auto start = Clock::now();
+    int fd = ::open(raw_path_.c_str(), O_RDONLY | O_CLOEXEC);
+    PCHECK(fd >= 0) << raw_path_;
+    size_t done = 0;
+    while (done < total_bytes_) {
+      ssize_t n = ::read(fd, out + done,
+                         std::min<size_t>(kRawChunk, total_bytes_ - done));
+      PCHECK(n > 0) << raw_path_;
+      done += n;
+    }
+    ::close(fd);
+    return Seconds(start);
+  }
+
+  void Prepare(const std::string& db, bool cold) {
+    if (cold) {
+      CHECK(DropCaches()) << "cannot write /proc/sys/vm/drop_caches";
+    } else {
+      WarmFiles(raw_path_, &scratch_);
+      WarmFiles(db, &scratch_);
+    }
+  }
+
+  void TimeLoad(const std::string& db, bool verify, const std::string& name) {
+    auto ws = std::make_unique<Workspace>(nullptr, kNode);
+    const NetDef def = LoadNet(db, verify);
+    const long faults0 = MinorFaults();
+    const double cpu = CpuSeconds();
+    const auto start = Clock::now();
+    std::unique_ptr<Net> net = Net::Create(def, ws.get()).value();
+    Check(net->Run());
+    const double seconds = Seconds(start);
+    Add("cpu " + name, CpuSeconds() - cpu);
+    Add(name + " faults", static_cast<double>(MinorFaults() - faults0));
+    Add(name, seconds);
+    // Checked off the clock: every tensor bit for bit.
+    for (const std::string& n : names_) {
+      const Tensor* loaded = ws->GetTensor(n).value();
+      CHECK(loaded->BitwiseEquals(*source_.GetTensor(n).value()))
+          << "loaded blob " << n << " differs";
+    }
+    net.reset();
+    ws.reset();  // frees the loaded tensors off the clock
+  }
+
+  void TimeReads(const std::string& db, bool cold) {
+    Prepare(db, cold);
+    Add("r raw", ReadRaw(read_buffer_.data()));
+    CHECK(gathered_.empty()
+              ? std::memcmp(read_buffer_.data(), views_[0].data(),
+                            views_[0].size()) == 0
+              : std::memcmp(read_buffer_.data(), gathered_.data(),
+                            gathered_.size()) == 0);
+    {
+      Prepare(db, cold);
+      const auto start = Clock::now();
+      std::unique_ptr<char[]> fresh(new char[total_bytes_]);
+      ReadRaw(fresh.get());
+      Add("r raw fresh", Seconds(start));
+    }
+    Prepare(db, cold);
+    TimeLoad(db, /*verify=*/true, "load");
+    if (absl::GetFlag(FLAGS_load_noverify)) {
+      Prepare(db, cold);
+      TimeLoad(db, /*verify=*/false, "load noverify");
+    }
+  }
+
+  std::string Rate(const std::string& name) const {
+    const Sample& x = s_.at(name);
+    return absl::StrFormat("%8.0f MB/s (%.0f-%.0f)", mb() / x.Median(),
+                           mb() / x.Max(), mb() / x.Min());
+  }
+  std::string Secs(const std::string& name) const {
+    const Sample& x = s_.at(name);
+    return absl::StrFormat("%.3f s (%.3f-%.3f)", x.Median(), x.Min(), x.Max());
+  }
+  std::string RatioText(const std::string& base, const std::string& x) const {
+    const Sample r = Ratio(base, x);
+    return absl::StrFormat("ratio %.2f (%.2f-%.2f)", r.Median(), r.Min(),
+                           r.Max());
+  }
+
+  void Report() const {
+    std::printf("  %s, medians (range) over the measured runs:\n",
+                label_.c_str());
+    std::printf("  SAVE (durable: DB synced, renamed, dir synced, committed)\n");
+    std::printf("    raw write + fsync      %s  %s, cpu %s\n",
+                Rate("w raw").c_str(), Secs("w raw").c_str(),
+                Secs("cpu w raw").c_str());
+    std::printf("    Save op + commit       %s  %s, %s\n", Rate("save").c_str(),
+                Secs("save").c_str(), RatioText("w raw", "save").c_str());
+    std::printf(
+        "      Net::Create %s, Net::Run %s, manifest commit %s; cpu %s; "
+        "minor faults %.0f\n",
+        Secs("save create").c_str(), Secs("save run").c_str(),
+        Secs("save commit").c_str(), Secs("cpu save").c_str(),
+        s_.at("save faults").Median());
+    std::printf("      database: %s\n", layout_.c_str());
+    const double db_bytes = s_.at("db bytes").Median();
+    if (s_.count("save rss increase") != 0) {
+      const Sample& rss = s_.at("save rss increase");
+      std::printf(
+          "      peak RSS increase during save: %.1f MB (%.1f-%.1f) = %.2fx "
+          "the checkpoint's %.1f MB (goal <= 1.10x)\n",
+          rss.Median() / 1e6, rss.Min() / 1e6, rss.Max() / 1e6,
+          rss.Median() / db_bytes, db_bytes / 1e6);
+    } else {
+      std::printf("      peak RSS: cannot reset VmHWM (/proc/self/clear_refs)\n");
+    }
+    for (const Variant& v : *variants_) {
+      std::printf("    variant %-14s %s  %s; load %s\n", v.label.c_str(),
+                  Rate("variant " + v.label).c_str(),
+                  RatioText("w raw", "variant " + v.label).c_str(),
+                  Rate("variant load " + v.label).c_str());
+    }
+    std::printf("  LOAD (%s page cache)\n",
+                absl::GetFlag(FLAGS_cold) ? "cold" : "warm");
+    std::printf("    raw read               %s\n", Rate("r raw").c_str());
+    std::printf("    raw read, fresh buffer %s  %s\n",
+                Rate("r raw fresh").c_str(),
+                RatioText("r raw", "r raw fresh").c_str());
+    std::printf(
+        "    Load op, verify CRC    %s  %s vs raw read; %s vs fresh buffer\n",
+        Rate("load").c_str(), RatioText("r raw", "load").c_str(),
+        RatioText("r raw fresh", "load").c_str());
+    std::printf("      %s, cpu %s, minor faults %.0f\n", Secs("load").c_str(),
+                Secs("cpu load").c_str(), s_.at("load faults").Median());
+    if (s_.count("load noverify") != 0) {
+      std::printf("    Load op, no CRC        %s  %s\n",
+                  Rate("load noverify").c_str(),
+                  RatioText("r raw", "load noverify").c_str());
+    }
+    std::fflush(stdout);
+  }
+
+  const std::string label_;
+  const std::string dir_;
+  const int blobs_;
+  const size_t blob_bytes_;
+  const size_t total_bytes_;
+  const std::vector<Variant>* const variants_;
+  const std::string ckpt_dir_;
+  const std::string raw_path_;
+  Workspace source_{nullptr, kNode};
+  std::vector<std::string> names_;
+  std::vector<absl::string_view> views_;
+  std::string gathered_;
+  std::vector<char> read_buffer_;
+  std::vector<char> scratch_;
+  std::unique_ptr<ManifestHandler> handler_;
+  bool record_ = false;
+  std::map<std::string, Sample> s_;
+  std::string layout_;
+};
+
+int Main() {
+  std::string dir = absl::GetFlag(FLAGS_dir);
+  CHECK(!dir.empty()) << "--dir is required";
+  if (dir[0] != '/' && std::getenv("BUILD_WORKING_DIRECTORY") != nullptr) {
+    dir = JoinPath(std::getenv("BUILD_WORKING_DIRECTORY"), dir);
+  }
+  if (!PathExists(dir).value()) Check(CreateDir(dir));
+  const int runs = absl::GetFlag(FLAGS_runs);
+  CHECK_GE(runs, 1);
+  const bool cold = absl::GetFlag(FLAGS_cold);
+  if (cold && !DropCaches()) {
+    LOG(FATAL) << "--cold needs to write /proc/sys/vm/drop_caches";
+  }
+  const std::vector<Variant> variants =
+      ParseVariants(absl::GetFlag(FLAGS_variants));
+  std::printf("checkpoint_bench: dir %s; LevelDB with the Save op's defaults "
+              "(write_buffer %zu MiB, max_file %zu MiB, flush on close %d)\n",
+              dir.c_str(), DbOptions().leveldb.write_buffer_size >> 20,
+              DbOptions().leveldb.max_file_size >> 20,
+              DbOptions().leveldb.flush_memtable_on_close ? 1 : 0);
+
+  double save = 0, load = 0, small_save = 0;
+  if (absl::GetFlag(FLAGS_large)) {
+    Case large("large", JoinPath(dir, "large"), absl::GetFlag(FLAGS_large_blobs),
+               static_cast<size_t>(absl::GetFlag(FLAGS_large_mib)) << 20,
+               &variants);
+    RemoveIfExists(JoinPath(dir, "large"));
+    Check(CreateDir(JoinPath(dir, "large")));
+    large.Run(runs, cold);
+    save = large.SaveRatio();
+    load = large.LoadRatio();
+  }
+  if (absl::GetFlag(FLAGS_small)) {
+    Case small("small", JoinPath(dir, "small"), absl::GetFlag(FLAGS_small_blobs),
+               absl::GetFlag(FLAGS_small_bytes), &variants);
+    RemoveIfExists(JoinPath(dir, "small"));
+    Check(CreateDir(JoinPath(dir, "small")));
+    small.Run(runs, cold);
+    small_save = small.SaveRatio();
+  }
+  std::printf(
+      "\ncheckpoint_bench: save_vs_raw=%.2f load_vs_raw=%.2f "
+      "small_save_vs_raw=%.3f\n",
+      save, load, small_save);
+  return 0;
+}
+
+}  // namespace
+}  // namespace jobgraph
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  return jobgraph::Main();
+}

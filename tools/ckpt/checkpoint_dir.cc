@@ -1,0 +1,216 @@
+#include "tools/ckpt/checkpoint_dir.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <tuple>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "checkpoint/file_util.h"
+#include "checkpoint/manifest.h"
+#include "checkpoint/save_load_ops.h"
+#include "engine/status_macros.h"
+
+namespace jobgraph {
+namespace ckpt {
+namespace {
+
+constexpr absl::string_view kSaveTempMarker = ".tmp-";
+
+// A decimal number without sign or leading zeros, as the writers print them.
+std::optional<int64_t> ParseCanonicalInt(absl::string_view s) {
+  if (s.empty() || (s.size() > 1 && s[0] == '0') ||
+      !std::all_of(s.begin(), s.end(), [](char c) {
+        return absl::ascii_isdigit(static_cast<unsigned char>(c));
+      })) {
+    return std::nullopt;
+  }
+  int64_t value = 0;
+  if (!absl::SimpleAtoi(s, &value)) return std::nullopt;
+  return value;
+}
+
+enum class FileType { kMissing, kDirectory, kRegular, kOther };
+
+absl::StatusOr<FileType> TypeOf(const std::string& path) {
+  struct stat st;
+  // lstat: a symlink is never followed, so nothing outside the directory is
+  // ever taken for part of the checkpoint.
+  if (::lstat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return FileType::kMissing;
+    return absl::ErrnoToStatus(errno, absl::StrCat("lstat ", path));
+  }
+  if (S_ISDIR(st.st_mode)) return FileType::kDirectory;
+  if (S_ISREG(st.st_mode)) return FileType::kRegular;
+  return FileType::kOther;
+}
+
+}  // namespace
+
+std::optional<DbName> ParseDbName(absl::string_view basename) {
+  const size_t dot = basename.rfind('.');
+  if (dot == absl::string_view::npos) return std::nullopt;
+  const absl::string_view node = basename.substr(0, dot);
+  std::optional<int64_t> epoch = ParseCanonicalInt(basename.substr(dot + 1));
+  if (!epoch.has_value() || !ValidateNodeName(node).ok()) return std::nullopt;
+  return DbName{std::string(node), *epoch};
+}
+
+SaveTempName ParseSaveTempName(absl::string_view basename) {
+  SaveTempName parsed;
+  if (!IsSaveTempName(basename)) return parsed;
+  absl::ConsumePrefix(&basename, ".");
+  const size_t marker = basename.rfind(kSaveTempMarker);
+  parsed.db = ParseDbName(basename.substr(0, marker));
+  absl::string_view suffix = basename.substr(marker + kSaveTempMarker.size());
+  parsed.pid = ParseCanonicalInt(suffix.substr(0, suffix.find('-')));
+  return parsed;
+}
+
+std::optional<int64_t> ParseManifestTempName(absl::string_view basename) {
+  const std::string prefix = absl::StrCat(kManifestFileName, ".tmp-");
+  if (!absl::ConsumePrefix(&basename, prefix)) return std::nullopt;
+  const size_t dash = basename.find('-');
+  std::optional<int64_t> pid = ParseCanonicalInt(basename.substr(0, dash));
+  if (!pid.has_value()) return std::nullopt;
+  if (dash != absl::string_view::npos &&
+      !ParseCanonicalInt(basename.substr(dash + 1)).has_value()) {
+    return std::nullopt;
+  }
+  return pid;
+}
+
+bool CheckpointDir::IsCommitted(const std::string& node, int64_t epoch) const {
+  if (!manifest_status.ok()) return false;
+  for (const CommittedEpoch& e : manifest.epoch()) {
+    if (e.epoch() != epoch) continue;
+    return std::find(e.node().begin(), e.node().end(), node) != e.node().end();
+  }
+  return false;
+}
+
+std::string CheckpointDir::DbType() const {
+  if (manifest_status.ok() && !manifest.db_type().empty()) {
+    return manifest.db_type();
+  }
+  return "leveldb";
+}
+
+absl::StatusOr<CheckpointDir> ScanCheckpointDir(const std::string& dir) {
+  JG_ASSIGN_OR_RETURN(FileType type, TypeOf(dir));
+  if (type == FileType::kMissing) {
+    return absl::NotFoundError(absl::StrCat(dir, " does not exist"));
+  }
+  if (type != FileType::kDirectory) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(dir, " is not a directory"));
+  }
+  CheckpointDir result;
+  result.path = dir;
+  absl::StatusOr<CheckpointManifest> manifest = ReadManifest(dir);
+  if (manifest.ok()) {
+    result.manifest = *std::move(manifest);
+  } else {
+    result.manifest_status = manifest.status();
+  }
+
+  JG_ASSIGN_OR_RETURN(std::vector<std::string> names, ListDir(dir));
+  bool looks_like_database = false;
+  for (const std::string& name : names) {
+    const std::string path = JoinPath(dir, name);
+    if (name == "CURRENT") looks_like_database = true;
+    if (std::optional<DbName> db = ParseDbName(name)) {
+      JG_ASSIGN_OR_RETURN(FileType t, TypeOf(path));
+      if (t == FileType::kDirectory) {
+        result.databases.push_back({*std::move(db), path});
+      }
+    } else if (IsSaveTempName(name)) {
+      JG_ASSIGN_OR_RETURN(FileType t, TypeOf(path));
+      if (t == FileType::kDirectory) {
+        result.save_temps.push_back({name, path, ParseSaveTempName(name)});
+      }
+    } else if (std::optional<int64_t> pid = ParseManifestTempName(name)) {
+      JG_ASSIGN_OR_RETURN(FileType t, TypeOf(path));
+      if (t == FileType::kRegular) {
+        result.manifest_temps.push_back({name, path, *pid});
+      }
+    }
+  }
+  std::sort(
+      result.databases.begin(), result.databases.end(),
+      [](const CheckpointDir::Database& a, const CheckpointDir::Database& b) {
+        return std::tie(a.name.epoch, a.name.node) <
+               std::tie(b.name.epoch, b.name.node);
+      });
+
+  if (absl::IsNotFound(result.manifest_status) && result.databases.empty() &&
+      result.save_temps.empty() && result.manifest_temps.empty()) {
+    std::string message =
+        absl::StrCat(dir, " is not a jobgraph checkpoint directory: it has no ",
+                     kManifestFileName, " and no <node>.<epoch> databases");
+    if (looks_like_database) {
+      absl::StrAppend(&message,
+                      " (it looks like one database: use `ckpt show` on it)");
+    }
+    return absl::FailedPreconditionError(message);
+  }
+  return result;
+}
+
+std::optional<std::string> TempInUse(const std::string& path,
+                                     std::optional<int64_t> pid,
+                                     bool is_database) {
+  // kill(0) or kill(-1) would mean process groups; only real pids count.
+  if (pid.has_value() && *pid > 0 && *pid <= INT_MAX) {
+    const pid_t p = static_cast<pid_t>(*pid);
+    if (::kill(p, 0) == 0 || errno == EPERM) {
+      return absl::StrCat("process ", *pid, " that made it is running");
+    }
+  }
+  if (is_database) {
+    // LevelDB holds a POSIX write lock on LOCK while the database is open.
+    const std::string lock = JoinPath(path, "LOCK");
+    const int fd = ::open(lock.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+      struct flock query = {};
+      query.l_type = F_WRLCK;
+      query.l_whence = SEEK_SET;
+      const bool locked =
+          ::fcntl(fd, F_GETLK, &query) == 0 && query.l_type != F_UNLCK;
+      ::close(fd);
+      if (locked) {
+        return absl::StrCat("process ", query.l_pid, " has the database open");
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+absl::StatusOr<int64_t> DiskBytes(const std::string& dir) {
+  struct stat st;
+  if (::lstat(dir.c_str(), &st) != 0) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("lstat ", dir));
+  }
+  if (!S_ISDIR(st.st_mode)) return static_cast<int64_t>(st.st_size);
+  JG_ASSIGN_OR_RETURN(std::vector<std::string> names, ListDir(dir));
+  int64_t total = 0;
+  for (const std::string& name : names) {
+    const std::string path = JoinPath(dir, name);
+    if (::lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+      total += st.st_size;
+    }
+  }
+  return total;
+}
+
+}  // namespace ckpt
+}  // namespace jobgraph

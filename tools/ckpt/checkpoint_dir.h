@@ -1,0 +1,112 @@
+// What a checkpoint directory holds, as far as `ckpt` is concerned: the
+// directory manifest, the per-node databases "<node>.<epoch>", the temporary
+// databases of saves (".<node>.<epoch>.tmp-<pid>-<n>") and the temporary
+// files of manifest writes ("MANIFEST.jobgraph.tmp-<pid>[-<n>]"). Everything
+// else is someone else's and is ignored (and never deleted).
+//
+// Scanning only lists and stats names; it opens no database.
+//
+// Thread-compatible: the functions hold no state.
+
+#ifndef JOBGRAPH_TOOLS_CKPT_CHECKPOINT_DIR_H_
+#define JOBGRAPH_TOOLS_CKPT_CHECKPOINT_DIR_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "proto/jobgraph.pb.h"
+
+namespace jobgraph {
+namespace ckpt {
+
+// A database name "<node>.<epoch>" split in two.
+struct DbName {
+  std::string node;
+  int64_t epoch = 0;
+};
+
+// "<node>.<epoch>" with a valid node name (ValidateNodeName) and a decimal
+// epoch without sign or leading zeros; nullopt for anything else.
+std::optional<DbName> ParseDbName(absl::string_view basename);
+
+// For a save's temporary name (IsSaveTempName): the database it was for and
+// the pid of the process that made it. Either may be unknown.
+struct SaveTempName {
+  std::optional<DbName> db;
+  std::optional<int64_t> pid;
+};
+SaveTempName ParseSaveTempName(absl::string_view basename);
+
+// "MANIFEST.jobgraph.tmp-<pid>" (WriteManifest) or
+// "MANIFEST.jobgraph.tmp-<pid>-<n>" (WriteFileAtomically); the pid, or
+// nullopt when `basename` is not such a name.
+std::optional<int64_t> ParseManifestTempName(absl::string_view basename);
+
+struct CheckpointDir {
+  std::string path;
+  // The directory manifest when manifest_status is OK. NotFound: there is
+  // none (nothing was ever committed). Other codes: it exists but cannot be
+  // read (DataLoss when damaged, FailedPrecondition for a newer format).
+  absl::Status manifest_status;
+  CheckpointManifest manifest;
+
+  // Directories named "<node>.<epoch>", sorted by epoch, then node.
+  struct Database {
+    DbName name;
+    std::string path;
+  };
+  std::vector<Database> databases;
+
+  // Directories with a save's temporary name, sorted by name.
+  struct SaveTemp {
+    std::string basename;
+    std::string path;
+    SaveTempName parsed;
+  };
+  std::vector<SaveTemp> save_temps;
+
+  // Regular files with a manifest write's temporary name, sorted.
+  struct ManifestTemp {
+    std::string basename;
+    std::string path;
+    int64_t pid = 0;
+  };
+  std::vector<ManifestTemp> manifest_temps;
+
+  // True when the manifest lists `node` in epoch `epoch`.
+  bool IsCommitted(const std::string& node, int64_t epoch) const;
+  // The db_type to open databases with: the manifest's, else "leveldb".
+  std::string DbType() const;
+};
+
+// Scans `dir`. NotFound when it does not exist, FailedPrecondition when it
+// is not a directory or holds nothing of a jobgraph checkpoint (no manifest,
+// no database, no temporary; a hint is added when `dir` is itself a
+// database). A manifest that cannot be read is not an error here: see
+// CheckpointDir::manifest_status.
+absl::StatusOr<CheckpointDir> ScanCheckpointDir(const std::string& dir);
+
+// Whether a process that may still be using a temporary is alive: `pid`
+// exists on this machine, or (for a save's temporary database) LevelDB's LOCK
+// file inside `path` is locked by a process. Returns the reason, or nullopt
+// when neither holds. A checkpoint directory shared between machines can
+// only be judged by its LOCK files (and only where the file system keeps
+// POSIX locks across machines), so `gc` is meant for when no job writes to
+// the directory.
+std::optional<std::string> TempInUse(const std::string& path,
+                                     std::optional<int64_t> pid,
+                                     bool is_database);
+
+// The size of the regular files directly inside `dir` (a LevelDB database
+// has no subdirectories), or of the file at `dir`.
+absl::StatusOr<int64_t> DiskBytes(const std::string& dir);
+
+}  // namespace ckpt
+}  // namespace jobgraph
+
+#endif  // JOBGRAPH_TOOLS_CKPT_CHECKPOINT_DIR_H_

@@ -1,0 +1,278 @@
+// Command-line parsing of `ckpt`; the commands live in dir_commands.cc and
+// db_commands.cc.
+
+#include "tools/ckpt/ckpt.h"
+
+#include <limits>
+#include <map>
+#include <set>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "checkpoint/file_util.h"
+#include "engine/status_macros.h"
+
+namespace jobgraph {
+namespace ckpt {
+namespace {
+
+// One command's arguments: positionals in order and --name[=value] flags.
+struct Args {
+  std::vector<std::string> positional;
+  std::map<std::string, std::optional<std::string>> flags;
+};
+
+// Flags may come anywhere after the command; "--" ends them, so a blob
+// whose name starts with "--" can still be named.
+absl::StatusOr<Args> SplitArgs(const std::vector<std::string>& args,
+                               const std::set<std::string>& known) {
+  Args result;
+  bool flags_done = false;
+  for (size_t i = 1; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (flags_done || !absl::StartsWith(arg, "--")) {
+      result.positional.push_back(arg);
+      continue;
+    }
+    if (arg == "--") {
+      flags_done = true;
+      continue;
+    }
+    const size_t eq = arg.find('=');
+    std::string name = arg.substr(2, eq == std::string::npos ? eq : eq - 2);
+    if (known.count(name) == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "unknown flag --", name, " for `", args[0], "`",
+          known.empty() ? " (it takes none)"
+                        : absl::StrCat(" (it takes --",
+                                       absl::StrJoin(known, ", --"), ")")));
+    }
+    if (result.flags.count(name) > 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("flag --", name, " is given twice"));
+    }
+    result.flags[name] = eq == std::string::npos
+                             ? std::nullopt
+                             : std::optional<std::string>(arg.substr(eq + 1));
+  }
+  return result;
+}
+
+absl::Status CheckPositional(const Args& args, const std::string& command,
+                             const std::vector<std::string>& names) {
+  if (args.positional.size() == names.size()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "`", command, "` takes ", names.size(), " argument",
+      names.size() == 1 ? "" : "s", " (", absl::StrJoin(names, " "), "), got ",
+      args.positional.size()));
+}
+
+absl::StatusOr<std::optional<std::string>> StringFlag(const Args& args,
+                                                      const std::string& name) {
+  auto it = args.flags.find(name);
+  if (it == args.flags.end()) return std::optional<std::string>();
+  if (!it->second.has_value() || it->second->empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("flag --", name, " needs a value: --", name, "=..."));
+  }
+  return it->second;
+}
+
+absl::StatusOr<std::optional<int64_t>> IntFlag(const Args& args,
+                                               const std::string& name,
+                                               int64_t min, int64_t max) {
+  JG_ASSIGN_OR_RETURN(std::optional<std::string> text, StringFlag(args, name));
+  if (!text.has_value()) return std::optional<int64_t>();
+  int64_t value = 0;
+  if (!absl::SimpleAtoi(*text, &value) || value < min || value > max) {
+    return absl::InvalidArgumentError(absl::StrCat("flag --", name, "=", *text,
+                                                   " must be an integer in [",
+                                                   min, ", ", max, "]"));
+  }
+  return std::optional<int64_t>(value);
+}
+
+absl::StatusOr<bool> BoolFlag(const Args& args, const std::string& name) {
+  auto it = args.flags.find(name);
+  if (it == args.flags.end()) return false;
+  if (!it->second.has_value() || *it->second == "true" || *it->second == "1") {
+    return true;
+  }
+  if (*it->second == "false" || *it->second == "0") return false;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "flag --", name, "=", *it->second, " must be true or false"));
+}
+
+absl::StatusOr<OutputFormat> FormatFlag(const Args& args) {
+  JG_ASSIGN_OR_RETURN(std::optional<std::string> format,
+                      StringFlag(args, "format"));
+  if (!format.has_value() || *format == "text") return OutputFormat::kText;
+  if (*format == "json") return OutputFormat::kJson;
+  return absl::InvalidArgumentError(
+      absl::StrCat("flag --format=", *format, " must be text or json"));
+}
+
+// --db_type, or `fallback` when absent.
+absl::StatusOr<std::string> DbTypeFlag(const Args& args,
+                                       const std::string& fallback) {
+  JG_ASSIGN_OR_RETURN(std::optional<std::string> type,
+                      StringFlag(args, "db_type"));
+  return type.value_or(fallback);
+}
+
+// Parses the command line and runs the command; a parse error is returned
+// as InvalidArgument.
+absl::StatusOr<int> Dispatch(const std::vector<std::string>& args,
+                             const std::string& working_dir, std::ostream& out,
+                             std::ostream& err) {
+  const std::string& command = args[0];
+  auto path = [&](const std::string& p) {
+    if (working_dir.empty() || absl::StartsWith(p, "/")) return p;
+    return JoinPath(working_dir, p);
+  };
+  if (command == "list") {
+    JG_ASSIGN_OR_RETURN(Args a, SplitArgs(args, {"format", "db_type"}));
+    JG_RETURN_IF_ERROR(CheckPositional(a, command, {"DIR"}));
+    ListOptions options;
+    options.dir = path(a.positional[0]);
+    JG_ASSIGN_OR_RETURN(options.format, FormatFlag(a));
+    JG_ASSIGN_OR_RETURN(options.db_type, DbTypeFlag(a, ""));
+    return List(options, out, err);
+  }
+  if (command == "show") {
+    JG_ASSIGN_OR_RETURN(Args a, SplitArgs(args, {"format", "keys", "db_type"}));
+    JG_RETURN_IF_ERROR(CheckPositional(a, command, {"DB"}));
+    ShowOptions options;
+    options.db = path(a.positional[0]);
+    JG_ASSIGN_OR_RETURN(options.format, FormatFlag(a));
+    JG_ASSIGN_OR_RETURN(options.keys, BoolFlag(a, "keys"));
+    JG_ASSIGN_OR_RETURN(options.db_type, DbTypeFlag(a, options.db_type));
+    return Show(options, out, err);
+  }
+  if (command == "dump") {
+    JG_ASSIGN_OR_RETURN(Args a, SplitArgs(args, {"max_elements", "db_type"}));
+    JG_RETURN_IF_ERROR(CheckPositional(a, command, {"DB", "BLOB"}));
+    DumpOptions options;
+    options.db = path(a.positional[0]);
+    options.blob = a.positional[1];
+    JG_ASSIGN_OR_RETURN(
+        std::optional<int64_t> max_elements,
+        IntFlag(a, "max_elements", 0, std::numeric_limits<int64_t>::max() / 8));
+    options.max_elements = max_elements.value_or(options.max_elements);
+    JG_ASSIGN_OR_RETURN(options.db_type, DbTypeFlag(a, options.db_type));
+    return Dump(options, out, err);
+  }
+  if (command == "verify") {
+    JG_ASSIGN_OR_RETURN(Args a,
+                        SplitArgs(args, {"epoch", "format", "db_type"}));
+    JG_RETURN_IF_ERROR(CheckPositional(a, command, {"DIR"}));
+    VerifyOptions options;
+    options.dir = path(a.positional[0]);
+    JG_ASSIGN_OR_RETURN(
+        options.epoch,
+        IntFlag(a, "epoch", 0, std::numeric_limits<int64_t>::max()));
+    JG_ASSIGN_OR_RETURN(options.format, FormatFlag(a));
+    JG_ASSIGN_OR_RETURN(options.db_type, DbTypeFlag(a, ""));
+    return Verify(options, out, err);
+  }
+  if (command == "diff") {
+    JG_ASSIGN_OR_RETURN(Args a, SplitArgs(args, {"db_type"}));
+    JG_RETURN_IF_ERROR(CheckPositional(a, command, {"DB1", "DB2"}));
+    DiffOptions options;
+    options.db1 = path(a.positional[0]);
+    options.db2 = path(a.positional[1]);
+    JG_ASSIGN_OR_RETURN(options.db_type, DbTypeFlag(a, options.db_type));
+    return Diff(options, out, err);
+  }
+  if (command == "gc") {
+    JG_ASSIGN_OR_RETURN(Args a, SplitArgs(args, {"keep_last", "keep_every",
+                                                 "dry_run", "force"}));
+    JG_RETURN_IF_ERROR(CheckPositional(a, command, {"DIR"}));
+    GcOptions options;
+    options.dir = path(a.positional[0]);
+    constexpr int64_t kMaxInt = std::numeric_limits<int>::max();
+    JG_ASSIGN_OR_RETURN(std::optional<int64_t> keep_last,
+                        IntFlag(a, "keep_last", 0, kMaxInt));
+    if (!keep_last.has_value()) {
+      // Deleting checkpoints should never rest on a default.
+      return absl::InvalidArgumentError(
+          "`gc` needs --keep_last=N (the newest N committed epochs are kept; "
+          "0 keeps every committed epoch and only removes leftovers)");
+    }
+    options.keep_last = static_cast<int>(*keep_last);
+    JG_ASSIGN_OR_RETURN(std::optional<int64_t> keep_every,
+                        IntFlag(a, "keep_every", 0, kMaxInt));
+    options.keep_every = static_cast<int>(keep_every.value_or(0));
+    JG_ASSIGN_OR_RETURN(options.dry_run, BoolFlag(a, "dry_run"));
+    JG_ASSIGN_OR_RETURN(options.force, BoolFlag(a, "force"));
+    return Gc(options, out, err);
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown command '", command, "'"));
+}
+
+}  // namespace
+
+std::string Usage() {
+  return R"(usage: ckpt <command> [arguments] [flags]
+
+Inspects, verifies and cleans jobgraph checkpoints (checkpoint/FORMAT.md).
+
+commands:
+  list DIR [--format=json]
+      Every epoch in checkpoint directory DIR: "committed" (listed in
+      MANIFEST.jobgraph), "uncommitted" (a <node>.<epoch> database that is not
+      listed) or "incomplete" (a save's leftover temporary), with its nodes,
+      blob count, value bytes, save time and time.
+  show DB [--format=json] [--keys]
+      Every blob of database DB: name, type, dtype, shape, number of values,
+      bytes and CRC-32C (of all its values in manifest order; --keys lists
+      each value).
+  dump DB BLOB [--max_elements=20]
+      The values of one blob: tensors (at most --max_elements elements),
+      strings, counters and reader cursors.
+  verify DIR [--epoch=N] [--format=json]
+      Checks the CRC-32C of every value of every committed epoch (or only
+      epoch N) and that every committed database exists.
+  diff DB1 DB2
+      Blobs added, removed and changed (type, shape or any value's CRC-32C)
+      from DB1 to DB2.
+  gc DIR --keep_last=N [--keep_every=K] [--dry_run] [--force]
+      Deletes committed epochs that retention drops (never the newest), then
+      leftover temporaries of saves (.<node>.<epoch>.tmp-*) and of manifest
+      writes (MANIFEST.jobgraph.tmp-*) whose process is gone (--force: even
+      if it seems alive). Touches nothing else. Run it when no job writes to
+      DIR.
+
+flags for every command that opens databases:
+  --db_type=T    database type (default: the manifest's, else leveldb)
+
+exit codes: 0 success; 1 damage found (verify, dump) or databases differ
+(diff); 2 bad usage or input that cannot be read.
+)";
+}
+
+int RunCkpt(const std::vector<std::string>& args,
+            const std::string& working_dir, std::ostream& out,
+            std::ostream& err) {
+  if (args.empty()) {
+    err << Usage();
+    return kExitUsage;
+  }
+  if (args[0] == "help" || args[0] == "--help" || args[0] == "-h") {
+    out << Usage();
+    return kExitOk;
+  }
+  absl::StatusOr<int> code = Dispatch(args, working_dir, out, err);
+  if (code.ok()) return *code;
+  err << "ckpt: " << code.status().message() << "\n\n" << Usage();
+  return kExitUsage;
+}
+
+}  // namespace ckpt
+}  // namespace jobgraph

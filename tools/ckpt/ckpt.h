@@ -1,0 +1,118 @@
+// `ckpt`: inspects, verifies and cleans jobgraph checkpoint directories
+// (format: checkpoint/FORMAT.md).
+//
+//   ckpt list DIR [--format=json]          every epoch: committed, uncommitted
+//                                          or incomplete, nodes, blobs, bytes
+//   ckpt show DB [--format=json] [--keys]  the blobs of one database
+//   ckpt dump DB BLOB [--max_elements=N]   one blob's values
+//   ckpt verify DIR [--epoch=N] [--format=json]
+//                                          every value's CRC-32C
+//   ckpt diff DB1 DB2                      blobs added, removed, changed
+//   ckpt gc DIR --keep_last=N [--keep_every=K] [--dry_run] [--force]
+//                                          retention and leftover temporaries
+//   --db_type=T overrides the database type (default: the manifest's, else
+//   "leveldb").
+//
+// Exit codes: kExitOk; kExitProblem when verification finds damage (or a
+// committed database is missing) or diff finds a difference; kExitUsage for
+// bad usage and for input that cannot be read (a missing directory, one that
+// is not a checkpoint, a database without a jobgraph manifest).
+//
+// Every command is a function that writes its report to `out` and errors to
+// `err` and returns the exit code, so tests run them in-process. RunCkpt
+// parses a command line into them.
+//
+// Reading a LevelDB database opens it, and opening makes LevelDB write a new
+// MANIFEST-* and log file inside the database directory (db.h); the values
+// and their table files are left untouched. A database that a running job
+// has open cannot be opened (LevelDB's lock) and is reported as such.
+//
+// Thread-compatible: commands share no state, but two commands must not open
+// the same database at once (LevelDB allows one open per process).
+
+#ifndef JOBGRAPH_TOOLS_CKPT_CKPT_H_
+#define JOBGRAPH_TOOLS_CKPT_CKPT_H_
+
+#include <cstdint>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace jobgraph {
+namespace ckpt {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitProblem = 1;
+inline constexpr int kExitUsage = 2;
+
+enum class OutputFormat { kText, kJson };
+
+struct ListOptions {
+  std::string dir;
+  OutputFormat format = OutputFormat::kText;
+  std::string db_type;  // empty: the manifest's, else "leveldb"
+};
+int List(const ListOptions& options, std::ostream& out, std::ostream& err);
+
+struct ShowOptions {
+  std::string db;
+  OutputFormat format = OutputFormat::kText;
+  // Text: also one row per database key with its size and CRC-32C (JSON
+  // always lists them).
+  bool keys = false;
+  std::string db_type = "leveldb";
+};
+int Show(const ShowOptions& options, std::ostream& out, std::ostream& err);
+
+struct DumpOptions {
+  std::string db;
+  std::string blob;
+  // Tensor elements (and, for strings, 8 times as many bytes) printed.
+  int64_t max_elements = 20;
+  std::string db_type = "leveldb";
+};
+int Dump(const DumpOptions& options, std::ostream& out, std::ostream& err);
+
+struct VerifyOptions {
+  std::string dir;
+  std::optional<int64_t> epoch;  // unset: every committed epoch
+  OutputFormat format = OutputFormat::kText;
+  std::string db_type;  // empty: the manifest's, else "leveldb"
+};
+int Verify(const VerifyOptions& options, std::ostream& out, std::ostream& err);
+
+struct DiffOptions {
+  std::string db1;
+  std::string db2;
+  std::string db_type = "leveldb";
+};
+int Diff(const DiffOptions& options, std::ostream& out, std::ostream& err);
+
+struct GcOptions {
+  std::string dir;
+  // Retention (checkpoint/manifest.h): keep the newest keep_last committed
+  // epochs (0: all) and every epoch divisible by keep_every (0: none extra).
+  int keep_last = 0;
+  int keep_every = 0;
+  // Print what would be removed; remove nothing.
+  bool dry_run = false;
+  // Remove temporaries even when their process looks alive (TempInUse).
+  bool force = false;
+};
+int Gc(const GcOptions& options, std::ostream& out, std::ostream& err);
+
+// Runs the command line `args` (without the program name). Relative paths
+// are resolved against `working_dir` when it is not empty (`bazel run` starts
+// the tool in its runfiles; main passes BUILD_WORKING_DIRECTORY).
+int RunCkpt(const std::vector<std::string>& args,
+            const std::string& working_dir, std::ostream& out,
+            std::ostream& err);
+
+// The usage message listing every command.
+std::string Usage();
+
+}  // namespace ckpt
+}  // namespace jobgraph
+
+#endif  // JOBGRAPH_TOOLS_CKPT_CKPT_H_

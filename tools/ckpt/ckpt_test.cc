@@ -1,0 +1,1308 @@
+// `ckpt` on real LevelDB checkpoints written by the Save op (and, at the
+// end, by a JobRunner): the exact output and exit code of every command.
+
+#include "tools/ckpt/ckpt.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "checkpoint/background_delete.h"
+#include "checkpoint/checkpoint_manager.h"
+#include "checkpoint/crc32c.h"
+#include "checkpoint/db.h"
+#include "checkpoint/db_manifest.h"
+#include "checkpoint/db_registry.h"
+#include "checkpoint/file_util.h"
+#include "checkpoint/job.h"
+#include "checkpoint/job_runner.h"
+#include "checkpoint/manifest.h"
+#include "checkpoint/test_util.h"
+#include "engine/blob.h"
+#include "engine/counter.h"
+#include "engine/data/dataset.h"
+#include "engine/data/file_cursor.h"
+#include "engine/data/pipe.h"
+#include "engine/data/reader_with_limit.h"
+#include "engine/data/record.h"
+#include "engine/data/shuffle_cursor.h"
+#include "engine/data/tree_cursor.h"
+#include "engine/net.h"
+#include "engine/session.h"
+#include "engine/tensor.h"
+#include "engine/workspace.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "proto/jobgraph.pb.h"
+#include "tools/ckpt/output.h"
+
+namespace jobgraph {
+namespace ckpt {
+namespace {
+
+using ::testing::Contains;
+using ::testing::ElementsAre;
+using ::testing::ElementsAreArray;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::StartsWith;
+using testing_util::TempDir;
+
+// 2023-11-14 22:13:20 UTC.
+constexpr int64_t kCommitTime = int64_t{1700000000} * 1000000;
+constexpr float kMarker = 1234.5f;
+
+// --- Running the tool.
+
+struct Result {
+  int code = -1;
+  std::string out;
+  std::string err;
+};
+
+Result RunTool(const std::vector<std::string>& args,
+               const std::string& working_dir = "") {
+  std::ostringstream out;
+  std::ostringstream err;
+  Result result;
+  result.code = RunCkpt(args, working_dir, out, err);
+  result.out = out.str();
+  result.err = err.str();
+  return result;
+}
+
+// The lines of `text` with runs of spaces collapsed to one and no leading
+// or trailing spaces, so table rows compare exactly without depending on
+// column widths (TextTable's alignment is tested in output_test.cc).
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> lines;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    std::string collapsed;
+    for (absl::string_view word :
+         absl::StrSplit(line, ' ', absl::SkipEmpty())) {
+      if (!collapsed.empty()) collapsed += ' ';
+      collapsed.append(word.data(), word.size());
+    }
+    lines.push_back(collapsed);
+  }
+  while (!lines.empty() && lines.back().empty()) lines.pop_back();
+  return lines;
+}
+
+// A strict check of JSON syntax (RFC 8259), enough to tell that the output
+// parses.
+class JsonChecker {
+ public:
+  static bool Valid(absl::string_view text) {
+    JsonChecker checker(text);
+    checker.SkipSpace();
+    if (!checker.Value()) return false;
+    checker.SkipSpace();
+    return checker.pos_ == text.size();
+  }
+
+ private:
+  explicit JsonChecker(absl::string_view text) : s_(text) {}
+
+  bool Value() {
+    if (pos_ >= s_.size()) return false;
+    switch (s_[pos_]) {
+      case '{':
+        return Object();
+      case '[':
+        return Array();
+      case '"':
+        return String();
+      case 't':
+        return Literal("true");
+      case 'f':
+        return Literal("false");
+      case 'n':
+        return Literal("null");
+      default:
+        return Number();
+    }
+  }
+  bool Object() {
+    ++pos_;
+    SkipSpace();
+    if (Peek('}')) return ++pos_, true;
+    while (true) {
+      SkipSpace();
+      if (!String()) return false;
+      SkipSpace();
+      if (!Peek(':')) return false;
+      ++pos_;
+      SkipSpace();
+      if (!Value()) return false;
+      SkipSpace();
+      if (Peek('}')) return ++pos_, true;
+      if (!Peek(',')) return false;
+      ++pos_;
+    }
+  }
+  bool Array() {
+    ++pos_;
+    SkipSpace();
+    if (Peek(']')) return ++pos_, true;
+    while (true) {
+      SkipSpace();
+      if (!Value()) return false;
+      SkipSpace();
+      if (Peek(']')) return ++pos_, true;
+      if (!Peek(',')) return false;
+      ++pos_;
+    }
+  }
+  bool String() {
+    if (!Peek('"')) return false;
+    for (++pos_; pos_ < s_.size(); ++pos_) {
+      const unsigned char c = s_[pos_];
+      if (c == '"') return ++pos_, true;
+      if (c < 0x20) return false;
+      if (c != '\\') continue;
+      if (++pos_ >= s_.size()) return false;
+      if (s_[pos_] == 'u') {
+        for (int i = 0; i < 4; ++i) {
+          if (++pos_ >= s_.size() || !absl::ascii_isxdigit(s_[pos_])) {
+            return false;
+          }
+        }
+      } else if (!absl::StrContains("\"\\/bfnrt", s_[pos_])) {
+        return false;
+      }
+    }
+    return false;
+  }
+  bool Number() {
+    const size_t start = pos_;
+    if (Peek('-')) ++pos_;
+    if (pos_ >= s_.size() || !absl::ascii_isdigit(s_[pos_])) return false;
+    if (s_[pos_] == '0' && pos_ + 1 < s_.size() &&
+        absl::ascii_isdigit(s_[pos_ + 1])) {
+      return false;
+    }
+    while (pos_ < s_.size() && absl::ascii_isdigit(s_[pos_])) ++pos_;
+    return pos_ > start;
+  }
+  bool Literal(absl::string_view word) {
+    if (s_.substr(pos_, word.size()) != word) return false;
+    pos_ += word.size();
+    return true;
+  }
+  bool Peek(char c) const { return pos_ < s_.size() && s_[pos_] == c; }
+  void SkipSpace() {
+    while (pos_ < s_.size() && absl::ascii_isspace(s_[pos_])) ++pos_;
+  }
+
+  absl::string_view s_;
+  size_t pos_ = 0;
+};
+
+TEST(JsonCheckerTest, TellsValidFromInvalid) {
+  EXPECT_TRUE(JsonChecker::Valid("{\"a\":[1,-2,null,true,\"x\\u00e9\"]}"));
+  EXPECT_FALSE(JsonChecker::Valid("{\"a\":1,}"));
+  EXPECT_FALSE(JsonChecker::Valid("{\"a\":01}"));
+  EXPECT_FALSE(JsonChecker::Valid("{\"a\":\"\n\"}"));
+  EXPECT_FALSE(JsonChecker::Valid("{} {}"));
+}
+
+// --- Building checkpoints.
+
+Argument StringArg(const std::string& name, const std::string& value) {
+  Argument arg;
+  arg.set_name(name);
+  arg.set_s(value);
+  return arg;
+}
+
+Argument IntArg(const std::string& name, int64_t value) {
+  Argument arg;
+  arg.set_name(name);
+  arg.set_i(value);
+  return arg;
+}
+
+// Runs a net with one Save op that writes `blobs` of `ws` into the LevelDB
+// database `db` as `node`'s checkpoint of `epoch`. chunk_bytes = 64 splits
+// "ids" (100 int64) into 13 values.
+void SaveDb(Workspace* ws, const std::vector<std::string>& blobs,
+            const std::string& db, const std::string& node, int64_t epoch) {
+  NetDef net;
+  net.set_name("save");
+  OperatorDef* op = net.add_op();
+  op->set_type("Save");
+  for (const std::string& blob : blobs) op->add_input(blob);
+  *op->add_arg() = StringArg("db", db);
+  *op->add_arg() = StringArg("db_type", "leveldb");
+  *op->add_arg() = StringArg("node", node);
+  *op->add_arg() = IntArg("epoch", epoch);
+  *op->add_arg() = IntArg("chunk_bytes", 64);
+  absl::StatusOr<std::unique_ptr<Net>> created = Net::Create(net, ws);
+  ASSERT_TRUE(created.ok()) << created.status();
+  absl::Status status = (*created)->Run();
+  ASSERT_TRUE(status.ok()) << status;
+}
+
+const std::vector<std::string> kBlobs = {"cursor",  "file", "ids", "note",
+                                         "shuffle", "step", "w",   "words"};
+
+// One blob of every kind that a checkpoint holds.
+void FillWorkspace(Workspace* ws, float w_value = kMarker) {
+  Tensor w(FLOAT, {3, 5});
+  for (int64_t i = 0; i < w.numel(); ++i) w.mutable_data<float>()[i] = w_value;
+  ws->SetTensor("w", std::move(w));
+  ws->SetTensor("ids", Tensor::Iota<int64_t>(100));
+  ws->SetTensor("words", Tensor::FromVector<std::string>({"alpha", "beta"}));
+  ws->CreateBlob("step")->Reset(std::make_unique<Counter>(7));
+  ws->CreateBlob("note")->Reset(std::make_unique<std::string>("hello"));
+  ws->CreateBlob("cursor")->Reset(
+      std::make_unique<TreeCursor>(std::vector<std::string>{"val"}, 3));
+  ShuffleCursor::State state;
+  state.seed = 42;
+  state.epoch = 1;
+  state.position = 2;
+  state.num_rows = 10;
+  ws->CreateBlob("shuffle")->Reset(std::make_unique<ShuffleCursor>(
+      std::vector<std::string>{"a", "b"}, state));
+  ws->CreateBlob("file")->Reset(
+      std::make_unique<FileCursor>("/data/x.txt", 12));
+}
+
+CheckpointDbManifest DbManifest(const std::string& path) {
+  absl::StatusOr<CheckpointDbManifest> manifest =
+      ReadDbManifestAt("leveldb", path);
+  CHECK(manifest.ok()) << manifest.status();
+  return *manifest;
+}
+
+const CheckpointBlobInfo& BlobInfo(const CheckpointDbManifest& manifest,
+                                   const std::string& name) {
+  auto it = std::find_if(
+      manifest.blob().begin(), manifest.blob().end(),
+      [&](const CheckpointBlobInfo& blob) { return blob.name() == name; });
+  CHECK(it != manifest.blob().end()) << "no blob " << name;
+  return *it;
+}
+
+// The stored values of `path`, by key.
+std::map<std::string, std::string> ReadValues(const std::string& path) {
+  absl::StatusOr<std::unique_ptr<DB>> db =
+      DbRegistry::Global().Open("leveldb", path, DbMode::kRead);
+  CHECK(db.ok()) << db.status();
+  std::map<std::string, std::string> values;
+  std::unique_ptr<Cursor> cursor = (*db)->NewCursor();
+  for (; cursor->Valid(); cursor->Next()) {
+    values[std::string(cursor->key())] = std::string(cursor->value());
+  }
+  CHECK(cursor->status().ok()) << cursor->status();
+  return values;
+}
+
+void WriteFile(const std::string& path, const std::string& contents) {
+  std::ofstream file(path, std::ios::binary);
+  file << contents;
+  CHECK(file.good()) << path;
+}
+
+void MakeDir(const std::string& path) {
+  CHECK_EQ(::mkdir(path.c_str(), 0755), 0) << path << ": " << strerror(errno);
+}
+
+// A pid that belonged to a process that has exited.
+int64_t DeadPid() {
+  const pid_t child = ::fork();
+  CHECK_GE(child, 0);
+  if (child == 0) ::_exit(0);
+  int status = 0;
+  CHECK_EQ(::waitpid(child, &status, 0), child);
+  return child;
+}
+
+std::vector<std::string> List(const std::string& dir) {
+  absl::StatusOr<std::vector<std::string>> names = ListDir(dir);
+  CHECK(names.ok()) << names.status();
+  return *names;
+}
+
+class CkptTest : public ::testing::Test {
+ protected:
+  void TearDown() override { WaitForBackgroundDeletes(); }
+
+  std::string Path(const std::string& name) const { return dir_.Join(name); }
+
+  // Saves the standard workspace as trainer_0's database of each epoch.
+  void SaveEpochs(const std::vector<int64_t>& epochs) {
+    Workspace ws;
+    FillWorkspace(&ws);
+    for (int64_t epoch : epochs) {
+      SaveDb(&ws, kBlobs, CheckpointDbPath(dir_.path(), "trainer_0", epoch),
+             "trainer_0", epoch);
+    }
+  }
+
+  // Writes a manifest that commits trainer_0's `epochs`, committed at
+  // kCommitTime + epoch seconds after a save of 1500 + epoch us.
+  void Commit(const std::vector<int64_t>& epochs) {
+    CheckpointManifest manifest;
+    manifest.set_format_version(1);
+    manifest.set_db_type("leveldb");
+    for (int64_t epoch : epochs) {
+      CommittedEpoch* e = manifest.add_epoch();
+      e->set_epoch(epoch);
+      e->add_node("trainer_0");
+      e->set_committed_unix_micros(kCommitTime + epoch * 1000000);
+      e->set_save_micros(1500 + epoch);
+    }
+    absl::Status status = WriteManifest(dir_.path(), manifest);
+    ASSERT_TRUE(status.ok()) << status;
+  }
+
+  TempDir dir_;
+};
+
+// --- The format itself, as checkpoint/FORMAT.md describes it.
+
+TEST_F(CkptTest, ValuesAreTheBlobProtosThatFormatMdDescribes) {
+  SaveEpochs({0});
+  const std::string db = Path("trainer_0.0");
+  std::map<std::string, std::string> values = ReadValues(db);
+  std::vector<std::string> keys;
+  for (const auto& [key, value] : values) keys.push_back(key);
+  EXPECT_THAT(
+      keys,
+      ElementsAre("__jobgraph_manifest__", "cursor", "file", "ids#%0", "ids#%1",
+                  "ids#%10", "ids#%11", "ids#%12", "ids#%2", "ids#%3", "ids#%4",
+                  "ids#%5", "ids#%6", "ids#%7", "ids#%8", "ids#%9", "note",
+                  "shuffle", "step", "w#%0", "words#%0"));
+
+  // A float tensor chunk: header fields, then a second `tensor` occurrence
+  // with only raw_data, which a standard parser merges. 87 bytes: a 23-byte
+  // header and 64 bytes of field 3 { field 12: 60 bytes }.
+  const std::string& w_value = values["w#%0"];
+  EXPECT_EQ(w_value.size(), 87u);
+  EXPECT_EQ(w_value.substr(0, 27),
+            std::string("\x0a\x01w"          // name
+                        "\x12\x06Tensor"     // type
+                        "\x1a\x0a"           // tensor {
+                        "\x0a\x02\x03\x05"   //   dims
+                        "\x10\x01"           //   FLOAT
+                        "\x5a\x02\x10\x0f"   //   segment
+                        "\x1a\x3e\x62\x3c",  // tensor {raw
+                        27));
+  BlobProto w;
+  ASSERT_TRUE(w.ParseFromString(w_value));
+  EXPECT_EQ(w.name(), "w");
+  EXPECT_EQ(w.type(), "Tensor");
+  EXPECT_THAT(w.tensor().dims(), ElementsAre(3, 5));
+  EXPECT_EQ(w.tensor().data_type(), FLOAT);
+  EXPECT_TRUE(w.tensor().has_segment());
+  EXPECT_EQ(w.tensor().segment().begin(), 0);
+  EXPECT_EQ(w.tensor().segment().end(), 15);
+  EXPECT_THAT(w.tensor().float_data(), IsEmpty());
+  ASSERT_EQ(w.tensor().raw_data().size(), 60u);
+  float first;
+  std::memcpy(&first, w.tensor().raw_data().data(), 4);
+  EXPECT_EQ(first, kMarker);
+  EXPECT_EQ(w.tensor().raw_data().substr(0, 4),
+            std::string("\x00\x50\x9a\x44", 4));  // 1234.5f, little-endian
+
+  // Chunk 12 of "ids" holds elements [96, 100).
+  BlobProto ids;
+  ASSERT_TRUE(ids.ParseFromString(values["ids#%12"]));
+  EXPECT_THAT(ids.tensor().dims(), ElementsAre(100));
+  EXPECT_EQ(ids.tensor().data_type(), INT64);
+  EXPECT_EQ(ids.tensor().segment().begin(), 96);
+  EXPECT_EQ(ids.tensor().segment().end(), 100);
+  EXPECT_EQ(ids.tensor().raw_data().size(), 32u);
+
+  BlobProto words;
+  ASSERT_TRUE(words.ParseFromString(values["words#%0"]));
+  EXPECT_EQ(words.tensor().data_type(), STRING);
+  EXPECT_THAT(words.tensor().string_data(), ElementsAre("alpha", "beta"));
+  EXPECT_EQ(words.tensor().segment().end(), 2);
+
+  BlobProto step;
+  ASSERT_TRUE(step.ParseFromString(values["step"]));
+  EXPECT_EQ(step.type(), "std::unique_ptr<Counter<int64_t>>");
+  EXPECT_THAT(step.tensor().dims(), ElementsAre(1));
+  EXPECT_EQ(step.tensor().data_type(), INT64);
+  EXPECT_EQ(step.tensor().raw_data(), std::string("\x07\0\0\0\0\0\0\0", 8));
+  EXPECT_FALSE(step.tensor().has_segment());
+
+  BlobProto note;
+  ASSERT_TRUE(note.ParseFromString(values["note"]));
+  EXPECT_EQ(note.type(), "std::string");
+  EXPECT_EQ(note.content(), "hello");
+  EXPECT_FALSE(note.has_tensor());
+
+  BlobProto cursor;
+  ASSERT_TRUE(cursor.ParseFromString(values["cursor"]));
+  EXPECT_EQ(cursor.type(), "std::unique_ptr<TreeCursor>");
+  EXPECT_THAT(cursor.tensor().dims(), ElementsAre(1));
+  EXPECT_EQ(cursor.tensor().raw_data(), std::string("\x03\0\0\0\0\0\0\0", 8));
+  EXPECT_EQ(cursor.content(), "val ");
+
+  BlobProto shuffle;
+  ASSERT_TRUE(shuffle.ParseFromString(values["shuffle"]));
+  EXPECT_EQ(shuffle.type(), "std::unique_ptr<ShuffleCursor>");
+  EXPECT_THAT(shuffle.tensor().dims(), ElementsAre(5));
+  std::vector<int64_t> state(5);
+  ASSERT_EQ(shuffle.tensor().raw_data().size(), 40u);
+  std::memcpy(state.data(), shuffle.tensor().raw_data().data(), 40);
+  EXPECT_THAT(state, ElementsAre(42, 1, 2, 10, 0));
+  EXPECT_EQ(shuffle.content(), "a b ");
+
+  BlobProto file;
+  ASSERT_TRUE(file.ParseFromString(values["file"]));
+  EXPECT_EQ(file.type(), "std::unique_ptr<FileCursor>");
+  EXPECT_EQ(file.tensor().raw_data(), std::string("\x0c\0\0\0\0\0\0\0", 8));
+  EXPECT_EQ(file.content(), "/data/x.txt");
+
+  // The manifest lists every key with its size and CRC-32C.
+  CheckpointDbManifest manifest;
+  ASSERT_TRUE(manifest.ParseFromString(values["__jobgraph_manifest__"]));
+  EXPECT_EQ(manifest.format_version(), 1);
+  EXPECT_EQ(manifest.node(), "trainer_0");
+  EXPECT_EQ(manifest.epoch(), 0);
+  int64_t total = 0;
+  for (const CheckpointBlobInfo& blob : manifest.blob()) {
+    for (int i = 0; i < blob.key_size(); ++i) {
+      const std::string& value = values[blob.key(i)];
+      EXPECT_EQ(blob.value_bytes(i), static_cast<int64_t>(value.size()));
+      EXPECT_EQ(blob.value_crc32c(i), Crc32c(value));
+      total += value.size();
+    }
+  }
+  EXPECT_EQ(manifest.total_bytes(), total);
+  const CheckpointBlobInfo& ids_info = BlobInfo(manifest, "ids");
+  EXPECT_EQ(ids_info.key(2), "ids#%10");  // keys in bytewise order
+}
+
+// --- list
+
+TEST_F(CkptTest, ListShowsCommittedUncommittedAndIncompleteEpochs) {
+  SaveEpochs({0, 1, 2});
+  Commit({0, 1});
+  const int64_t dead = DeadPid();
+  const std::string temp = absl::StrCat(".trainer_0.3.tmp-", dead, "-0");
+  MakeDir(Path(temp));
+  WriteFile(Path(temp + "/000005.ldb"), "0123456789");
+  const std::string manifest_temp =
+      absl::StrCat("MANIFEST.jobgraph.tmp-", dead);
+  WriteFile(Path(manifest_temp), "junk");
+  WriteFile(Path("notes.txt"), "not ours");
+
+  const int64_t bytes = DbManifest(Path("trainer_0.0")).total_bytes();
+  const std::string created =
+      FormatUnixMicros(DbManifest(Path("trainer_0.2")).created_unix_micros());
+  Result r = RunTool({"list", dir_.path()});
+  EXPECT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_EQ(r.err, "");
+  EXPECT_THAT(
+      Lines(r.out),
+      ElementsAre(
+          absl::StrCat("checkpoint ", dir_.path(),
+                       " (leveldb, format version 1)"),
+          "EPOCH STATE NODES BLOBS BYTES SAVE TIME",
+          absl::StrCat("0 committed trainer_0 8 ", bytes,
+                       " 1.5 ms 2023-11-14 22:13:20 UTC"),
+          absl::StrCat("1 committed trainer_0 8 ", bytes,
+                       " 1.5 ms 2023-11-14 22:13:21 UTC"),
+          absl::StrCat("2 uncommitted trainer_0 8 ", bytes, " - ", created),
+          "3 incomplete trainer_0 - - - -",
+          "2 committed epochs (newest 1), 1 uncommitted, 1 incomplete",
+          "leftover temporaries (`ckpt gc` removes them):", temp,
+          manifest_temp));
+
+  r = RunTool({"list", dir_.path(), "--format=json"});
+  EXPECT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_TRUE(JsonChecker::Valid(r.out)) << r.out;
+  EXPECT_THAT(r.out, StartsWith(absl::StrCat(
+                         "{\"dir\":", JsonQuote(dir_.path()),
+                         ",\"manifest\":\"ok\",\"format_version\":"
+                         "1,\"db_type\":\"leveldb\",\"epochs\":[")));
+  EXPECT_THAT(
+      r.out,
+      HasSubstr(absl::StrCat(
+          "{\"epoch\":0,\"state\":\"committed\",\"nodes\":["
+          "\"trainer_0\"],\"paths\":[",
+          JsonQuote(Path("trainer_0.0")), "],\"blobs\":8,\"bytes\":", bytes,
+          ",\"save_micros\":1500,\"time_unix_micros\":", kCommitTime,
+          ",\"problems\":[]}")));
+  EXPECT_THAT(r.out, HasSubstr("{\"epoch\":2,\"state\":\"uncommitted\","));
+  EXPECT_THAT(r.out, HasSubstr(absl::StrCat(
+                         "{\"epoch\":3,\"state\":\"incomplete\",\"nodes\":["
+                         "\"trainer_0\"],\"paths\":[",
+                         JsonQuote(Path(temp)),
+                         "],\"blobs\":null,\"bytes\":null,\"save_micros\":null,"
+                         "\"time_unix_micros\":null,\"problems\":[]}")));
+  EXPECT_THAT(r.out,
+              HasSubstr(absl::StrCat("\"leftover_temporaries\":[\"", temp,
+                                     "\",\"", manifest_temp, "\"]}\n")));
+}
+
+TEST_F(CkptTest, ListReportsMissingAndForeignDatabases) {
+  SaveEpochs({0});
+  Commit({0, 5});
+  // A database whose manifest belongs to another epoch.
+  Workspace ws;
+  FillWorkspace(&ws);
+  SaveDb(&ws, {"w"}, Path("trainer_0.7"), "trainer_0", 6);
+  Result r = RunTool({"list", dir_.path()});
+  EXPECT_EQ(r.code, kExitOk) << r.err;
+  const std::vector<std::string> lines = Lines(r.out);
+  EXPECT_THAT(lines,
+              Contains("5 committed trainer_0 ? ? 1.5 ms 2023-11-14 22:13:25 "
+                       "UTC"));
+  EXPECT_THAT(lines, Contains("problems:"));
+  EXPECT_THAT(lines,
+              Contains(absl::StrCat("epoch 5 (committed): database ",
+                                    Path("trainer_0.5"), " is missing")));
+  EXPECT_THAT(lines, Contains(absl::StrCat(
+                         "epoch 7 (uncommitted): ", Path("trainer_0.7"),
+                         " holds node 'trainer_0' epoch 6 according to its "
+                         "manifest")));
+}
+
+TEST_F(CkptTest, ListWithoutManifestShowsUncommittedDatabases) {
+  SaveEpochs({4});
+  Result r = RunTool({"list", dir_.path()});
+  EXPECT_EQ(r.code, kExitOk) << r.err;
+  const std::vector<std::string> lines = Lines(r.out);
+  ASSERT_GE(lines.size(), 4u);
+  EXPECT_EQ(lines[0], absl::StrCat("checkpoint ", dir_.path(),
+                                   " (no MANIFEST.jobgraph: nothing is "
+                                   "committed)"));
+  EXPECT_THAT(lines[2], StartsWith("4 uncommitted trainer_0 8 "));
+  EXPECT_EQ(lines[3], "0 committed epochs, 1 uncommitted, 0 incomplete");
+}
+
+TEST_F(CkptTest, RelativePathsResolveAgainstTheWorkingDirectory) {
+  const std::string sub = Path("ck");
+  MakeDir(sub);
+  Workspace ws;
+  FillWorkspace(&ws);
+  SaveDb(&ws, {"w"}, JoinPath(sub, "trainer_0.0"), "trainer_0", 0);
+  Result r = RunTool({"list", "ck"}, dir_.path());
+  EXPECT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_THAT(r.out, StartsWith(absl::StrCat("checkpoint ", sub, " (")));
+  r = RunTool({"show", "ck/trainer_0.0"}, dir_.path());
+  EXPECT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_THAT(r.out,
+              StartsWith(absl::StrCat("database ", sub, "/trainer_0.0\n")));
+}
+
+// --- show
+
+TEST_F(CkptTest, ShowListsEveryBlobWithSizesAndChecksums) {
+  SaveEpochs({0});
+  const std::string db = Path("trainer_0.0");
+  const CheckpointDbManifest manifest = DbManifest(db);
+  std::map<std::string, std::string> values = ReadValues(db);
+  // A blob's row: its one value's CRC-32C, or that of all its values
+  // concatenated in manifest order.
+  auto row = [&](const std::string& name, const std::string& columns) {
+    const CheckpointBlobInfo& blob = BlobInfo(manifest, name);
+    std::string all;
+    for (const std::string& key : blob.key()) all += values[key];
+    return absl::StrCat(name, " ", columns, " ", blob.key_size(), " ",
+                        all.size(), " ", CrcHex(Crc32c(all)));
+  };
+  Result r = RunTool({"show", db});
+  EXPECT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_THAT(
+      Lines(r.out),
+      ElementsAre(
+          absl::StrCat("database ", db),
+          absl::StrCat("node trainer_0, epoch 0, format version 1, saved ",
+                       FormatUnixMicros(manifest.created_unix_micros())),
+          absl::StrCat("8 blobs, 20 values, ", manifest.total_bytes(),
+                       " bytes"),
+          "NAME TYPE DTYPE SHAPE VALUES BYTES CRC32C",
+          row("cursor", "std::unique_ptr<TreeCursor> - -"),
+          row("file", "std::unique_ptr<FileCursor> - -"),
+          row("ids", "Tensor int64 [100]"), row("note", "std::string - -"),
+          row("shuffle", "std::unique_ptr<ShuffleCursor> - -"),
+          row("step", "std::unique_ptr<Counter<int64_t>> - -"),
+          row("w", "Tensor float [3,5]"), row("words", "Tensor string [2]")));
+  EXPECT_EQ(row("w", "Tensor float [3,5]"),
+            absl::StrCat("w Tensor float [3,5] 1 87 ",
+                         CrcHex(Crc32c(values["w#%0"]))));
+
+  // --keys adds a row per value under its blob.
+  r = RunTool({"show", "--keys", db});
+  EXPECT_EQ(r.code, kExitOk) << r.err;
+  const std::vector<std::string> lines = Lines(r.out);
+  auto ids =
+      std::find(lines.begin(), lines.end(), row("ids", "Tensor int64 [100]"));
+  ASSERT_NE(ids, lines.end());
+  for (const std::string key : {"ids#%0", "ids#%1", "ids#%10"}) {
+    ++ids;
+    ASSERT_NE(ids, lines.end());
+    EXPECT_EQ(*ids, absl::StrCat(key, " ", values[key].size(), " ",
+                                 CrcHex(Crc32c(values[key]))));
+  }
+
+  r = RunTool({"show", db, "--format=json"});
+  EXPECT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_TRUE(JsonChecker::Valid(r.out)) << r.out;
+  EXPECT_THAT(r.out, StartsWith(absl::StrCat(
+                         "{\"path\":", JsonQuote(db),
+                         ",\"format_version\":1,\"node\":\"trainer_0\","
+                         "\"epoch\":0,\"created_unix_micros\":",
+                         manifest.created_unix_micros(), ",\"total_bytes\":",
+                         manifest.total_bytes(), ",\"blobs\":[")));
+  const std::string w_crc = CrcHex(Crc32c(values["w#%0"]));
+  EXPECT_THAT(r.out, HasSubstr(absl::StrCat(
+                         "{\"name\":\"w\",\"type\":\"Tensor\",\"dtype\":"
+                         "\"float\",\"shape\":[3,5],\"values\":1,\"bytes\":87,"
+                         "\"crc32c\":\"",
+                         w_crc, "\",\"keys\":[{\"key\":\"w#%0\",\"bytes\":87,",
+                         "\"crc32c\":\"", w_crc, "\"}]}")));
+  EXPECT_THAT(r.out, HasSubstr("{\"name\":\"step\",\"type\":\"std::unique_ptr<"
+                               "Counter<int64_t>>\",\"dtype\":null,\"shape\":"
+                               "null,\"values\":1,"));
+}
+
+TEST_F(CkptTest, ShowRefusesWhatIsNotADatabase) {
+  Result r = RunTool({"show", Path("nothing.0")});
+  EXPECT_EQ(r.code, kExitUsage);
+  EXPECT_THAT(r.err, HasSubstr(Path("nothing.0")));
+  EXPECT_EQ(r.out, "");
+
+  // A LevelDB database that jobgraph's Save did not finish.
+  {
+    absl::StatusOr<std::unique_ptr<DB>> db =
+        DbRegistry::Global().Open("leveldb", Path("foreign"), DbMode::kNew);
+    ASSERT_TRUE(db.ok()) << db.status();
+    std::unique_ptr<Writer> writer = (*db)->NewWriter().value();
+    ASSERT_TRUE(writer->Put("k", "v").ok());
+    writer.reset();
+    ASSERT_TRUE((*db)->Close().ok());
+  }
+  r = RunTool({"show", Path("foreign")});
+  EXPECT_EQ(r.code, kExitUsage);
+  EXPECT_EQ(r.err, absl::StrCat("ckpt: ", Path("foreign"),
+                                " has no jobgraph manifest: it was not written "
+                                "completely by jobgraph's Save\n"));
+}
+
+// --- dump
+
+TEST_F(CkptTest, DumpPrintsEveryKindOfBlob) {
+  SaveEpochs({0});
+  const std::string db = Path("trainer_0.0");
+  const CheckpointDbManifest manifest = DbManifest(db);
+  auto dump = [&](const std::vector<std::string>& extra) {
+    std::vector<std::string> args = {"dump", db};
+    args.insert(args.end(), extra.begin(), extra.end());
+    Result r = RunTool(args);
+    EXPECT_EQ(r.code, kExitOk) << r.err;
+    EXPECT_EQ(r.err, "");
+    return Lines(r.out);
+  };
+  auto header = [&](const std::string& name) {
+    const CheckpointBlobInfo& blob = BlobInfo(manifest, name);
+    int64_t bytes = 0;
+    for (int64_t b : blob.value_bytes()) bytes += b;
+    return std::vector<std::string>{
+        absl::StrCat("blob: ", name), absl::StrCat("type: ", blob.type()),
+        absl::StrCat("stored: ", blob.key_size(),
+                     blob.key_size() == 1 ? " value, " : " values, ", bytes,
+                     " bytes")};
+  };
+  auto expect = [&](const std::string& name, const std::string& value) {
+    std::vector<std::string> lines = header(name);
+    lines.push_back(value);
+    return lines;
+  };
+
+  EXPECT_THAT(dump({"w"}),
+              ElementsAreArray(expect(
+                  "w",
+                  "value: float[3,5] {1234.5, 1234.5, 1234.5, 1234.5, 1234.5, "
+                  "1234.5, 1234.5, 1234.5, 1234.5, 1234.5, 1234.5, 1234.5, "
+                  "1234.5, 1234.5, 1234.5}")));
+  EXPECT_THAT(dump({"w", "--max_elements=2"}),
+              ElementsAreArray(expect(
+                  "w", "value: float[3,5] {1234.5, 1234.5, ... (15 in all)}")));
+  EXPECT_THAT(
+      dump({"ids"}),
+      ElementsAreArray(
+          expect("ids",
+                 "value: int64[100] {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, "
+                 "13, 14, 15, 16, 17, 18, 19, ... (100 in all)}")));
+  EXPECT_THAT(dump({"words"}),
+              ElementsAreArray(
+                  expect("words", "value: string[2] {\"alpha\", \"beta\"}")));
+  EXPECT_THAT(dump({"step"}),
+              ElementsAreArray(expect("step", "value: counter 7")));
+  EXPECT_THAT(dump({"note"}),
+              ElementsAreArray(expect("note", "value: \"hello\"")));
+  EXPECT_THAT(dump({"note", "--max_elements=0"}),
+              ElementsAreArray(expect("note", "value: \"...\" (5 bytes)")));
+  EXPECT_THAT(dump({"cursor"}),
+              ElementsAreArray(expect(
+                  "cursor", "value: TreeCursor offset 3, fields [val]")));
+  EXPECT_THAT(dump({"shuffle"}),
+              ElementsAreArray(expect(
+                  "shuffle",
+                  "value: ShuffleCursor seed 42, epoch 1, position 2, num_rows "
+                  "10, exhausted false, fields [a, b]")));
+  EXPECT_THAT(
+      dump({"file"}),
+      ElementsAreArray(
+          expect("file", "value: FileCursor path \"/data/x.txt\", offset 12")));
+
+  Result r = RunTool({"dump", db, "nope"});
+  EXPECT_EQ(r.code, kExitUsage);
+  EXPECT_EQ(r.err, absl::StrCat("ckpt: database ", db,
+                                " has no blob 'nope'; it has: cursor, file, "
+                                "ids, note, shuffle, step, w, words\n"));
+}
+
+TEST_F(CkptTest, DumpNamesTheTypeOfABlobItCannotShow) {
+  const std::string path = Path("odd.0");
+  {
+    absl::StatusOr<std::unique_ptr<DB>> db =
+        DbRegistry::Global().Open("leveldb", path, DbMode::kNew);
+    ASSERT_TRUE(db.ok()) << db.status();
+    std::unique_ptr<Writer> writer = (*db)->NewWriter().value();
+    BlobProto proto;
+    proto.set_name("mystery");
+    proto.set_type("Mystery");
+    proto.set_content("xyz");
+    const std::string value = proto.SerializeAsString();
+    ASSERT_TRUE(writer->Put("mystery", value).ok());
+    DbManifestBuilder manifest("odd", 0);
+    CheckpointBlobInfo info;
+    info.set_name("mystery");
+    info.set_type("Mystery");
+    manifest.StartBlob(info);
+    manifest.AddValue("mystery", value);
+    ASSERT_TRUE(
+        writer->Put(kDbManifestKey, manifest.manifest().SerializeAsString())
+            .ok());
+    writer.reset();
+    ASSERT_TRUE((*db)->Close().ok());
+  }
+  Result r = RunTool({"dump", path, "mystery"});
+  EXPECT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_THAT(
+      Lines(r.out),
+      ElementsAre("blob: mystery", "type: Mystery", "stored: 1 value, 23 bytes",
+                  "value: (cannot be shown: no deserializer for type "
+                  "'Mystery' is linked into ckpt)"));
+}
+
+// --- verify
+
+// Flips one byte in the middle of the run of kMarker floats in whichever
+// file of database `db` holds it; returns that file's name.
+std::string DamageMarker(const std::string& db) {
+  std::string pattern;
+  for (int i = 0; i < 8; ++i) {
+    pattern.append(reinterpret_cast<const char*>(&kMarker), sizeof(kMarker));
+  }
+  for (const std::string& name : List(db)) {
+    const std::string path = JoinPath(db, name);
+    absl::StatusOr<std::string> contents = ReadFileToString(path);
+    if (!contents.ok()) continue;
+    const size_t at = contents->find(pattern);
+    if (at == std::string::npos) continue;
+    std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
+    file.seekp(at + 17);
+    const char flipped = (*contents)[at + 17] ^ 0x01;
+    file.write(&flipped, 1);
+    CHECK(file.good()) << path;
+    return name;
+  }
+  ADD_FAILURE() << "no file of " << db << " holds the marker";
+  return "";
+}
+
+TEST_F(CkptTest, VerifyPassesCleanCheckpointsAndNamesDamage) {
+  SaveEpochs({0, 1});
+  Commit({0, 1});
+  const int64_t bytes = DbManifest(Path("trainer_0.0")).total_bytes();
+  const std::string ok0 =
+      absl::StrCat("epoch 0 trainer_0: ok (8 blobs, ", bytes, " bytes)");
+  Result r = RunTool({"verify", dir_.path()});
+  EXPECT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_THAT(
+      Lines(r.out),
+      ElementsAre(
+          ok0,
+          absl::StrCat("epoch 1 trainer_0: ok (8 blobs, ", bytes, " bytes)"),
+          absl::StrCat("OK: verified 2 databases of 2 committed epochs "
+                       "in ",
+                       dir_.path())));
+
+  const std::string file = DamageMarker(Path("trainer_0.1"));
+  EXPECT_THAT(file, testing::EndsWith(".ldb"));
+  const std::string damage = absl::StrCat(
+      "checkpoint ", Path("trainer_0.1"),
+      ": value of key 'w#%0' (blob 'w') fails its CRC-32C check; the database "
+      "is damaged");
+  r = RunTool({"verify", dir_.path()});
+  EXPECT_EQ(r.code, kExitProblem);
+  EXPECT_THAT(
+      Lines(r.out),
+      ElementsAre(ok0, absl::StrCat("epoch 1 trainer_0: DAMAGED: ", damage),
+                  absl::StrCat("FAILED: 1 of 2 databases of 2 committed "
+                               "epochs in ",
+                               dir_.path(),
+                               " failed (1 damaged, 0 missing, 0 "
+                               "unreadable)")));
+
+  r = RunTool({"verify", dir_.path(), "--epoch=0"});
+  EXPECT_EQ(r.code, kExitOk) << r.out;
+  r = RunTool({"verify", dir_.path(), "--epoch=1"});
+  EXPECT_EQ(r.code, kExitProblem);
+  r = RunTool({"verify", dir_.path(), "--epoch=9"});
+  EXPECT_EQ(r.code, kExitUsage);
+  EXPECT_EQ(r.err, absl::StrCat("ckpt: epoch 9 is not committed in ",
+                                dir_.path(), " (committed epochs: 0, 1)\n"));
+
+  r = RunTool({"verify", dir_.path(), "--format=json"});
+  EXPECT_EQ(r.code, kExitProblem);
+  EXPECT_TRUE(JsonChecker::Valid(r.out)) << r.out;
+  EXPECT_THAT(r.out, StartsWith(absl::StrCat(
+                         "{\"dir\":", JsonQuote(dir_.path()),
+                         ",\"ok\":false,\"manifest\":\"ok\",\"manifest_"
+                         "error\":null,\"epochs\":[{\"epoch\":0,\"nodes\":[{"
+                         "\"node\":\"trainer_0\",\"path\":",
+                         JsonQuote(Path("trainer_0.0")),
+                         ",\"status\":\"ok\",\"blobs\":8,\"bytes\":", bytes,
+                         ",\"error\":null}]}")));
+  EXPECT_THAT(
+      r.out,
+      HasSubstr(absl::StrCat(
+          "{\"node\":\"trainer_0\",\"path\":", JsonQuote(Path("trainer_0.1")),
+          ",\"status\":\"damaged\",\"blobs\":null,\"bytes\":null,"
+          "\"error\":",
+          JsonQuote(damage), "}")));
+  EXPECT_THAT(r.out, testing::EndsWith("\"databases\":2,\"damaged\":1,"
+                                       "\"missing\":0,\"unreadable\":0}\n"));
+
+  // dump checks the value it shows.
+  r = RunTool({"dump", Path("trainer_0.1"), "w"});
+  EXPECT_EQ(r.code, kExitProblem);
+  EXPECT_EQ(r.err, absl::StrCat("ckpt: ", damage, "\n"));
+  r = RunTool({"dump", Path("trainer_0.1"), "ids"});
+  EXPECT_EQ(r.code, kExitOk) << r.err;
+}
+
+TEST_F(CkptTest, VerifyReportsMissingDatabasesAndADamagedManifest) {
+  SaveEpochs({0, 1});
+  Commit({0, 1});
+  ASSERT_TRUE(RemoveRecursively(Path("trainer_0.0")).ok());
+  Result r = RunTool({"verify", dir_.path()});
+  EXPECT_EQ(r.code, kExitProblem);
+  const std::vector<std::string> lines = Lines(r.out);
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[0], absl::StrCat("epoch 0 trainer_0: MISSING: committed "
+                                   "database ",
+                                   Path("trainer_0.0"), " does not exist"));
+  EXPECT_THAT(lines[1], StartsWith("epoch 1 trainer_0: ok ("));
+  EXPECT_THAT(lines[2],
+              testing::EndsWith("failed (0 damaged, 1 missing, 0 unreadable)"));
+
+  WriteFile(Path("MANIFEST.jobgraph"), "garbage");
+  r = RunTool({"verify", dir_.path()});
+  EXPECT_EQ(r.code, kExitProblem);
+  EXPECT_THAT(
+      Lines(r.out),
+      ElementsAre(absl::StrCat("DAMAGED manifest: checkpoint manifest ",
+                               Path("MANIFEST.jobgraph"),
+                               " cannot be parsed; the file is damaged"),
+                  absl::StrCat("FAILED: the committed epochs of ", dir_.path(),
+                               " cannot be known")));
+  r = RunTool({"verify", dir_.path(), "--format=json"});
+  EXPECT_EQ(r.code, kExitProblem);
+  EXPECT_TRUE(JsonChecker::Valid(r.out)) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("\"ok\":false,\"manifest\":\"damaged\","));
+  // list cannot say what is committed either.
+  r = RunTool({"list", dir_.path()});
+  EXPECT_EQ(r.code, kExitUsage);
+  EXPECT_THAT(r.err, HasSubstr("cannot be parsed"));
+}
+
+TEST_F(CkptTest, VerifyWithoutCommittedEpochsHasNothingToCheck) {
+  SaveEpochs({0});
+  Result r = RunTool({"verify", dir_.path()});
+  EXPECT_EQ(r.code, kExitOk);
+  EXPECT_EQ(r.out, absl::StrCat(dir_.path(),
+                                " has no committed epoch (no "
+                                "MANIFEST.jobgraph); nothing to verify\n"));
+  r = RunTool({"verify", dir_.path(), "--epoch=0"});
+  EXPECT_EQ(r.code, kExitUsage);
+
+  // gc still removes leftovers, and never an uncommitted database.
+  const std::string temp = absl::StrCat(".trainer_0.1.tmp-", DeadPid(), "-0");
+  MakeDir(Path(temp));
+  r = RunTool({"gc", dir_.path(), "--keep_last=1"});
+  EXPECT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_THAT(
+      Lines(r.out),
+      ElementsAre(
+          "no MANIFEST.jobgraph: nothing is committed, so retention removes "
+          "nothing",
+          absl::StrCat("removed temporary database ", Path(temp), " (0 bytes)"),
+          absl::StrCat("removed 1 item, 0 bytes, in ", dir_.path()),
+          "left alone: 1 uncommitted database (not listed in the manifest; "
+          "see `ckpt list`)"));
+  EXPECT_THAT(List(dir_.path()), ElementsAre("trainer_0.0"));
+}
+
+// --- diff
+
+TEST_F(CkptTest, DiffReportsAddedRemovedAndChangedBlobs) {
+  Workspace ws;
+  FillWorkspace(&ws);
+  SaveDb(&ws, kBlobs, Path("a.0"), "trainer_0", 0);
+  SaveDb(&ws, kBlobs, Path("b.1"), "trainer_0", 1);
+  Result r = RunTool({"diff", Path("a.0"), Path("b.1")});
+  EXPECT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_THAT(
+      Lines(r.out),
+      ElementsAre(
+          absl::StrCat("--- ", Path("a.0"), " (node trainer_0, epoch 0)"),
+          absl::StrCat("+++ ", Path("b.1"), " (node trainer_0, epoch 1)"),
+          "identical: 8 blobs"));
+
+  Workspace changed;
+  FillWorkspace(&changed, /*w_value=*/1.0f);
+  changed.SetTensor("ids", Tensor::Iota<int64_t>(50));
+  changed.SetTensor("extra", Tensor::FromVector<int32_t>({1, 2}));
+  SaveDb(&changed,
+         {"cursor", "extra", "file", "ids", "shuffle", "step", "w", "words"},
+         Path("c.2"), "trainer_0", 2);
+  const CheckpointBlobInfo w_old = BlobInfo(DbManifest(Path("a.0")), "w");
+  const CheckpointBlobInfo w_new = BlobInfo(DbManifest(Path("c.2")), "w");
+  r = RunTool({"diff", Path("a.0"), Path("c.2")});
+  EXPECT_EQ(r.code, kExitProblem);
+  EXPECT_THAT(
+      Lines(r.out),
+      ElementsAre(
+          absl::StrCat("--- ", Path("a.0"), " (node trainer_0, epoch 0)"),
+          absl::StrCat("+++ ", Path("c.2"), " (node trainer_0, epoch 2)"),
+          "+ extra (Tensor int32[2])",
+          "~ ids: shape [100] -> [50]; stored as 13 -> 7 values",
+          "- note (std::string)",
+          absl::StrCat("~ w: 1 of 1 values differ (CRC-32C ",
+                       CrcHex(w_old.value_crc32c(0)), " -> ",
+                       CrcHex(w_new.value_crc32c(0)), ")"),
+          "1 added, 1 removed, 2 changed, 5 unchanged"));
+
+  r = RunTool({"diff", Path("a.0"), Path("missing.0")});
+  EXPECT_EQ(r.code, kExitUsage);
+}
+
+// --- gc
+
+TEST_F(CkptTest, GcAppliesRetentionAndRemovesOnlyJobgraphsLeftovers) {
+  SaveEpochs({0, 1, 2, 3, 4});
+  Commit({0, 1, 2, 3, 4});
+  const int64_t dead = DeadPid();
+  const std::string dead_temp = absl::StrCat(".trainer_0.5.tmp-", dead, "-0");
+  MakeDir(Path(dead_temp));
+  WriteFile(Path(dead_temp + "/000005.ldb"), "0123456789");
+  const std::string live_temp =
+      absl::StrCat(".trainer_0.6.tmp-", ::getpid(), "-0");
+  MakeDir(Path(live_temp));
+  const std::string manifest_temp =
+      absl::StrCat("MANIFEST.jobgraph.tmp-", dead);
+  WriteFile(Path(manifest_temp), "junk");
+  // Not jobgraph's garbage: never touched.
+  WriteFile(Path("notes.txt"), "mine");
+  MakeDir(Path("other"));
+  MakeDir(Path("trainer_0.9"));
+  WriteFile(Path(".hidden.tmp-1"), "not a save's name");
+  const std::vector<std::string> before = List(dir_.path());
+
+  Result r = RunTool({"gc", dir_.path(), "--keep_last=2", "--dry_run"});
+  EXPECT_EQ(r.code, kExitOk) << r.err;
+  std::vector<std::string> lines = Lines(r.out);
+  ASSERT_EQ(lines.size(), 10u) << r.out;
+  for (int e = 0; e < 3; ++e) {
+    EXPECT_EQ(lines[e], absl::StrCat("would remove committed epoch ", e, ": ",
+                                     Path(absl::StrCat("trainer_0.", e))));
+  }
+  EXPECT_EQ(lines[3], "would keep committed epochs: 3, 4");
+  EXPECT_EQ(lines[4], absl::StrCat("would remove temporary database ",
+                                   Path(dead_temp), " (10 bytes)"));
+  EXPECT_EQ(lines[5], absl::StrCat("kept temporary database ", live_temp,
+                                   ": process ", ::getpid(),
+                                   " that made it is running (--force removes "
+                                   "it anyway)"));
+  EXPECT_EQ(lines[6], absl::StrCat("would remove temporary manifest ",
+                                   Path(manifest_temp), " (4 bytes)"));
+  EXPECT_THAT(lines[7], StartsWith("would remove 5 items, "));
+  EXPECT_EQ(lines[8], "kept 1 temporary that may be in use");
+  EXPECT_EQ(lines[9],
+            "left alone: 1 uncommitted database (not listed in the manifest; "
+            "see `ckpt list`)");
+  EXPECT_THAT(List(dir_.path()), ElementsAreArray(before));
+
+  // Keep the newest 2 and every epoch divisible by 3.
+  r = RunTool({"gc", dir_.path(), "--keep_last=2", "--keep_every=3"});
+  EXPECT_EQ(r.code, kExitOk) << r.err;
+  lines = Lines(r.out);
+  ASSERT_GE(lines.size(), 3u) << r.out;
+  EXPECT_EQ(lines[0],
+            absl::StrCat("removed committed epoch 1: ", Path("trainer_0.1")));
+  EXPECT_EQ(lines[1],
+            absl::StrCat("removed committed epoch 2: ", Path("trainer_0.2")));
+  EXPECT_EQ(lines[2], "kept committed epochs: 0, 3, 4");
+  EXPECT_THAT(lines, Contains(absl::StrCat("removed temporary database ",
+                                           Path(dead_temp), " (10 bytes)")));
+  EXPECT_THAT(List(dir_.path()),
+              ElementsAre(".hidden.tmp-1", live_temp, "MANIFEST.jobgraph",
+                          "notes.txt", "other", "trainer_0.0", "trainer_0.3",
+                          "trainer_0.4", "trainer_0.9"));
+  absl::StatusOr<CheckpointManifest> manifest = ReadManifest(dir_.path());
+  ASSERT_TRUE(manifest.ok());
+  ASSERT_EQ(manifest->epoch_size(), 3);
+  EXPECT_EQ(manifest->epoch(2).epoch(), 4);
+
+  // --keep_last=1 still never removes the newest; --force takes the
+  // temporary whose process is alive.
+  r = RunTool({"gc", dir_.path(), "--keep_last=1", "--force"});
+  EXPECT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_THAT(List(dir_.path()),
+              ElementsAre(".hidden.tmp-1", "MANIFEST.jobgraph", "notes.txt",
+                          "other", "trainer_0.4", "trainer_0.9"));
+  r = RunTool({"verify", dir_.path()});
+  EXPECT_EQ(r.code, kExitOk) << r.out;
+
+  r = RunTool({"gc", dir_.path(), "--keep_last=0"});
+  EXPECT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_THAT(Lines(r.out),
+              ElementsAre(absl::StrCat("nothing to remove in ", dir_.path()),
+                          "left alone: 1 uncommitted database (not listed in "
+                          "the manifest; see `ckpt list`)"));
+}
+
+TEST_F(CkptTest, GcKeepsATemporaryDatabaseThatIsOpen) {
+  SaveEpochs({0});
+  Commit({0});
+  const int64_t dead = DeadPid();
+  const std::string temp = absl::StrCat(".trainer_0.1.tmp-", dead, "-0");
+  MakeDir(Path(temp));
+  // Another process holds the lock that LevelDB takes on an open database: a
+  // POSIX write lock on the whole LOCK file (LevelDB's LockFile). The child
+  // only makes system calls, which is all that is safe after fork() in a
+  // process with threads.
+  int to_child[2];
+  int from_child[2];
+  ASSERT_EQ(::pipe(to_child), 0);
+  ASSERT_EQ(::pipe(from_child), 0);
+  const std::string lock = Path(temp + "/LOCK");
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    const int fd = ::open(lock.c_str(), O_RDWR | O_CREAT, 0644);
+    struct flock f = {};
+    f.l_type = F_WRLCK;
+    f.l_whence = SEEK_SET;
+    const char ready = fd >= 0 && ::fcntl(fd, F_SETLK, &f) == 0 ? 'y' : 'n';
+    (void)!::write(from_child[1], &ready, 1);
+    char done;
+    (void)!::read(to_child[0], &done, 1);
+    ::_exit(0);
+  }
+  char ready = 0;
+  ASSERT_EQ(::read(from_child[0], &ready, 1), 1);
+  ASSERT_EQ(ready, 'y');
+  Result r = RunTool({"gc", dir_.path(), "--keep_last=1"});
+  EXPECT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_THAT(Lines(r.out),
+              Contains(absl::StrCat("kept temporary database ", temp,
+                                    ": process ", child,
+                                    " has the database open (--force removes "
+                                    "it anyway)")));
+  ASSERT_EQ(::write(to_child[1], "x", 1), 1);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  r = RunTool({"gc", dir_.path(), "--keep_last=1"});
+  EXPECT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_THAT(List(dir_.path()),
+              ElementsAre("MANIFEST.jobgraph", "trainer_0.0"));
+}
+
+// --- usage
+
+TEST_F(CkptTest, BadUsageExitsWithTwoAndTheUsage) {
+  Result r = RunTool({});
+  EXPECT_EQ(r.code, kExitUsage);
+  EXPECT_EQ(r.err, Usage());
+
+  r = RunTool({"help"});
+  EXPECT_EQ(r.code, kExitOk);
+  EXPECT_EQ(r.out, Usage());
+  for (const std::string command :
+       {"list DIR", "show DB", "dump DB BLOB", "verify DIR", "diff DB1 DB2",
+        "gc DIR --keep_last=N"}) {
+    EXPECT_THAT(Usage(), HasSubstr(absl::StrCat("  ", command)));
+  }
+
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"frobnicate"}, "unknown command 'frobnicate'"},
+      {{"list"}, "`list` takes 1 argument (DIR), got 0"},
+      {{"dump", "db"}, "`dump` takes 2 arguments (DB BLOB), got 1"},
+      {{"list", "d", "--bogus"},
+       "unknown flag --bogus for `list` (it takes --db_type, --format)"},
+      {{"list", "d", "--format=xml"}, "flag --format=xml must be text or json"},
+      {{"verify", "d", "--epoch=-1"},
+       "flag --epoch=-1 must be an integer in [0, 9223372036854775807]"},
+      {{"gc", "d"}, "`gc` needs --keep_last=N"},
+      {{"gc", "d", "--keep_last"}, "flag --keep_last needs a value"},
+      {{"gc", "d", "--keep_last=1", "--dry_run=maybe"},
+       "flag --dry_run=maybe must be true or false"},
+  };
+  for (const auto& [args, message] : cases) {
+    r = RunTool(args);
+    EXPECT_EQ(r.code, kExitUsage) << args[0];
+    EXPECT_THAT(r.err, StartsWith(absl::StrCat("ckpt: ", message)));
+    EXPECT_THAT(r.err, HasSubstr(Usage()));
+    EXPECT_EQ(r.out, "");
+  }
+}
+
+TEST_F(CkptTest, UnreadableInputExitsWithTwo) {
+  Result r = RunTool({"list", Path("absent")});
+  EXPECT_EQ(r.code, kExitUsage);
+  EXPECT_EQ(r.err, absl::StrCat("ckpt: ", Path("absent"), " does not exist\n"));
+
+  MakeDir(Path("empty"));
+  r = RunTool({"verify", Path("empty")});
+  EXPECT_EQ(r.code, kExitUsage);
+  EXPECT_EQ(r.err, absl::StrCat("ckpt: ", Path("empty"),
+                                " is not a jobgraph checkpoint directory: it "
+                                "has no MANIFEST.jobgraph and no "
+                                "<node>.<epoch> databases\n"));
+
+  WriteFile(Path("file"), "x");
+  r = RunTool({"gc", Path("file"), "--keep_last=1"});
+  EXPECT_EQ(r.code, kExitUsage);
+  EXPECT_EQ(r.err,
+            absl::StrCat("ckpt: ", Path("file"), " is not a directory\n"));
+
+  // One database given where a directory is expected.
+  SaveEpochs({0});
+  r = RunTool({"list", Path("trainer_0.0")});
+  EXPECT_EQ(r.code, kExitUsage);
+  EXPECT_THAT(r.err, HasSubstr("(it looks like one database: use `ckpt show` "
+                               "on it)"));
+}
+
+// --- A checkpoint written by a real job.
+
+// Caffe2's checkpoint_test pipeline on two nodes: values 0..9 read three at
+// a time into a total that starts at 100.
+void BuildPipeline(Job& job, int id) {
+  Node node(absl::StrCat("trainer_", id));
+  Task& init = job.init_group().NewTask(node);
+  Record data = ConstRecord(init.net(), {{"val", Tensor::Iota<int64_t>(10)}});
+  Reader reader =
+      Dataset(data, absl::StrCat("dataset:", id)).NewReader(init.net());
+  BlobRef total = init.net().Const<int64_t>("total", {100});
+  ReaderWithLimit limited(reader, /*num_iter=*/3);
+  Pipe(job.epoch_group(), node, limited,
+       [total](NetBuilder& net, const Record& row) {
+         net.Add(total, row.Field("val"), total);
+       });
+  job.AddStopCondition(limited.data_finished());
+}
+
+TEST_F(CkptTest, InspectsTheCheckpointsOfAJob) {
+  Job job;
+  BuildPipeline(job, 0);
+  BuildPipeline(job, 1);
+  {
+    LocalSession session;
+    MultiNodeCheckpointManager manager({.directory = dir_.path()});
+    JobRunner runner(job, &manager);
+    absl::StatusOr<int64_t> epochs = runner.Train(session);
+    ASSERT_TRUE(epochs.ok()) << epochs.status();
+    ASSERT_EQ(*epochs, 4);
+  }
+  Result list = RunTool({"list", dir_.path()});
+  EXPECT_EQ(list.code, kExitOk) << list.err;
+  // Epoch 0 is saved after init, then one per epoch run.
+  absl::StatusOr<CheckpointManifest> manifest = ReadManifest(dir_.path());
+  ASSERT_TRUE(manifest.ok()) << manifest.status();
+  const int epochs = manifest->epoch_size();
+  ASSERT_GE(epochs, 3);
+  std::vector<std::string> lines = Lines(list.out);
+  ASSERT_EQ(lines.size(), epochs + 3u) << list.out;
+  for (int epoch = 0; epoch < epochs; ++epoch) {
+    EXPECT_THAT(
+        lines[2 + epoch],
+        StartsWith(absl::StrCat(epoch, " committed trainer_0,trainer_1 8 ")));
+  }
+  EXPECT_EQ(lines[2 + epochs],
+            absl::StrCat(epochs, " committed epochs (newest ", epochs - 1,
+                         "), 0 uncommitted, 0 incomplete"));
+
+  Result verify = RunTool({"verify", dir_.path()});
+  EXPECT_EQ(verify.code, kExitOk) << verify.out;
+  EXPECT_THAT(verify.out, HasSubstr(absl::StrCat(
+                              "OK: verified ", 2 * epochs, " databases of ",
+                              epochs, " committed epochs in ", dir_.path())));
+
+  Result show = RunTool({"show", Path("trainer_1.2")});
+  EXPECT_EQ(show.code, kExitOk) << show.err;
+  lines = Lines(show.out);
+  ASSERT_EQ(lines.size(), 8u) << show.out;
+  EXPECT_THAT(lines[1],
+              StartsWith("node trainer_1, epoch 2, format version 1, saved "));
+  EXPECT_THAT(lines[4], StartsWith("blob_names Tensor string [4] 1 "));
+  EXPECT_THAT(
+      lines[5],
+      StartsWith("dataset:1_cursor std::unique_ptr<TreeCursor> - - 1 "));
+  EXPECT_THAT(lines[6], StartsWith("total Tensor int64 [1] 1 "));
+  EXPECT_THAT(lines[7], StartsWith("val Tensor int64 [10] 1 "));
+
+  Result dump = RunTool({"dump", Path("trainer_1.2"), "total"});
+  EXPECT_EQ(dump.code, kExitOk) << dump.err;
+  EXPECT_THAT(Lines(dump.out), Contains("value: int64[1] {115}"));
+  dump = RunTool({"dump", Path("trainer_1.2"), "dataset:1_cursor"});
+  EXPECT_EQ(dump.code, kExitOk) << dump.err;
+  EXPECT_THAT(Lines(dump.out),
+              Contains("value: TreeCursor offset 6, fields [val]"));
+  dump = RunTool({"dump", Path("trainer_0.2"), "blob_names"});
+  EXPECT_EQ(dump.code, kExitOk) << dump.err;
+  EXPECT_THAT(
+      Lines(dump.out),
+      Contains("value: string[4] {\"blob_names\", \"dataset:0_cursor\", "
+               "\"total\", \"val\"}"));
+
+  // Shown in the test log, as a sample of real output.
+  std::cout << "$ ckpt list " << dir_.path() << "\n"
+            << list.out << "$ ckpt show " << Path("trainer_1.2") << "\n"
+            << show.out;
+}
+
+}  // namespace
+}  // namespace ckpt
+}  // namespace jobgraph
