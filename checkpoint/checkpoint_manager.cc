@@ -46,10 +46,10 @@ absl::Status CheckpointManager::SetParams(
     const std::vector<std::string>& nodes) {
   JG_RETURN_IF_ERROR(CheckDirectory(options_));
   if (nodes.size() != 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "CheckpointManager checkpoints one node, but the job has ",
-        nodes.size(), " (", absl::StrJoin(nodes, ", "),
-        "); use MultiNodeCheckpointManager"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("CheckpointManager checkpoints one node, but the job has ",
+                     nodes.size(), " (", absl::StrJoin(nodes, ", "),
+                     "); use MultiNodeCheckpointManager"));
   }
   // Files carry options.node_name when given (Caffe2's node_name); the
   // tasks run on the job's node, which owns the blobs.
@@ -90,8 +90,7 @@ absl::Status CheckpointManager::AddInitTask(
   if (retrieve_from_epoch.has_value()) {
     net.Op("Load", {}, {BlobRef(kBlobNamesBlob)},
            {MakeArg("db", DbName(*retrieve_from_epoch)),
-            MakeArg("db_type", options_.db_type),
-            MakeArg("absolute_path", 1)});
+            MakeArg("db_type", options_.db_type), MakeArg("absolute_path", 1)});
   } else {
     net.Op("GetAllBlobNames", {}, {BlobRef(kBlobNamesBlob)},
            {MakeArg("include_shared", 0)});
@@ -127,8 +126,8 @@ absl::StatusOr<std::vector<std::string>> CheckpointManager::BlobList(
   }
   if (names->dtype() != STRING) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "blob '", kBlobNamesBlob, "' of node '", task_node_,
-        "' holds ", names->DebugString(4), ", not a list of names"));
+        "blob '", kBlobNamesBlob, "' of node '", task_node_, "' holds ",
+        names->DebugString(4), ", not a list of names"));
   }
   return std::vector<std::string>(names->data<std::string>(),
                                   names->data<std::string>() + names->numel());
@@ -140,12 +139,12 @@ absl::Status CheckpointManager::AddSaveTask(TaskGroup* group,
   JG_ASSIGN_OR_RETURN(std::vector<std::string> blobs, BlobList(session));
   std::vector<BlobRef> inputs(blobs.begin(), blobs.end());
   Task& task = group->NewTask(Node(task_node_), {.name = "checkpoint_save"});
-  task.net().Op("Save", inputs, std::vector<BlobRef>{},
-                {MakeArg("db", DbName(epoch)),
-                 MakeArg("db_type", options_.db_type),
-                 MakeArg("absolute_path", 1),
-                 MakeArg("chunk_bytes", options_.chunk_bytes),
-                 MakeArg("node", file_node_), MakeArg("epoch", epoch)});
+  task.net().Op(
+      "Save", inputs, std::vector<BlobRef>{},
+      {MakeArg("db", DbName(epoch)), MakeArg("db_type", options_.db_type),
+       MakeArg("absolute_path", 1),
+       MakeArg("chunk_bytes", options_.chunk_bytes),
+       MakeArg("node", file_node_), MakeArg("epoch", epoch)});
   return absl::OkStatus();
 }
 
@@ -162,10 +161,10 @@ absl::Status CheckpointManager::AddLoadTask(TaskGroup* group,
   JG_ASSIGN_OR_RETURN(std::vector<std::string> blobs, BlobList(session));
   std::vector<BlobRef> outputs(blobs.begin(), blobs.end());
   Task& task = group->NewTask(Node(task_node_), {.name = "checkpoint_load"});
-  task.net().Op("Load", {}, outputs,
-                {MakeArg("db", DbName(epoch)),
-                 MakeArg("db_type", options_.db_type),
-                 MakeArg("absolute_path", 1)});
+  task.net().Op(
+      "Load", {}, outputs,
+      {MakeArg("db", DbName(epoch)), MakeArg("db_type", options_.db_type),
+       MakeArg("absolute_path", 1)});
   return absl::OkStatus();
 }
 
@@ -182,10 +181,10 @@ absl::Status CheckpointManager::AddPartialLoadTask(
   std::vector<BlobRef> outputs(blob_names.begin(), blob_names.end());
   Task& task =
       group->NewTask(Node(task_node_), {.name = "checkpoint_partial_load"});
-  task.net().Op("Load", {}, outputs,
-                {MakeArg("db", DbName(epoch)),
-                 MakeArg("db_type", options_.db_type),
-                 MakeArg("absolute_path", 1), MakeArg("allow_incomplete", 1)});
+  task.net().Op(
+      "Load", {}, outputs,
+      {MakeArg("db", DbName(epoch)), MakeArg("db_type", options_.db_type),
+       MakeArg("absolute_path", 1), MakeArg("allow_incomplete", 1)});
   return absl::OkStatus();
 }
 
@@ -195,10 +194,10 @@ TaskOutput CheckpointManager::AddCheckDbExistsTask(TaskGroup* group,
       group->NewTask(Node(task_node_), {.name = "checkpoint_db_exists"});
   BlobRef exists(absl::StrCat("checkpoint_db_exists/", file_node_, ".", epoch),
                  task_node_);
-  task.net().Op("DBExists", {}, {exists},
-                {MakeArg("db_name", DbName(epoch)),
-                 MakeArg("db_type", options_.db_type),
-                 MakeArg("absolute_path", 1)});
+  task.net().Op(
+      "DBExists", {}, {exists},
+      {MakeArg("db_name", DbName(epoch)), MakeArg("db_type", options_.db_type),
+       MakeArg("absolute_path", 1)});
   return task.AddOutput(exists);
 }
 
@@ -244,7 +243,8 @@ absl::Status MultiNodeCheckpointManager::SetParams(
         "the job has no nodes to checkpoint: give the init group a task, or "
         "call Job::SetNodesToCheckpoint");
   }
-  for (const std::string& node : nodes) JG_RETURN_IF_ERROR(ValidateNodeName(node));
+  for (const std::string& node : nodes)
+    JG_RETURN_IF_ERROR(ValidateNodeName(node));
   nodes_ = nodes;
   return handler_->SetParams(options_.directory, options_.db_type, nodes_);
 }
@@ -260,10 +260,10 @@ absl::Status MultiNodeCheckpointManager::EnsureManagers(
     std::vector<std::string> have;
     for (const auto& m : managers_) have.push_back(m->file_node_);
     if (have != nodes) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "this MultiNodeCheckpointManager was set up for nodes [",
-          absl::StrJoin(have, ", "), "], not [", absl::StrJoin(nodes, ", "),
-          "]"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("this MultiNodeCheckpointManager was set up for nodes [",
+                       absl::StrJoin(have, ", "), "], not [",
+                       absl::StrJoin(nodes, ", "), "]"));
     }
     return absl::OkStatus();
   }

@@ -78,8 +78,8 @@ class CheckpointManagerBase {
                                          int64_t epoch) = 0;
   virtual bool CpAccessible(std::optional<int64_t> epoch = std::nullopt) = 0;
   // Commits `epoch` after a successful save.
-  virtual absl::Status WriteCheckpointMetadata(int64_t epoch,
-                                               const CheckpointStats& stats) = 0;
+  virtual absl::Status WriteCheckpointMetadata(
+      int64_t epoch, const CheckpointStats& stats) = 0;
   virtual void ReportCheckpointStats(absl::string_view action,
                                      const CheckpointStats& stats) = 0;
   // Sizes of the databases of `epoch` (read from their manifests).
@@ -108,9 +108,7 @@ class CheckpointManager : public CheckpointManagerBase {
   void ReportCheckpointStats(absl::string_view action,
                              const CheckpointStats& stats) override;
   CheckpointStats CollectStats(int64_t epoch) const override;
-  std::vector<std::string> node_names() const override {
-    return {file_node_};
-  }
+  std::vector<std::string> node_names() const override { return {file_node_}; }
   const CheckpointOptions& options() const override { return options_; }
 
   // "<dir>/<node_name>.<epoch>".

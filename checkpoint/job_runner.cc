@@ -42,10 +42,10 @@ absl::StatusOr<bool> JobRunner::AnyStopConditionTrue(
                                      stop.node(), "'"));
       }
       if (value->numel() != 1 || value->dtype() == STRING) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "stop condition '", blob, "' on node '", stop.node(),
-            "' must hold one bool or number, but holds ",
-            value->DebugString(4)));
+        return absl::FailedPreconditionError(
+            absl::StrCat("stop condition '", blob, "' on node '", stop.node(),
+                         "' must hold one bool or number, but holds ",
+                         value->DebugString(4)));
       }
       DispatchDataType(value->dtype(), [&](auto zero) {
         using T = decltype(zero);
@@ -63,9 +63,9 @@ absl::Status JobRunner::SaveCheckpoint(int64_t epoch, Session& session,
   const absl::Time start = absl::Now();
   absl::Status status;
   if (!manager_->CpAccessible()) {
-    status = absl::UnavailableError(absl::StrCat(
-        "checkpoint directory ", manager_->options().directory,
-        " cannot be accessed"));
+    status = absl::UnavailableError(absl::StrCat("checkpoint directory ",
+                                                 manager_->options().directory,
+                                                 " cannot be accessed"));
   } else {
     absl::StatusOr<TaskGroup> save = manager_->Save(session, epoch);
     status = save.ok() ? session.Run(*save) : save.status();
@@ -83,8 +83,8 @@ absl::Status JobRunner::SaveCheckpoint(int64_t epoch, Session& session,
     }
   }
   if (status.ok()) return status;
-  status = Annotate(status, absl::StrCat("unable to write checkpoint for epoch ",
-                                         epoch));
+  status = Annotate(
+      status, absl::StrCat("unable to write checkpoint for epoch ", epoch));
   LOG(ERROR) << status.message();
   ++stats_.save_failures;
   stats_.save_errors.push_back(std::string(status.message()));
@@ -134,8 +134,7 @@ absl::StatusOr<int64_t> JobRunner::Train(Session& session) {
       s = load.ok() ? session.Run(*load) : load.status();
       if (!s.ok()) {
         return Annotate(s, absl::StrCat("cannot resume from epoch ", *resume,
-                                        " in ",
-                                        manager_->options().directory));
+                                        " in ", manager_->options().directory));
       }
       CheckpointStats loaded = manager_->CollectStats(*resume);
       loaded.wall_micros = MicrosSince(start);

@@ -44,9 +44,12 @@ absl::StatusOr<ResumeFrom> ResumeFrom::Parse(absl::string_view text) {
 
 std::string ResumeFrom::ToString() const {
   switch (kind) {
-    case Kind::kScratch: return "scratch";
-    case Kind::kLatest: return "latest";
-    case Kind::kEpoch: return absl::StrCat(epoch);
+    case Kind::kScratch:
+      return "scratch";
+    case Kind::kLatest:
+      return "latest";
+    case Kind::kEpoch:
+      return absl::StrCat(epoch);
   }
   return "";
 }
@@ -86,21 +89,22 @@ absl::StatusOr<CheckpointManifest> ReadManifest(const std::string& dir) {
   JG_ASSIGN_OR_RETURN(std::string bytes, ReadFileToString(path));
   CheckpointManifest manifest;
   if (!manifest.ParseFromString(bytes)) {
-    return absl::DataLossError(absl::StrCat(
-        "checkpoint manifest ", path, " cannot be parsed; the file is damaged"));
+    return absl::DataLossError(
+        absl::StrCat("checkpoint manifest ", path,
+                     " cannot be parsed; the file is damaged"));
   }
   // An empty or zeroed file parses as a valid empty message; every manifest
   // jobgraph writes has a version, so a missing one means damage.
   if (manifest.format_version() < 1) {
-    return absl::DataLossError(absl::StrCat(
-        "checkpoint manifest ", path,
-        " has no format version; the file is damaged"));
+    return absl::DataLossError(
+        absl::StrCat("checkpoint manifest ", path,
+                     " has no format version; the file is damaged"));
   }
   if (manifest.format_version() > kCheckpointFormatVersion) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "checkpoint manifest ", path, " has format version ",
-        manifest.format_version(), "; this build reads up to ",
-        kCheckpointFormatVersion, ". Use a newer jobgraph."));
+    return absl::FailedPreconditionError(
+        absl::StrCat("checkpoint manifest ", path, " has format version ",
+                     manifest.format_version(), "; this build reads up to ",
+                     kCheckpointFormatVersion, ". Use a newer jobgraph."));
   }
   return manifest;
 }
@@ -117,8 +121,8 @@ absl::Status WriteManifest(const std::string& dir,
   {
     const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0) {
-      return absl::UnavailableError(absl::StrCat(
-          "cannot create ", tmp, ": ", std::strerror(errno)));
+      return absl::UnavailableError(
+          absl::StrCat("cannot create ", tmp, ": ", std::strerror(errno)));
     }
     size_t done = 0;
     while (done < bytes.size()) {
@@ -152,14 +156,14 @@ absl::StatusOr<CheckpointDbManifest> VerifyCheckpointDb(
     std::optional<std::string> node, std::optional<int64_t> epoch) {
   JG_ASSIGN_OR_RETURN(CheckpointDbManifest manifest, VerifyDbAt(db_type, path));
   if (node.has_value() && manifest.node() != *node) {
-    return absl::DataLossError(absl::StrCat("checkpoint ", path,
-                                            " belongs to node '",
-                                            manifest.node(), "', not '",
-                                            *node, "'"));
+    return absl::DataLossError(
+        absl::StrCat("checkpoint ", path, " belongs to node '", manifest.node(),
+                     "', not '", *node, "'"));
   }
   if (epoch.has_value() && manifest.epoch() != *epoch) {
-    return absl::DataLossError(absl::StrCat("checkpoint ", path, " holds epoch ",
-                                            manifest.epoch(), ", not ", *epoch));
+    return absl::DataLossError(absl::StrCat("checkpoint ", path,
+                                            " holds epoch ", manifest.epoch(),
+                                            ", not ", *epoch));
   }
   return manifest;
 }
@@ -170,7 +174,8 @@ ManifestHandler::ManifestHandler(RetentionOptions retention)
 absl::Status ManifestHandler::SetParams(const std::string& dir,
                                         const std::string& db_type,
                                         const std::vector<std::string>& nodes) {
-  for (const std::string& node : nodes) JG_RETURN_IF_ERROR(ValidateNodeName(node));
+  for (const std::string& node : nodes)
+    JG_RETURN_IF_ERROR(ValidateNodeName(node));
   dir_ = dir;
   db_type_ = db_type;
   nodes_ = nodes;
@@ -244,17 +249,18 @@ absl::StatusOr<std::optional<int64_t>> ManifestHandler::LastEpoch(
   if (requested.kind == ResumeFrom::Kind::kEpoch) {
     const CommittedEpoch* epoch = FindEpoch(*manifest, requested.epoch);
     if (epoch == nullptr) {
-      return absl::NotFoundError(absl::StrCat(
-          "cannot resume from epoch ", requested.epoch, ": it is not committed in ",
-          dir_, " (committed epochs: ", EpochList(*manifest), ")"));
+      return absl::NotFoundError(
+          absl::StrCat("cannot resume from epoch ", requested.epoch,
+                       ": it is not committed in ", dir_,
+                       " (committed epochs: ", EpochList(*manifest), ")"));
     }
     JG_RETURN_IF_ERROR(CheckNodes(dir_, *epoch, nodes_));
     absl::Status verified = VerifyEpoch(requested.epoch);
     if (!verified.ok()) {
-      return absl::Status(verified.code(),
-                          absl::StrCat("cannot resume from epoch ",
-                                       requested.epoch, ": ",
-                                       verified.message()));
+      return absl::Status(
+          verified.code(),
+          absl::StrCat("cannot resume from epoch ", requested.epoch, ": ",
+                       verified.message()));
     }
     return requested.epoch;
   }
@@ -273,7 +279,8 @@ absl::StatusOr<std::optional<int64_t>> ManifestHandler::LastEpoch(
     }
     LOG(ERROR) << "resume_from_epoch=latest: skipping committed epoch "
                << epoch.epoch() << ": " << s.message();
-    rejected.push_back(absl::StrCat("epoch ", epoch.epoch(), ": ", s.message()));
+    rejected.push_back(
+        absl::StrCat("epoch ", epoch.epoch(), ": ", s.message()));
   }
   if (rejected.empty()) {
     LOG(WARNING) << "resume_from_epoch=latest: no committed epoch in " << dir_

@@ -143,8 +143,7 @@ class ManifestHandler : public CheckpointMetadataHandler {
 // from the manifest first, then deletes their databases (in the background
 // when `background` is true). Returns the dropped epochs.
 absl::StatusOr<std::vector<int64_t>> ApplyRetention(
-    const std::string& dir, const RetentionOptions& retention,
-    bool background);
+    const std::string& dir, const RetentionOptions& retention, bool background);
 
 }  // namespace jobgraph
 

@@ -256,7 +256,8 @@ TEST_F(SaveLoadTest, ManifestListsEveryKeyWithSizeAndChecksum) {
   EXPECT_EQ(i64.data_type(), INT64);
   EXPECT_THAT(i64.dims(), ElementsAre(1000));
   std::vector<std::string> expected_keys;
-  for (int k = 0; k < 125; ++k) expected_keys.push_back(absl::StrCat("i64#%", k));
+  for (int k = 0; k < 125; ++k)
+    expected_keys.push_back(absl::StrCat("i64#%", k));
   std::sort(expected_keys.begin(), expected_keys.end());
   EXPECT_EQ(std::vector<std::string>(i64.key().begin(), i64.key().end()),
             expected_keys);

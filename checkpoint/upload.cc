@@ -94,12 +94,11 @@ absl::StatusOr<TaskGroup> UploadToLocalDirectory::Build(
   TaskGroup group("upload", GLOBAL);
   for (const std::string& node : manager.node_names()) {
     Task& task = group.NewTask(Node(node), {.name = "upload"});
-    task.net().Op(
-        "Function", {}, std::vector<BlobRef>{},
-        {MakeArg("func", "jobgraph.copy_checkpoint"),
-         MakeArg("from",
-                 CheckpointDbPath(manager.options().directory, node, epoch)),
-         MakeArg("to", JoinPath(directory_, node))});
+    task.net().Op("Function", {}, std::vector<BlobRef>{},
+                  {MakeArg("func", "jobgraph.copy_checkpoint"),
+                   MakeArg("from", CheckpointDbPath(manager.options().directory,
+                                                    node, epoch)),
+                   MakeArg("to", JoinPath(directory_, node))});
   }
   return group;
 }

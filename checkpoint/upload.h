@@ -31,8 +31,8 @@ class UploadToLocalDirectory : public UploadTaskGroupBuilder {
  public:
   explicit UploadToLocalDirectory(std::string directory)
       : directory_(std::move(directory)) {}
-  absl::StatusOr<TaskGroup> Build(int64_t epoch,
-                                  const CheckpointManagerBase& manager) override;
+  absl::StatusOr<TaskGroup> Build(
+      int64_t epoch, const CheckpointManagerBase& manager) override;
 
  private:
   std::string directory_;

@@ -1,12 +1,12 @@
 #include "engine/blob.h"
-#include "absl/base/thread_annotations.h"
 
 #include <cxxabi.h>
-#include <mutex>
 
 #include <cstdlib>
 #include <map>
+#include <mutex>
 
+#include "absl/base/thread_annotations.h"
 #include "engine/tensor.h"
 
 namespace jobgraph {

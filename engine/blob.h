@@ -89,10 +89,10 @@ void RegisterBlobTypeName(std::type_index type, const std::string& name);
   JG_REGISTER_BLOB_TYPE_IMPL_(T, NAME, __COUNTER__)
 #define JG_REGISTER_BLOB_TYPE_IMPL_(T, NAME, N) \
   JG_REGISTER_BLOB_TYPE_IMPL2_(T, NAME, N)
-#define JG_REGISTER_BLOB_TYPE_IMPL2_(T, NAME, N)                   \
-  static const bool jg_blob_type_registered_##N = [] {             \
+#define JG_REGISTER_BLOB_TYPE_IMPL2_(T, NAME, N)                        \
+  static const bool jg_blob_type_registered_##N = [] {                  \
     ::jobgraph::RegisterBlobTypeName(std::type_index(typeid(T)), NAME); \
-    return true;                                                   \
+    return true;                                                        \
   }()
 
 }  // namespace jobgraph

@@ -12,9 +12,9 @@ Net::Net(std::string name, std::vector<std::unique_ptr<OperatorBase>> ops)
 absl::StatusOr<std::unique_ptr<Net>> Net::Create(const NetDef& def,
                                                  Workspace* ws) {
   if (!def.type().empty() && def.type() != "simple") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "net '", def.name(), "' has type '", def.type(),
-        "'; only \"simple\" (sequential) nets are supported"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("net '", def.name(), "' has type '", def.type(),
+                     "'; only \"simple\" (sequential) nets are supported"));
   }
   std::vector<std::unique_ptr<OperatorBase>> ops;
   ops.reserve(def.op_size());
@@ -34,8 +34,8 @@ absl::Status Net::Run() {
   for (const std::unique_ptr<OperatorBase>& op : ops_) {
     absl::Status status = op->Run();
     if (ABSL_PREDICT_FALSE(!status.ok())) {
-      return absl::Status(status.code(), absl::StrCat("net '", name_, "': ",
-                                                      status.message()));
+      return absl::Status(
+          status.code(), absl::StrCat("net '", name_, "': ", status.message()));
     }
   }
   return absl::OkStatus();

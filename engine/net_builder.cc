@@ -76,7 +76,9 @@ std::string NameScope::UniqueNetName(const std::string& base) {
 
 NetBuilder::NetBuilder(std::string name, std::string node, NameScope* scope,
                        Task* task)
-    : name_(std::move(name)), node_(std::move(node)), scope_(scope),
+    : name_(std::move(name)),
+      node_(std::move(node)),
+      scope_(scope),
       task_(task) {}
 
 NetBuilder::~NetBuilder() = default;
@@ -118,8 +120,7 @@ std::vector<BlobRef> NetBuilder::Op(const std::string& type,
   NetDef* net = OpenNet();
   int& seen = auto_names_[net->name()][type];
   ++seen;
-  const std::string base =
-      seen == 1 ? type : absl::StrCat(type, "_", seen);
+  const std::string base = seen == 1 ? type : absl::StrCat(type, "_", seen);
   std::vector<BlobRef> outputs;
   for (int i = 0; i < num_outputs; ++i) {
     outputs.push_back(Ref(absl::StrCat(net->name(), "/", base, ":", i)));
@@ -135,9 +136,9 @@ BlobRef NetBuilder::Const(const Tensor& value, const std::string& name) {
     using T = decltype(zero);
     if constexpr (std::is_same_v<T, float>) {
       type = "GivenTensorFill";
-      args.push_back(MakeArg("values", std::vector<float>(
-                                           value.data<float>(),
-                                           value.data<float>() + value.numel())));
+      args.push_back(MakeArg(
+          "values", std::vector<float>(value.data<float>(),
+                                       value.data<float>() + value.numel())));
     } else if constexpr (std::is_same_v<T, double>) {
       type = "GivenTensorDoubleFill";
       args.push_back(MakeArg(
@@ -176,7 +177,9 @@ BlobRef NetBuilder::Binary(const std::string& type, BlobRef a, BlobRef b,
   return Op(type, {a, b}, {out})[0];
 }
 
-BlobRef NetBuilder::Copy(BlobRef x, BlobRef out) { return Unary("Copy", x, out); }
+BlobRef NetBuilder::Copy(BlobRef x, BlobRef out) {
+  return Unary("Copy", x, out);
+}
 BlobRef NetBuilder::Add(BlobRef a, BlobRef b, BlobRef out) {
   return Binary("Add", a, b, out);
 }
@@ -329,9 +332,10 @@ void NetBuilder::Loop(int64_t iterations,
 absl::Status NetBuilder::BuildStep(PlanDef* plan, ExecutionStep* step) const {
   step->set_name(name_);
   if (num_iter_ == -2) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "loop '", name_, "' has no iteration count and never calls StopIf, "
-        "so it would never end"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("loop '", name_,
+                     "' has no iteration count and never calls StopIf, "
+                     "so it would never end"));
   }
   if (stop_blob_.valid()) {
     step->set_should_stop_blob(stop_blob_.name());

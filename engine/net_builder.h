@@ -187,8 +187,8 @@ class NetBuilder {
 
  private:
   struct Child {
-    std::unique_ptr<NetDef> net;           // a net, or
-    std::unique_ptr<NetBuilder> builder;   // a nested builder
+    std::unique_ptr<NetDef> net;          // a net, or
+    std::unique_ptr<NetBuilder> builder;  // a nested builder
   };
 
   NetDef* OpenNet();

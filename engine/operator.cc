@@ -98,7 +98,8 @@ std::vector<float> OperatorBase::GetRepeatedArg<float>(
     absl::string_view name) const {
   const Argument* arg = FindArg(name);
   if (arg == nullptr) return {};
-  if (arg->floats_size() > 0) return {arg->floats().begin(), arg->floats().end()};
+  if (arg->floats_size() > 0)
+    return {arg->floats().begin(), arg->floats().end()};
   std::vector<float> out;
   for (double d : arg->doubles()) out.push_back(static_cast<float>(d));
   for (int64_t i : arg->ints()) out.push_back(static_cast<float>(i));

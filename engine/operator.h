@@ -24,9 +24,9 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
-#include <mutex>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -125,16 +125,16 @@ class OperatorRegistry {
   JG_REGISTER_OPERATOR_IMPL_(TYPE, CLASS, __COUNTER__)
 #define JG_REGISTER_OPERATOR_IMPL_(TYPE, CLASS, N) \
   JG_REGISTER_OPERATOR_IMPL2_(TYPE, CLASS, N)
-#define JG_REGISTER_OPERATOR_IMPL2_(TYPE, CLASS, N)                        \
-  static const bool jg_operator_registered_##N = [] {                      \
-    absl::Status s = ::jobgraph::OperatorRegistry::Global().Register(      \
-        #TYPE, [](const ::jobgraph::OperatorDef& def,                      \
-                  ::jobgraph::Workspace* ws)                               \
-                   -> std::unique_ptr<::jobgraph::OperatorBase> {          \
-          return std::make_unique<CLASS>(def, ws);                         \
-        });                                                                \
-    CHECK(s.ok()) << s;                                                    \
-    return true;                                                           \
+#define JG_REGISTER_OPERATOR_IMPL2_(TYPE, CLASS, N)                       \
+  static const bool jg_operator_registered_##N = [] {                     \
+    absl::Status s = ::jobgraph::OperatorRegistry::Global().Register(     \
+        #TYPE,                                                            \
+        [](const ::jobgraph::OperatorDef& def, ::jobgraph::Workspace* ws) \
+            -> std::unique_ptr<::jobgraph::OperatorBase> {                \
+          return std::make_unique<CLASS>(def, ws);                        \
+        });                                                               \
+    CHECK(s.ok()) << s;                                                   \
+    return true;                                                          \
   }()
 
 }  // namespace jobgraph

@@ -4,11 +4,11 @@
 #include <condition_variable>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
-#include <mutex>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -60,11 +60,12 @@ absl::StatusOr<bool> ReadStopBlob(const Blob* blob, const std::string& name) {
     const Tensor& t = blob->Get<Tensor>();
     if (t.dtype() == BOOL && t.numel() == 1) return t.data<bool>()[0];
   }
-  return absl::FailedPreconditionError(absl::StrCat(
-      "should_stop_blob '", name, "' must hold a bool tensor of one element, "
-      "but holds ",
-      blob->IsType<Tensor>() ? blob->Get<Tensor>().DebugString(4)
-                             : blob->TypeName()));
+  return absl::FailedPreconditionError(
+      absl::StrCat("should_stop_blob '", name,
+                   "' must hold a bool tensor of one element, "
+                   "but holds ",
+                   blob->IsType<Tensor>() ? blob->Get<Tensor>().DebugString(4)
+                                          : blob->TypeName()));
 }
 
 class StepWrapper;
@@ -142,9 +143,9 @@ absl::Status ValidateStep(const ExecutionStep& step) {
         "step '", step.name(), "' has negative num_iter ", step.num_iter()));
   }
   if (step.has_run_every_ms() && step.run_every_ms() <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "step '", step.name(), "' has run_every_ms ", step.run_every_ms(),
-        "; it must be positive"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("step '", step.name(), "' has run_every_ms ",
+                     step.run_every_ms(), "; it must be positive"));
   }
   return absl::OkStatus();
 }
@@ -154,9 +155,9 @@ absl::StatusOr<Net*> GetOrCreateNet(PlanRun* run, const std::string& name,
                                     NetCache* cache) {
   auto def = run->net_defs.find(name);
   if (def == run->net_defs.end()) {
-    return absl::NotFoundError(absl::StrCat("step '", step.name(),
-                                            "' names net '", name,
-                                            "', which the plan does not define"));
+    return absl::NotFoundError(
+        absl::StrCat("step '", step.name(), "' names net '", name,
+                     "', which the plan does not define"));
   }
   std::lock_guard<std::mutex> lock(cache->mu);
   std::unique_ptr<Net>& net = cache->nets[name];
@@ -266,8 +267,8 @@ absl::StatusOr<bool> RunNets(PlanRun* run, CompiledStep* c) {
     }
     JG_RETURN_IF_ERROR(net->Run());
     if (c->stop_blob != nullptr) {
-      JG_ASSIGN_OR_RETURN(bool stop,
-                          ReadStopBlob(c->stop_blob, c->step->should_stop_blob()));
+      JG_ASSIGN_OR_RETURN(
+          bool stop, ReadStopBlob(c->stop_blob, c->step->should_stop_blob()));
       if (stop) return true;
     }
   }
@@ -286,8 +287,8 @@ absl::Status RunSubstepIteration(CompiledStep* c, const Continuation* own,
     for (const auto& substep : c->recurring) {
       JG_RETURN_IF_ERROR(substep->Run(own));
       if (c->stop_blob != nullptr) {
-        JG_ASSIGN_OR_RETURN(*stop,
-                            ReadStopBlob(c->stop_blob, step.should_stop_blob()));
+        JG_ASSIGN_OR_RETURN(
+            *stop, ReadStopBlob(c->stop_blob, step.should_stop_blob()));
         if (*stop) return absl::OkStatus();
       }
     }

@@ -4,19 +4,19 @@
 #include <thread>
 #include <vector>
 
+#include "engine/test_ops.h"
+#include "engine/workspace.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
-#include "engine/test_ops.h"
-#include "engine/workspace.h"
 
 namespace jobgraph {
 namespace {
 
-using ::testing::ElementsAre;
-using ::testing::HasSubstr;
 using ::jobgraph::testing::ClearLog;
 using ::jobgraph::testing::Log;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
 
 PlanDef ParsePlan(const std::string& text) {
   PlanDef plan;
@@ -71,11 +71,10 @@ TEST_F(PlanExecutorTest, NumIterZeroRunsNothing) {
 }
 
 TEST_F(PlanExecutorTest, NumIterWithSequentialSubsteps) {
-  PlanDef plan = ParsePlan(
-      LogNet("a", "a") + LogNet("b", "b") +
-      "execution_step { name: 'outer' num_iter: 2 "
-      "  substep { name: 's1' network: 'a' num_iter: 2 }"
-      "  substep { name: 's2' network: 'b' } }");
+  PlanDef plan = ParsePlan(LogNet("a", "a") + LogNet("b", "b") +
+                           "execution_step { name: 'outer' num_iter: 2 "
+                           "  substep { name: 's1' network: 'a' num_iter: 2 }"
+                           "  substep { name: 's2' network: 'b' } }");
   ASSERT_TRUE(RunPlan(&ws_, plan).ok());
   EXPECT_THAT(Log(), ElementsAre("a", "a", "b", "a", "a", "b"));
 }
@@ -153,10 +152,10 @@ TEST_F(PlanExecutorTest, OnlyOnceRunsOneIteration) {
 }
 
 TEST_F(PlanExecutorTest, InvalidStepsAreRejected) {
-  PlanDef both = ParsePlan(
-      LogNet("a", "a") +
-      "execution_step { name: 's' network: 'a' num_iter: 2 "
-      "  should_stop_blob: 'a_stop' }");
+  PlanDef both =
+      ParsePlan(LogNet("a", "a") +
+                "execution_step { name: 's' network: 'a' num_iter: 2 "
+                "  should_stop_blob: 'a_stop' }");
   absl::Status s = RunPlan(&ws_, both);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(),
@@ -285,8 +284,8 @@ TEST_F(PlanExecutorTest, ReporterRunsPeriodicallyAndOnceAfterTheBody) {
 TEST_F(PlanExecutorTest, StopRequestEndsBetweenNets) {
   RunControl control;
   control.stop_requested = true;
-  PlanDef plan = ParsePlan(LogNet("a", "a") +
-                           "execution_step { name: 's' network: 'a' }");
+  PlanDef plan =
+      ParsePlan(LogNet("a", "a") + "execution_step { name: 's' network: 'a' }");
   absl::Status s = RunPlan(&ws_, plan, &control);
   EXPECT_EQ(s.code(), absl::StatusCode::kCancelled);
   EXPECT_THAT(s.message(), HasSubstr("before net 'a'"));

@@ -102,8 +102,8 @@ absl::Status LocalSession::Run(const TaskGroupDef& group) {
   auto run_node = [&](size_t i, const RunControl* control) {
     absl::Status s = RunPlan(workspaces[i], plans[i].plan, control);
     if (s.ok()) return s;
-    return absl::Status(s.code(), absl::StrCat("node '", plans[i].node, "': ",
-                                               s.message()));
+    return absl::Status(
+        s.code(), absl::StrCat("node '", plans[i].node, "': ", s.message()));
   };
   if (plans.size() == 1) return run_node(0, &control_);
 
@@ -138,9 +138,11 @@ absl::StatusOr<Tensor> LocalSession::FetchBlob(absl::string_view node,
     if (it == workspaces_.end()) {
       std::vector<std::string> known;
       for (const auto& [name, w] : workspaces_) known.push_back(name);
-      return absl::NotFoundError(absl::StrCat(
-          "node '", node, "' has not run anything in this session; known "
-          "nodes: ", known.empty() ? "(none)" : absl::StrJoin(known, ", ")));
+      return absl::NotFoundError(
+          absl::StrCat("node '", node,
+                       "' has not run anything in this session; known "
+                       "nodes: ",
+                       known.empty() ? "(none)" : absl::StrJoin(known, ", ")));
     }
     ws = it->second.get();
   }

@@ -16,9 +16,9 @@
 
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
-#include <mutex>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"

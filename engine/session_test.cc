@@ -2,9 +2,9 @@
 
 #include <string>
 
+#include "engine/test_ops.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "engine/test_ops.h"
 
 namespace jobgraph {
 namespace {
@@ -63,8 +63,10 @@ TEST(LocalSession, TasksOfANodeRunConcurrently) {
 
 TEST(LocalSession, FailingNodeStopsTheOthersAndItsErrorIsReturned) {
   TaskGroup group("g", GLOBAL);
-  group.NewTask(Node("bad")).net().Op("TestFail", {}, std::vector<BlobRef>{},
-                                      {MakeArg("message", "disk on fire")});
+  group.NewTask(Node("bad"))
+      .net()
+      .Op("TestFail", {}, std::vector<BlobRef>{},
+          {MakeArg("message", "disk on fire")});
   Task& spinner = group.NewTask(Node("good"));
   spinner.net().Loop(100000, [](NetBuilder& body) {
     body.Op("TestSleep", {}, std::vector<BlobRef>{}, {MakeArg("ms", 1)});

@@ -10,10 +10,10 @@
 #include "absl/status/statusor.h"
 
 // Returns from the enclosing function when `expr` (an absl::Status) is not OK.
-#define JG_RETURN_IF_ERROR(expr)                   \
-  do {                                             \
-    ::absl::Status jg_status_ = (expr);            \
-    if (!jg_status_.ok()) return jg_status_;       \
+#define JG_RETURN_IF_ERROR(expr)             \
+  do {                                       \
+    ::absl::Status jg_status_ = (expr);      \
+    if (!jg_status_.ok()) return jg_status_; \
   } while (false)
 
 #define JG_STATUS_CONCAT_INNER_(a, b) a##b
@@ -21,11 +21,12 @@
 
 // `JG_ASSIGN_OR_RETURN(auto x, Foo());` assigns the value of an OK StatusOr to
 // `x`, or returns its status from the enclosing function.
-#define JG_ASSIGN_OR_RETURN(lhs, expr) \
-  JG_ASSIGN_OR_RETURN_IMPL_(JG_STATUS_CONCAT_(jg_statusor_, __LINE__), lhs, expr)
+#define JG_ASSIGN_OR_RETURN(lhs, expr)                                      \
+  JG_ASSIGN_OR_RETURN_IMPL_(JG_STATUS_CONCAT_(jg_statusor_, __LINE__), lhs, \
+                            expr)
 
-#define JG_ASSIGN_OR_RETURN_IMPL_(statusor, lhs, expr) \
-  auto statusor = (expr);                              \
+#define JG_ASSIGN_OR_RETURN_IMPL_(statusor, lhs, expr)     \
+  auto statusor = (expr);                                  \
   if (!statusor.ok()) return std::move(statusor).status(); \
   lhs = std::move(statusor).value()
 

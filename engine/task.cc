@@ -35,9 +35,7 @@ NetBuilder& Task::AddReporter(int64_t interval_ms) {
   return *reporters_.back().second;
 }
 
-TaskOutput Task::AddOutput(const BlobRef& blob) {
-  return AddOutputs({blob});
-}
+TaskOutput Task::AddOutput(const BlobRef& blob) { return AddOutputs({blob}); }
 
 TaskOutput Task::AddOutputs(const std::vector<BlobRef>& blobs) {
   std::vector<std::string> names;
@@ -54,8 +52,8 @@ namespace {
 // steps of empty builders; just `middle` when both are empty.
 absl::StatusOr<ExecutionStep> Wrap(const std::string& name,
                                    const NetBuilder& first,
-                                   ExecutionStep middle,
-                                   const NetBuilder& last, PlanDef* plan) {
+                                   ExecutionStep middle, const NetBuilder& last,
+                                   PlanDef* plan) {
   if (first.empty() && last.empty()) return middle;
   ExecutionStep wrapper;
   wrapper.set_name(name);
@@ -148,9 +146,8 @@ Task& TaskGroup::NewTask(const Node& node, TaskOptions options) {
   }
   std::string net_prefix =
       name_.empty() ? full_name : absl::StrCat(name_, "/", full_name);
-  tasks_.push_back(std::make_unique<Task>(std::move(full_name),
-                                          std::move(net_prefix), node,
-                                          std::move(options)));
+  tasks_.push_back(std::make_unique<Task>(
+      std::move(full_name), std::move(net_prefix), node, std::move(options)));
   return *tasks_.back();
 }
 

@@ -38,7 +38,8 @@ TEST(NetBuilder, BuildingTwiceGivesIdenticalProtos) {
   TaskGroupDef unrelated = BuildGroup();  // consumes no global counter
   TaskGroupDef second = BuildGroup();
   EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(first, second))
-      << Text(first) << "\nvs\n" << Text(second);
+      << Text(first) << "\nvs\n"
+      << Text(second);
 }
 
 TEST(NetBuilder, AutoNamesFollowCaffe2Rules) {

@@ -40,14 +40,22 @@ size_t DataTypeSize(DataType dtype) {
 
 std::string DataTypeName(DataType dtype) {
   switch (dtype) {
-    case BOOL: return "bool";
-    case UINT8: return "uint8";
-    case INT32: return "int32";
-    case INT64: return "int64";
-    case FLOAT: return "float";
-    case DOUBLE: return "double";
-    case STRING: return "string";
-    default: return absl::StrCat("DataType(", static_cast<int>(dtype), ")");
+    case BOOL:
+      return "bool";
+    case UINT8:
+      return "uint8";
+    case INT32:
+      return "int32";
+    case INT64:
+      return "int64";
+    case FLOAT:
+      return "float";
+    case DOUBLE:
+      return "double";
+    case STRING:
+      return "string";
+    default:
+      return absl::StrCat("DataType(", static_cast<int>(dtype), ")");
   }
 }
 

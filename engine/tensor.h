@@ -29,9 +29,9 @@ namespace jobgraph {
 // DataTypeOf<T>::value is the DataType of C++ element type T.
 template <typename T>
 struct DataTypeOf;
-#define JG_DATA_TYPE_OF(T, V) \
-  template <>                 \
-  struct DataTypeOf<T> {      \
+#define JG_DATA_TYPE_OF(T, V)            \
+  template <>                            \
+  struct DataTypeOf<T> {                 \
     static constexpr DataType value = V; \
   }
 JG_DATA_TYPE_OF(bool, BOOL);
@@ -56,14 +56,22 @@ std::string DataTypeName(DataType dtype);
 template <typename F>
 decltype(auto) DispatchDataType(DataType dtype, F&& f) {
   switch (dtype) {
-    case BOOL: return f(bool{});
-    case UINT8: return f(uint8_t{});
-    case INT32: return f(int32_t{});
-    case INT64: return f(int64_t{});
-    case FLOAT: return f(float{});
-    case DOUBLE: return f(double{});
-    case STRING: return f(std::string{});
-    default: LOG(FATAL) << "unsupported tensor data type " << dtype;
+    case BOOL:
+      return f(bool{});
+    case UINT8:
+      return f(uint8_t{});
+    case INT32:
+      return f(int32_t{});
+    case INT64:
+      return f(int64_t{});
+    case FLOAT:
+      return f(float{});
+    case DOUBLE:
+      return f(double{});
+    case STRING:
+      return f(std::string{});
+    default:
+      LOG(FATAL) << "unsupported tensor data type " << dtype;
   }
 }
 
@@ -138,7 +146,8 @@ class Tensor {
   // The first element converted to T; the tensor must hold one element.
   template <typename T>
   T scalar() const {
-    CHECK_EQ(numel_, 1) << "scalar() of a tensor with " << numel_ << " elements";
+    CHECK_EQ(numel_, 1) << "scalar() of a tensor with " << numel_
+                        << " elements";
     return data<T>()[0];
   }
 

@@ -1,8 +1,8 @@
 #include "engine/test_ops.h"
 
 #include <chrono>
-#include <thread>
 #include <mutex>
+#include <thread>
 
 #include "engine/operator.h"
 
@@ -32,9 +32,8 @@ class TestSetBoolOp final : public OperatorBase {
   absl::Status Run() override {
     const bool value = GetArg<bool>("value", true);
     ++runs_;
-    *Output(0) = Tensor::Scalar<bool>(runs_ >= GetArg<int64_t>("after", 1)
-                                          ? value
-                                          : !value);
+    *Output(0) = Tensor::Scalar<bool>(
+        runs_ >= GetArg<int64_t>("after", 1) ? value : !value);
     return absl::OkStatus();
   }
 

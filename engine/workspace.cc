@@ -32,9 +32,8 @@ Blob* Workspace::GetBlob(absl::string_view name) const {
 
 absl::StatusOr<Blob*> Workspace::FindBlob(absl::string_view name) const {
   if (Blob* blob = GetBlob(name)) return blob;
-  return absl::NotFoundError(absl::StrCat("blob '", name,
-                                          "' does not exist in workspace '",
-                                          name_, "'"));
+  return absl::NotFoundError(absl::StrCat(
+      "blob '", name, "' does not exist in workspace '", name_, "'"));
 }
 
 Blob* Workspace::CreateBlob(absl::string_view name) {
@@ -91,8 +90,8 @@ absl::StatusOr<const Tensor*> Workspace::GetTensor(
   }
   if (!blob->IsType<Tensor>()) {
     return absl::FailedPreconditionError(
-        absl::StrCat("blob '", name, "' in workspace '", name_,
-                     "' holds ", blob->TypeName(), ", not a Tensor"));
+        absl::StrCat("blob '", name, "' in workspace '", name_, "' holds ",
+                     blob->TypeName(), ", not a Tensor"));
   }
   return &blob->Get<Tensor>();
 }

@@ -15,10 +15,10 @@
 
 #include <map>
 #include <memory>
-#include <string>
-#include <vector>
 #include <mutex>
 #include <shared_mutex>
+#include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"

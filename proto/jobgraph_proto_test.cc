@@ -98,7 +98,8 @@ TEST(JobgraphProto, EveryMessageRoundTripsThroughTextAndWireFormat) {
     std::string text;
     ASSERT_TRUE(google::protobuf::TextFormat::PrintToString(*original, &text));
     std::unique_ptr<Message> from_text(prototype->New());
-    ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(text, from_text.get()))
+    ASSERT_TRUE(
+        google::protobuf::TextFormat::ParseFromString(text, from_text.get()))
         << text;
     EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(*original,
                                                                    *from_text))

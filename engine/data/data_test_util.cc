@@ -2,10 +2,10 @@
 
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
-#include <mutex>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"

@@ -25,9 +25,9 @@
 #define JOBGRAPH_ENGINE_DATA_FILE_CURSOR_H_
 
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <vector>
-#include <mutex>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"

@@ -32,10 +32,10 @@
 #define JOBGRAPH_ENGINE_DATA_SHUFFLE_CURSOR_H_
 
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
-#include <mutex>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"

@@ -17,10 +17,10 @@
 #define JOBGRAPH_ENGINE_DATA_TREE_CURSOR_H_
 
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
-#include <mutex>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"

@@ -22,10 +22,10 @@
 
 #include <functional>
 #include <map>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
-#include <mutex>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"

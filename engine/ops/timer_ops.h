@@ -13,9 +13,9 @@
 
 #include <chrono>
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <utility>
-#include <mutex>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"

@@ -180,8 +180,9 @@ int main(int argc, char** argv) {
   std::printf("op dispatch: %.2f ns/op, baseline %.2f ns/call\n", op, op_base);
   std::printf("loop step:   %.2f ns/iteration, baseline %.2f ns/call\n", step,
               step_base);
-  std::printf("executor_bench: op_dispatch_vs_baseline=%.2f "
-              "step_vs_baseline=%.2f\n",
-              op_base > 0 ? op / op_base : 0, step_base > 0 ? step / step_base : 0);
+  std::printf(
+      "executor_bench: op_dispatch_vs_baseline=%.2f "
+      "step_vs_baseline=%.2f\n",
+      op_base > 0 ? op / op_base : 0, step_base > 0 ? step / step_base : 0);
   return 0;
 }
