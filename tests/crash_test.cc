@@ -42,8 +42,7 @@
 #include "glog/logging.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-
-extern char** environ;
+#include "tests/subprocess.h"
 
 namespace jobgraph {
 namespace {
@@ -55,131 +54,17 @@ constexpr int64_t kLastEpoch = 4;  // the job ends after epoch 4
 // What an uninterrupted run prints.
 constexpr char kUninterruptedResult[] = "result: epochs=4 totals=145,145";
 
-std::string ChildPath() {
-  const char* srcdir = std::getenv("TEST_SRCDIR");
-  if (srcdir != nullptr) {
-    return absl::StrCat(srcdir, "/jobgraph/tests/crash_child");
-  }
-  return "tests/crash_child";
-}
+using ::jobgraph::testing::ChildRun;
+using ::jobgraph::testing::NewTempDir;
 
-std::string NewTempDir(const std::string& name) {
-  static int counter = 0;
-  const char* base = std::getenv("TEST_TMPDIR");
-  std::string dir = absl::StrCat(base != nullptr ? base : "/tmp", "/", name,
-                                 "_", ::getpid(), "_", ++counter);
-  RemoveRecursively(dir).IgnoreError();
-  CHECK(CreateDir(dir).ok()) << dir;
-  return dir;
-}
-
-struct ChildRun {
-  int wait_status = 0;
-  std::vector<std::string> lines;  // standard output
-  std::string log;                 // standard error (the child's glog)
-
-  bool killed() const {
-    return WIFSIGNALED(wait_status) && WTERMSIG(wait_status) == SIGKILL;
-  }
-  bool exited_ok() const {
-    return WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0;
-  }
-  std::string Describe() const {
-    std::string how =
-        WIFEXITED(wait_status)
-            ? absl::StrCat("exit status ", WEXITSTATUS(wait_status))
-        : WIFSIGNALED(wait_status)
-            ? absl::StrCat("signal ", WTERMSIG(wait_status))
-            : absl::StrCat("wait status ", wait_status);
-    // The end of the log holds the reason of a failure.
-    const size_t keep = 4000;
-    return absl::StrCat(
-        how, "\nstdout:\n", absl::StrJoin(lines, "\n"), "\nstderr (end):\n",
-        log.size() > keep ? log.substr(log.size() - keep) : log);
-  }
-  // The value of the first "<key>=..." line, if any.
-  std::optional<std::string> Value(absl::string_view key) const {
-    const std::string prefix = absl::StrCat(key, "=");
-    for (const std::string& line : lines) {
-      if (absl::StartsWith(line, prefix)) return line.substr(prefix.size());
-    }
-    return std::nullopt;
-  }
-  std::optional<std::string> Result() const {
-    for (const std::string& line : lines) {
-      if (absl::StartsWith(line, "result:")) return line;
-    }
-    return std::nullopt;
-  }
-};
-
-// Runs crash_child with `args` and JOBGRAPH_FAILPOINT=`failpoint` (unset if
-// empty). With `kill_after_ms` >= 0 the child is sent SIGKILL that long after
-// it started (if it is still running).
+// Runs crash_child with `args` and JOBGRAPH_FAILPOINT=`failpoint` (cleared
+// if empty). With `kill_after_ms` >= 0 the child is sent SIGKILL that long
+// after it started (if it is still running).
 ChildRun RunChild(const std::vector<std::string>& args,
                   const std::string& failpoint, int kill_after_ms = -1) {
-  static int counter = 0;
-  const std::string out_dir = NewTempDir("child_output");
-  const std::string out = JoinPath(out_dir, absl::StrCat("out", ++counter));
-  const std::string err = JoinPath(out_dir, absl::StrCat("err", counter));
-
-  std::vector<std::string> env;
-  for (char** e = environ; *e != nullptr; ++e) {
-    // The child must see only the failpoint this run asks for.
-    if (absl::StartsWith(*e, absl::StrCat(kFailpointEnvVar, "="))) continue;
-    env.push_back(*e);
-  }
-  if (!failpoint.empty()) {
-    env.push_back(absl::StrCat(kFailpointEnvVar, "=", failpoint));
-  }
-  // glog would otherwise write log files into the shared /tmp.
-  env.push_back("GLOG_logtostderr=1");
-  std::vector<std::string> argv = {ChildPath()};
-  argv.insert(argv.end(), args.begin(), args.end());
-
-  auto pointers = [](std::vector<std::string>& strings) {
-    std::vector<char*> result;
-    for (std::string& s : strings) result.push_back(s.data());
-    result.push_back(nullptr);
-    return result;
-  };
-  std::vector<char*> argv_ptrs = pointers(argv);
-  std::vector<char*> env_ptrs = pointers(env);
-
-  posix_spawn_file_actions_t actions;
-  CHECK_EQ(posix_spawn_file_actions_init(&actions), 0);
-  CHECK_EQ(
-      posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out.c_str(),
-                                       O_WRONLY | O_CREAT | O_TRUNC, 0644),
-      0);
-  CHECK_EQ(
-      posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err.c_str(),
-                                       O_WRONLY | O_CREAT | O_TRUNC, 0644),
-      0);
-  pid_t pid = 0;
-  const int spawned = posix_spawn(&pid, argv_ptrs[0], &actions, nullptr,
-                                  argv_ptrs.data(), env_ptrs.data());
-  posix_spawn_file_actions_destroy(&actions);
-  CHECK_EQ(spawned, 0) << "cannot start " << argv[0] << ": "
-                       << std::strerror(spawned);
-
-  if (kill_after_ms >= 0) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(kill_after_ms));
-    // Until waitpid() reaps it the pid cannot be reused, so this reaches the
-    // child (or its zombie, which ignores it).
-    CHECK_EQ(::kill(pid, SIGKILL), 0);
-  }
-  ChildRun run;
-  CHECK_EQ(::waitpid(pid, &run.wait_status, 0), pid);
-
-  absl::StatusOr<std::string> stdout_text = ReadFileToString(out);
-  absl::StatusOr<std::string> stderr_text = ReadFileToString(err);
-  CHECK(stdout_text.ok()) << stdout_text.status();
-  CHECK(stderr_text.ok()) << stderr_text.status();
-  run.lines = absl::StrSplit(*stdout_text, '\n', absl::SkipEmpty());
-  run.log = *std::move(stderr_text);
-  RemoveRecursively(out_dir).IgnoreError();
-  return run;
+  return ::jobgraph::testing::RunBinary(
+      ::jobgraph::testing::RunfilesPath("tests/crash_child"), args,
+      {absl::StrCat(kFailpointEnvVar, "=", failpoint)}, kill_after_ms);
 }
 
 std::vector<std::string> ChildArgs(const std::string& dir, int keep_last,

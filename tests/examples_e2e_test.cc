@@ -1,0 +1,207 @@
+// End-to-end tests of the built binaries a user runs: the example pipelines
+// (results, resumes, SIGKILL at random moments) and `ckpt verify`'s exit
+// codes on clean and damaged checkpoints.
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "checkpoint/file_util.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/subprocess.h"
+
+namespace jobgraph {
+namespace {
+
+using ::jobgraph::testing::ChildRun;
+using ::jobgraph::testing::NewTempDir;
+using ::jobgraph::testing::RunBinary;
+using ::jobgraph::testing::RunfilesPath;
+using ::testing::HasSubstr;
+
+ChildRun SumPipeline(const std::vector<std::string>& args,
+                     int kill_after_ms = -1) {
+  return RunBinary(RunfilesPath("examples/sum_pipeline"), args, {},
+                   kill_after_ms);
+}
+
+ChildRun Ckpt(const std::vector<std::string>& args) {
+  return RunBinary(RunfilesPath("tools/ckpt"), args);
+}
+
+std::string LastLine(const ChildRun& run) {
+  return run.lines.empty() ? "" : run.lines.back();
+}
+
+TEST(SumPipeline, DefaultResult) {
+  ChildRun run = SumPipeline({});
+  ASSERT_TRUE(run.exited_ok()) << run.Describe();
+  EXPECT_EQ(LastLine(run), "result: epochs=4 totals=145");
+}
+
+TEST(SumPipeline, ResumingFromEveryEpochGivesTheSameTotals) {
+  const std::string dir = NewTempDir("sum_resume");
+  ChildRun full = SumPipeline({"--checkpoint_dir=" + dir});
+  ASSERT_TRUE(full.exited_ok()) << full.Describe();
+  EXPECT_EQ(LastLine(full), "result: epochs=4 totals=145");
+  for (int epoch = 0; epoch <= 4; ++epoch) {
+    ChildRun resumed =
+        SumPipeline({"--checkpoint_dir=" + dir,
+                     absl::StrCat("--resume_from_epoch=", epoch)});
+    ASSERT_TRUE(resumed.exited_ok()) << resumed.Describe();
+    // Resuming from the last epoch runs one more (empty) epoch, as in Caffe2.
+    EXPECT_EQ(
+        LastLine(resumed),
+        absl::StrCat("result: epochs=", epoch == 4 ? 5 : 4, " totals=145"))
+        << "resumed from " << epoch;
+  }
+}
+
+TEST(SumPipeline, ThreeNodes) {
+  const std::string dir = NewTempDir("sum_nodes");
+  ChildRun run = SumPipeline({"--nodes=3", "--checkpoint_dir=" + dir});
+  ASSERT_TRUE(run.exited_ok()) << run.Describe();
+  EXPECT_EQ(LastLine(run), "result: epochs=4 totals=145,145,145");
+  ChildRun resumed = SumPipeline(
+      {"--nodes=3", "--checkpoint_dir=" + dir, "--resume_from_epoch=2"});
+  ASSERT_TRUE(resumed.exited_ok()) << resumed.Describe();
+  EXPECT_EQ(LastLine(resumed), "result: epochs=4 totals=145,145,145");
+}
+
+// Killed at random moments (several trials, fixed seed), then resumed from
+// the newest committed epoch: always the uninterrupted result, and the
+// checkpoint directory always verifies.
+TEST(SumPipeline, SigkillAtRandomMomentsThenResumeLatest) {
+  std::mt19937 rng(20261122);
+  std::uniform_int_distribution<int> delay_ms(30, 450);
+  for (int trial = 0; trial < 5; ++trial) {
+    const std::string dir = NewTempDir("sum_kill");
+    const std::vector<std::string> args = {
+        "--nodes=2", "--checkpoint_dir=" + dir, "--epoch_delay_ms=60"};
+    const int kill_after = delay_ms(rng);
+    ChildRun killed = SumPipeline(args, kill_after);
+    SCOPED_TRACE(
+        absl::StrCat("trial ", trial, ", killed after ", kill_after, " ms"));
+    if (killed.killed()) {
+      ChildRun verify = Ckpt({"verify", dir});
+      // Nothing committed yet is a clean "no checkpoint" (exit 2); anything
+      // committed must verify.
+      EXPECT_TRUE(verify.exit_code() == 0 || verify.exit_code() == 2)
+          << verify.Describe();
+    }
+    std::vector<std::string> resume_args = args;
+    resume_args.push_back("--resume_from_epoch=latest");
+    ChildRun resumed = SumPipeline(resume_args);
+    ASSERT_TRUE(resumed.exited_ok()) << resumed.Describe();
+    EXPECT_THAT(LastLine(resumed),
+                ::testing::MatchesRegex("result: epochs=[45] totals=145,145"));
+  }
+}
+
+TEST(SumPipeline, BadFlagsFailWithAClearMessage) {
+  ChildRun nodes = SumPipeline({"--nodes=0"});
+  EXPECT_NE(nodes.exit_code(), 0);
+  EXPECT_THAT(nodes.log, HasSubstr("--nodes"));
+  ChildRun resume = SumPipeline({"--resume_from_epoch=2"});
+  EXPECT_NE(resume.exit_code(), 0);
+  EXPECT_THAT(resume.log, HasSubstr("--checkpoint_dir"));
+  const std::string dir = NewTempDir("sum_badresume");
+  ChildRun word =
+      SumPipeline({"--checkpoint_dir=" + dir, "--resume_from_epoch=soon"});
+  EXPECT_NE(word.exit_code(), 0);
+  EXPECT_THAT(word.log, HasSubstr("soon"));
+}
+
+TEST(Ckpt, VerifyExitCodesOnCleanAndDamagedCheckpoints) {
+  const std::string dir = NewTempDir("ckpt_verify");
+  ASSERT_TRUE(SumPipeline({"--checkpoint_dir=" + dir}).exited_ok());
+  ChildRun clean = Ckpt({"verify", dir});
+  EXPECT_EQ(clean.exit_code(), 0) << clean.Describe();
+
+  // Flip one byte in the middle of the newest database's table file.
+  const std::string db = dir + "/trainer_0.4";
+  std::string table;
+  // A local: value() of a temporary StatusOr would dangle in a range-for.
+  const std::vector<std::string> files = ListDir(db).value();
+  for (const std::string& name : files) {
+    if (absl::EndsWith(name, ".ldb")) table = JoinPath(db, name);
+  }
+  ASSERT_FALSE(table.empty());
+  std::string bytes = ReadFileToString(table).value();
+  bytes[bytes.size() / 2] ^= 0x5a;
+  ASSERT_TRUE(WriteFileAtomically(table, bytes).ok());
+  ChildRun damaged = Ckpt({"verify", dir});
+  EXPECT_EQ(damaged.exit_code(), 1) << damaged.Describe();
+  EXPECT_THAT(absl::StrJoin(damaged.lines, "\n"), HasSubstr("trainer_0.4"));
+
+  // The job itself falls back to epoch 3 and still ends at 145.
+  ChildRun resumed =
+      SumPipeline({"--checkpoint_dir=" + dir, "--resume_from_epoch=latest"});
+  ASSERT_TRUE(resumed.exited_ok()) << resumed.Describe();
+  EXPECT_THAT(resumed.log, HasSubstr("resumed from epoch 3"));
+  EXPECT_EQ(LastLine(resumed), "result: epochs=4 totals=145");
+
+  EXPECT_EQ(Ckpt({"verify"}).exit_code(), 2);
+  EXPECT_EQ(Ckpt({"verify", dir + "/nowhere"}).exit_code(), 2);
+}
+
+TEST(LinearRegression, KilledAndResumedParametersAreBitIdentical) {
+  const std::string binary = RunfilesPath("examples/linear_regression");
+  const std::string full_dir = NewTempDir("lr_full");
+  const std::vector<std::string> common = {"--epochs=8", "--epoch_delay_ms=40"};
+  std::vector<std::string> full_args = common;
+  full_args.push_back("--checkpoint_dir=" + full_dir);
+  full_args.push_back("--model_out=" + full_dir + "/model");
+  ChildRun full = RunBinary(binary, full_args);
+  ASSERT_TRUE(full.exited_ok()) << full.Describe();
+  const std::optional<std::string> bits = full.LineStartingWith("bits:");
+  ASSERT_TRUE(bits.has_value()) << full.Describe();
+
+  const std::string dir = NewTempDir("lr_killed");
+  std::vector<std::string> args = common;
+  args.push_back("--checkpoint_dir=" + dir);
+  args.push_back("--model_out=" + dir + "/model");
+  ChildRun killed = RunBinary(binary, args, {}, /*kill_after_ms=*/250);
+  ASSERT_TRUE(killed.killed()) << killed.Describe();
+  args.push_back("--resume_from_epoch=latest");
+  ChildRun resumed = RunBinary(binary, args);
+  ASSERT_TRUE(resumed.exited_ok()) << resumed.Describe();
+  EXPECT_THAT(resumed.log, HasSubstr("resumed from epoch"));
+  EXPECT_EQ(resumed.LineStartingWith("bits:"), bits);
+  EXPECT_EQ(resumed.Result(), full.Result());
+}
+
+TEST(TextStats, KilledAndResumedOutputIsIdentical) {
+  const std::string dir = NewTempDir("text");
+  std::string text;
+  const char* words[] = {"alpha", "beta", "gamma", "delta", "epsilon"};
+  for (int i = 0; i < 3000; ++i) {
+    text += absl::StrCat(words[i % 5], " ", words[(i * 7) % 5], " line", i % 13,
+                         "\n");
+  }
+  const std::string input = dir + "/input.txt";
+  ASSERT_TRUE(WriteFileAtomically(input, text).ok());
+  const std::string binary = RunfilesPath("examples/text_stats");
+  ChildRun full =
+      RunBinary(binary, {"--input=" + input, "--lines_per_epoch=200"});
+  ASSERT_TRUE(full.exited_ok()) << full.Describe();
+  EXPECT_EQ(full.Result(), "result: lines=3000 words=9000 distinct=18");
+
+  const std::vector<std::string> args = {
+      "--input=" + input, "--lines_per_epoch=200", "--threads=3",
+      "--checkpoint_dir=" + dir + "/ckpt", "--epoch_delay_ms=30"};
+  ChildRun killed = RunBinary(binary, args, {}, /*kill_after_ms=*/200);
+  ASSERT_TRUE(killed.killed()) << killed.Describe();
+  std::vector<std::string> resume = args;
+  resume.push_back("--resume_from_epoch=latest");
+  ChildRun resumed = RunBinary(binary, resume);
+  ASSERT_TRUE(resumed.exited_ok()) << resumed.Describe();
+  EXPECT_EQ(resumed.lines, full.lines);
+}
+
+}  // namespace
+}  // namespace jobgraph
