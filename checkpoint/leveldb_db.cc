@@ -16,6 +16,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
@@ -84,6 +85,49 @@ class VlogLogger final : public leveldb::Logger {
 
  private:
   const std::string path_;
+};
+
+// A kNew database that flushes its memtable on close needs no write-ahead
+// log. It is trusted only once Close() has returned OK, and Close() first
+// moves the memtable into table files (which LevelDB syncs) and then fsyncs
+// every file; a database destroyed without Close() carries no guarantee
+// (db.h), and Save, which writes under a temporary name, then discards it.
+// Writing the log would only copy every byte into the page cache a second
+// time, to be deleted unread after the next memtable flush. So such a
+// database gets log files that are created, synced and closed like files but
+// drop what is appended: they stay empty, and a later open has nothing to
+// replay. (LevelDB still checksums each log record before appending it.)
+// Measured with tools/bench/checkpoint_bench (1 GiB, 64 x 16 MiB): the save
+// takes ~20% less CPU and runs ~16% faster.
+class DiscardingLogFile final : public leveldb::WritableFile {
+ public:
+  explicit DiscardingLogFile(leveldb::WritableFile* file) : file_(file) {}
+  leveldb::Status Append(const leveldb::Slice& data) override {
+    return leveldb::Status::OK();
+  }
+  leveldb::Status Flush() override { return leveldb::Status::OK(); }
+  leveldb::Status Sync() override { return file_->Sync(); }
+  leveldb::Status Close() override { return file_->Close(); }
+
+ private:
+  const std::unique_ptr<leveldb::WritableFile> file_;
+};
+
+// The default Env, except that new log files ("<number>.log") discard their
+// contents (DiscardingLogFile). Only for kNew databases that flush their
+// memtable on close.
+class DiscardLogsEnv final : public leveldb::EnvWrapper {
+ public:
+  DiscardLogsEnv() : EnvWrapper(leveldb::Env::Default()) {}
+
+  leveldb::Status NewWritableFile(const std::string& name,
+                                  leveldb::WritableFile** result) override {
+    leveldb::Status status = target()->NewWritableFile(name, result);
+    if (status.ok() && absl::EndsWith(name, ".log")) {
+      *result = new DiscardingLogFile(*result);
+    }
+    return status;
+  }
 };
 
 // Paths (canonical) of the databases open in this process. LevelDB would
@@ -232,6 +276,10 @@ class LevelDb final : public DB {
     options.write_buffer_size = options_.leveldb.write_buffer_size;
     options.max_file_size = options_.leveldb.max_file_size;
     options.block_size = options_.leveldb.block_size;
+    if (mode() == DbMode::kNew && options_.leveldb.flush_memtable_on_close) {
+      discard_logs_env_ = std::make_unique<DiscardLogsEnv>();
+      options.env = discard_logs_env_.get();
+    }
     leveldb::DB* db = nullptr;
     leveldb::Status status = leveldb::DB::Open(options, path(), &db);
     if (!status.ok()) {
@@ -322,6 +370,8 @@ class LevelDb final : public DB {
   const std::string canonical_path_;
   VlogLogger logger_;
   std::unique_ptr<leveldb::Cache> cache_;
+  // Set for kNew databases that discard their logs; outlives db_.
+  std::unique_ptr<leveldb::Env> discard_logs_env_;
   std::unique_ptr<leveldb::DB> db_;
   bool released_ = false;
 };

@@ -25,23 +25,30 @@
 // file is read once, untimed, first), or with --cold, after
 // `echo 3 > /proc/sys/vm/drop_caches` before each timed read.
 //
-// Protocol for every timed write: the previous output is deleted OFF the
-// clock (deleting fsynced data costs ~1.2 s/GiB on this disk), then
-// `sync; sleep --settle_ms`. Raw and checkpoint take turns going first. Run 0
-// is a warm-up whose figures are dropped. Ratios are checkpoint MB/s over raw
-// MB/s of the SAME run (raw time / checkpoint time); the medians over runs
-// are reported, with the range. MB = 1e6 bytes of tensor data.
+// Protocol for every timed write: the previous output of the same write is
+// deleted OFF the clock (deleting fsynced data costs ~1.2 s/GiB on this
+// disk), then `sync; sleep --settle_ms`. Raw and checkpoint take turns going
+// first, so use an even --runs. Run 0 is a warm-up whose figures are dropped
+// (it is the process's first save and load, reported for memory and page
+// faults). Ratios are checkpoint MB/s over raw MB/s of the SAME run (raw time
+// / checkpoint time); the medians over runs are reported, with the range.
+// MB = 1e6 bytes of tensor data. On this VM a write runs much faster when it
+// re-uses pages freed just before than once freed pages went back to the host
+// (perf_limits.md 1.1); --settle_ms=5000 puts both writes in the second state.
 //
 // Memory: before each save, VmHWM is reset (/proc/self/clear_refs 5); the
 // peak RSS increase during the save (VmHWM after - VmRSS before) is compared
 // with the checkpoint's size on disk. The tensors are in memory before the
-// save and are not counted.
+// save and are not counted. The first save of the process shows the save's
+// whole working set; later ones re-use memory that earlier ones freed.
 //
 // Extra rows (--variants) call WriteCheckpointDb (what the Save op runs) with
-// other options, e.g. --variants=flush=0,wbs=64,wbs=128/flush=0,chunk=4
-// (flush: LevelDbTuning::flush_memtable_on_close; wbs, mfs: write buffer and
-// table size in MiB; batch: writer_batch_bytes in MiB; chunk: chunk_bytes in
-// MiB), and --load_noverify adds a Load with verify_checksums 0.
+// other options, each into its own path (deleted before it is rewritten, as
+// above), e.g. --variants=flush=0,wbs=64,wbs=128/flush=0,chunk=4 (flush:
+// LevelDbTuning::flush_memtable_on_close; wbs, mfs: write buffer and table
+// size in MiB; batch: writer_batch_bytes in MiB; chunk: chunk_bytes in MiB),
+// each followed by a warm load of what it wrote; --load_noverify adds a Load
+// with verify_checksums 0. CPU is user + system time of the whole process.
 //
 // The last line is
 //   checkpoint_bench: save_vs_raw=<r> load_vs_raw=<r> small_save_vs_raw=<r>
@@ -91,7 +98,9 @@ ABSL_FLAG(std::string, dir, "",
           "Scratch directory (created if missing; relative paths are taken "
           "from where `bazel run` was started). Needs ~2.5x the large "
           "checkpoint free.");
-ABSL_FLAG(int, runs, 3, "Measured runs (after one warm-up run); medians.");
+ABSL_FLAG(int, runs, 4,
+          "Measured runs (after one warm-up run); medians. Even, so that raw "
+          "and checkpoint go first equally often.");
 ABSL_FLAG(int, large_blobs, 64, "Large case: number of tensors.");
 ABSL_FLAG(int, large_mib, 16, "Large case: MiB per tensor.");
 ABSL_FLAG(int, small_blobs, 100000, "Small case: number of tensors.");
@@ -332,8 +341,9 @@ class Case {
       const int epoch = run + 1;
       // Writes: raw and the checkpoint take turns going first; variants
       // come after them.
+      const bool raw_first = (run + 2) % 2 == 0;
       for (int turn = 0; turn < 2; ++turn) {
-        if ((turn + run + 2) % 2 == 0) {
+        if ((turn == 0) == raw_first) {
           TimeRawWrite();
         } else {
           TimeSave(epoch);
@@ -345,9 +355,10 @@ class Case {
       TimeReads(db, cold);
       if (record_) {
         std::printf(
-            "  run %d: raw write %.0f MB/s, save %.0f MB/s (%.2fx); raw read "
-            "%.0f MB/s, load %.0f MB/s (%.2fx)\n",
-            run + 1, mb() / Last("w raw"), mb() / Last("save"),
+            "  run %d (%s first): raw write %.0f MB/s, save %.0f MB/s (%.2fx); "
+            "raw read %.0f MB/s, load %.0f MB/s (%.2fx)\n",
+            run + 1, raw_first ? "raw" : "save", mb() / Last("w raw"),
+            mb() / Last("save"),
             Last("w raw") / Last("save"), mb() / Last("r raw"),
             mb() / Last("load"), Last("r raw") / Last("load"));
         std::fflush(stdout);
@@ -505,9 +516,11 @@ class Case {
     options.node = kNode;
     options.epoch = epoch;
     Settle();
+    const double cpu = CpuSeconds();
     const auto start = Clock::now();
     Check(WriteCheckpointDb("leveldb", db, std::move(blobs), options));
     Add("variant " + v.label, Seconds(start));
+    Add("cpu variant " + v.label, CpuSeconds() - cpu);
     // A warm load of the variant (verify_checksums 1), which shows what the
     // options cost at restore time (e.g. a log replay).
     WarmFiles(db, &scratch_);
@@ -558,6 +571,10 @@ class Case {
     Add("cpu " + name, CpuSeconds() - cpu);
     Add(name + " faults", static_cast<double>(MinorFaults() - faults0));
     Add(name, seconds);
+    if (!record_ && name == "load") {
+      first_load_seconds_ = seconds;
+      first_load_faults_ = MinorFaults() - faults0;
+    }
     // Checked off the clock: every tensor bit for bit.
     for (const std::string& n : names_) {
       const Tensor* loaded = ws->GetTensor(n).value();
@@ -636,9 +653,10 @@ class Case {
       std::printf("      peak RSS: cannot reset VmHWM (/proc/self/clear_refs)\n");
     }
     for (const Variant& v : *variants_) {
-      std::printf("    variant %-14s %s  %s; load %s\n", v.label.c_str(),
-                  Rate("variant " + v.label).c_str(),
+      std::printf("    variant %-14s %s  %s, cpu %s; load %s\n",
+                  v.label.c_str(), Rate("variant " + v.label).c_str(),
                   RatioText("w raw", "variant " + v.label).c_str(),
+                  Secs("cpu variant " + v.label).c_str(),
                   Rate("variant load " + v.label).c_str());
     }
     std::printf("  LOAD (%s page cache)\n",
@@ -651,8 +669,12 @@ class Case {
         "    Load op, verify CRC    %s  %s vs raw read; %s vs fresh buffer\n",
         Rate("load").c_str(), RatioText("r raw", "load").c_str(),
         RatioText("r raw fresh", "load").c_str());
-    std::printf("      %s, cpu %s, minor faults %.0f\n", Secs("load").c_str(),
-                Secs("cpu load").c_str(), s_.at("load faults").Median());
+    std::printf(
+        "      %s, cpu %s, minor faults %.0f; the process's first load: "
+        "%.0f MB/s, %ld minor faults (fresh tensor memory)\n",
+        Secs("load").c_str(), Secs("cpu load").c_str(),
+        s_.at("load faults").Median(), mb() / first_load_seconds_,
+        first_load_faults_);
     if (s_.count("load noverify") != 0) {
       std::printf("    Load op, no CRC        %s  %s\n",
                   Rate("load noverify").c_str(),
@@ -680,6 +702,8 @@ class Case {
   std::map<std::string, Sample> s_;
   std::string layout_;
   double first_save_rss_increase_ = -1;
+  double first_load_seconds_ = -1;
+  long first_load_faults_ = 0;
 };
 
 int Main() {
