@@ -7,8 +7,8 @@
 #include <limits>
 #include <mutex>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/base/config.h"
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"

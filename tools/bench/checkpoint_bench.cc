@@ -54,7 +54,8 @@
 //   checkpoint_bench: save_vs_raw=<r> load_vs_raw=<r> small_save_vs_raw=<r>
 //
 // Run:
-//   ./tools/bazel run -c opt //tools/bench:checkpoint_bench -- --dir=/tmp/jgbench
+//   ./tools/bazel run -c opt //tools/bench:checkpoint_bench --
+//   --dir=/tmp/jgbench
 
 #include <fcntl.h>
 #include <sys/resource.h>
@@ -358,9 +359,9 @@ class Case {
             "  run %d (%s first): raw write %.0f MB/s, save %.0f MB/s (%.2fx); "
             "raw read %.0f MB/s, load %.0f MB/s (%.2fx)\n",
             run + 1, raw_first ? "raw" : "save", mb() / Last("w raw"),
-            mb() / Last("save"),
-            Last("w raw") / Last("save"), mb() / Last("r raw"),
-            mb() / Last("load"), Last("r raw") / Last("load"));
+            mb() / Last("save"), Last("w raw") / Last("save"),
+            mb() / Last("r raw"), mb() / Last("load"),
+            Last("r raw") / Last("load"));
         std::fflush(stdout);
       }
     }
@@ -588,11 +589,10 @@ class Case {
   void TimeReads(const std::string& db, bool cold) {
     Prepare(db, cold);
     Add("r raw", ReadRaw(read_buffer_.data()));
-    CHECK(gathered_.empty()
-              ? std::memcmp(read_buffer_.data(), views_[0].data(),
-                            views_[0].size()) == 0
-              : std::memcmp(read_buffer_.data(), gathered_.data(),
-                            gathered_.size()) == 0);
+    CHECK(gathered_.empty() ? std::memcmp(read_buffer_.data(), views_[0].data(),
+                                          views_[0].size()) == 0
+                            : std::memcmp(read_buffer_.data(), gathered_.data(),
+                                          gathered_.size()) == 0);
     {
       Prepare(db, cold);
       const auto start = Clock::now();
@@ -626,7 +626,8 @@ class Case {
   void Report() const {
     std::printf("  %s, medians (range) over the measured runs:\n",
                 label_.c_str());
-    std::printf("  SAVE (durable: DB synced, renamed, dir synced, committed)\n");
+    std::printf(
+        "  SAVE (durable: DB synced, renamed, dir synced, committed)\n");
     std::printf("    raw write + fsync      %s  %s, cpu %s\n",
                 Rate("w raw").c_str(), Secs("w raw").c_str(),
                 Secs("cpu w raw").c_str());
@@ -647,10 +648,10 @@ class Case {
           "= %.2fx the checkpoint's %.1f MB (goal <= 1.10x); later saves "
           "(re-using memory freed by earlier ones): %.1f MB (%.1f-%.1f)\n",
           first_save_rss_increase_ / 1e6, first_save_rss_increase_ / db_bytes,
-          db_bytes / 1e6, rss.Median() / 1e6, rss.Min() / 1e6,
-          rss.Max() / 1e6);
+          db_bytes / 1e6, rss.Median() / 1e6, rss.Min() / 1e6, rss.Max() / 1e6);
     } else {
-      std::printf("      peak RSS: cannot reset VmHWM (/proc/self/clear_refs)\n");
+      std::printf(
+          "      peak RSS: cannot reset VmHWM (/proc/self/clear_refs)\n");
     }
     for (const Variant& v : *variants_) {
       std::printf("    variant %-14s %s  %s, cpu %s; load %s\n",
@@ -721,17 +722,18 @@ int Main() {
   }
   const std::vector<Variant> variants =
       ParseVariants(absl::GetFlag(FLAGS_variants));
-  std::printf("checkpoint_bench: dir %s; LevelDB with the Save op's defaults "
-              "(write_buffer %zu MiB, max_file %zu MiB, flush on close %d)\n",
-              dir.c_str(), DbOptions().leveldb.write_buffer_size >> 20,
-              DbOptions().leveldb.max_file_size >> 20,
-              DbOptions().leveldb.flush_memtable_on_close ? 1 : 0);
+  std::printf(
+      "checkpoint_bench: dir %s; LevelDB with the Save op's defaults "
+      "(write_buffer %zu MiB, max_file %zu MiB, flush on close %d)\n",
+      dir.c_str(), DbOptions().leveldb.write_buffer_size >> 20,
+      DbOptions().leveldb.max_file_size >> 20,
+      DbOptions().leveldb.flush_memtable_on_close ? 1 : 0);
 
   double save = 0, load = 0, small_save = 0;
   if (absl::GetFlag(FLAGS_large)) {
-    Case large("large", JoinPath(dir, "large"), absl::GetFlag(FLAGS_large_blobs),
-               static_cast<size_t>(absl::GetFlag(FLAGS_large_mib)) << 20,
-               &variants);
+    Case large(
+        "large", JoinPath(dir, "large"), absl::GetFlag(FLAGS_large_blobs),
+        static_cast<size_t>(absl::GetFlag(FLAGS_large_mib)) << 20, &variants);
     RemoveIfExists(JoinPath(dir, "large"));
     Check(CreateDir(JoinPath(dir, "large")));
     large.Run(runs, cold);
@@ -739,7 +741,8 @@ int Main() {
     load = large.LoadRatio();
   }
   if (absl::GetFlag(FLAGS_small)) {
-    Case small("small", JoinPath(dir, "small"), absl::GetFlag(FLAGS_small_blobs),
+    Case small("small", JoinPath(dir, "small"),
+               absl::GetFlag(FLAGS_small_blobs),
                absl::GetFlag(FLAGS_small_bytes), &variants);
     RemoveIfExists(JoinPath(dir, "small"));
     Check(CreateDir(JoinPath(dir, "small")));
