@@ -396,7 +396,7 @@ absl::StatusOr<std::vector<int64_t>> ApplyRetention(
   manifest.clear_epoch();
   for (CommittedEpoch& e : kept) *manifest.add_epoch() = std::move(e);
   // Uncommit first: a crash from here on leaves only unlisted directories,
-  // which nothing reads and `ckpt gc` removes.
+  // which nothing reads; `ckpt list` shows them as uncommitted.
   JG_RETURN_IF_ERROR(WriteManifest(dir, manifest));
   JG_RETURN_IF_ERROR(Failpoint("retention.after_manifest"));
   bool first = true;
