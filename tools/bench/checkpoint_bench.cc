@@ -34,13 +34,19 @@
 // / checkpoint time); the medians over runs are reported, with the range.
 // MB = 1e6 bytes of tensor data. On this VM a write runs much faster when it
 // re-uses pages freed just before than once freed pages went back to the host
-// (perf_limits.md 1.1); --settle_ms=5000 puts both writes in the second state.
+// (perf_limits.md 1.1), so whichever write comes first in a run (after the
+// previous run's reads and loads freed ~2 GiB) tends to be faster; compare
+// the per-run lines of each order. --churn_mib=2048 (touch and free that
+// much memory before every timed write) gives both writes the same warm
+// state; --settle_ms=5000 lets freed pages go back to the host first.
 //
 // Memory: before each save, VmHWM is reset (/proc/self/clear_refs 5); the
 // peak RSS increase during the save (VmHWM after - VmRSS before) is compared
 // with the checkpoint's size on disk. The tensors are in memory before the
-// save and are not counted. The first save of the process shows the save's
-// whole working set; later ones re-use memory that earlier ones freed.
+// save and are not counted. The warm-up save follows malloc_trim(0), so it
+// shows the save's whole working set, as a process's first save would; later
+// saves re-use memory that earlier ones freed. "wrote" is the process's
+// wchar from /proc/self/io (bytes passed to write()).
 //
 // Extra rows (--variants) call WriteCheckpointDb (what the Save op runs) with
 // other options, each into its own path (deleted before it is rewritten, as
@@ -58,6 +64,9 @@
 //   --dir=/tmp/jgbench
 
 #include <fcntl.h>
+#include <malloc.h>
+#include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -109,6 +118,8 @@ ABSL_FLAG(int, small_bytes, 64, "Small case: bytes per tensor (floats).");
 ABSL_FLAG(bool, large, true, "Run the large case.");
 ABSL_FLAG(bool, small, true, "Run the small case.");
 ABSL_FLAG(int, settle_ms, 1000, "Sleep after sync before each timed write.");
+ABSL_FLAG(int, churn_mib, 0,
+          "Before each timed write, touch and free this much memory.");
 ABSL_FLAG(bool, cold, false,
           "Time reads after drop_caches (needs root) instead of warm.");
 ABSL_FLAG(std::string, variants, "",
@@ -150,6 +161,17 @@ void RemoveIfExists(const std::string& path) {
 }
 
 void Settle() {
+  const int64_t churn = absl::GetFlag(FLAGS_churn_mib);
+  if (churn > 0) {
+    // Touches and frees this much memory, so that every timed write starts
+    // with the same pool of just-freed pages (see the header).
+    const size_t bytes = static_cast<size_t>(churn) << 20;
+    void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    PCHECK(p != MAP_FAILED);
+    std::memset(p, 1, bytes);
+    PCHECK(::munmap(p, bytes) == 0);
+  }
   ::sync();
   std::this_thread::sleep_for(
       std::chrono::milliseconds(absl::GetFlag(FLAGS_settle_ms)));
@@ -174,6 +196,26 @@ long StatusKb(const char* field) {
   while (std::fgets(line, sizeof(line), f) != nullptr) {
     if (std::strncmp(line, field, n) == 0 && line[n] == ':') {
       value = std::strtol(line + n + 1, nullptr, 10);
+      break;
+    }
+  }
+  std::fclose(f);
+  return value;
+}
+
+// A field of /proc/self/io ("wchar": bytes passed to write() and similar;
+// "write_bytes": bytes this process caused to be sent to storage;
+// "cancelled_write_bytes": of those, bytes whose page-cache pages were
+// truncated or deleted before writeback); -1 if absent.
+int64_t IoBytes(const char* field) {
+  FILE* f = std::fopen("/proc/self/io", "r");
+  if (f == nullptr) return -1;
+  char line[256];
+  int64_t value = -1;
+  const size_t n = std::strlen(field);
+  while (std::fgets(line, sizeof(line), f) != nullptr) {
+    if (std::strncmp(line, field, n) == 0 && line[n] == ':') {
+      value = std::strtoll(line + n + 1, nullptr, 10);
       break;
     }
   }
@@ -397,6 +439,7 @@ class Case {
     RemoveIfExists(raw_path_);
     Settle();
     const double cpu = CpuSeconds();
+    const int64_t wchar0 = IoBytes("wchar");
     const auto start = Clock::now();
     int fd = ::open(raw_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
                     0644);
@@ -417,6 +460,7 @@ class Case {
     PCHECK(::close(fd) == 0);
     Add("w raw", Seconds(start));
     Add("cpu w raw", CpuSeconds() - cpu);
+    Add("wchar w raw", static_cast<double>(IoBytes("wchar") - wchar0));
   }
 
   // Deletes every checkpoint (off the clock) and starts an empty directory.
@@ -467,10 +511,16 @@ class Case {
     FreshCheckpointDir();
     const NetDef def = SaveNet(epoch);
     Settle();
+    // The warm-up save stands for a process's first save: memory that
+    // earlier work freed but malloc kept is returned first, so the peak RSS
+    // increase shows the save's whole working set.
+    if (!record_) malloc_trim(0);
     const bool hwm_ok = ResetPeakRss();
     const long rss0 = StatusKb("VmRSS");
     const long faults0 = MinorFaults();
     const double cpu = CpuSeconds();
+    const int64_t wchar0 = IoBytes("wchar");
+    const int64_t rchar0 = IoBytes("rchar");
     const auto start = Clock::now();
     std::unique_ptr<Net> net = Net::Create(def, &source_).value();
     const double create = Seconds(start);
@@ -486,13 +536,14 @@ class Case {
     Add("save commit", total - run);
     Add("cpu save", cpu_used);
     Add("save faults", static_cast<double>(MinorFaults() - faults0));
+    // Checkpoint files are mmapped for reading, which rchar does not see.
+    Add("wchar save", static_cast<double>(IoBytes("wchar") - wchar0));
+    Add("rchar save", static_cast<double>(IoBytes("rchar") - rchar0));
     const std::string db = CheckpointDbPath(ckpt_dir_, kNode, epoch);
     const DirInfo info = DescribeDir(db);
     Add("db bytes", static_cast<double>(info.bytes));
     if (hwm_ok && hwm >= 0 && rss0 >= 0) {
       Add("save rss increase", (hwm - rss0) * 1024.0);
-      // The warm-up run's save is the process's first: no freed memory is
-      // kept from an earlier save, so it shows the save's whole working set.
       if (!record_) first_save_rss_increase_ = (hwm - rss0) * 1024.0;
     }
     layout_ = absl::StrFormat("%d tables, %d logs (%.1f MB), %.1f MB in all",
@@ -563,6 +614,8 @@ class Case {
   void TimeLoad(const std::string& db, bool verify, const std::string& name) {
     auto ws = std::make_unique<Workspace>(nullptr, kNode);
     const NetDef def = LoadNet(db, verify);
+    // Likewise, the warm-up load allocates its tensors in fresh memory.
+    if (!record_) malloc_trim(0);
     const long faults0 = MinorFaults();
     const double cpu = CpuSeconds();
     const auto start = Clock::now();
@@ -628,17 +681,18 @@ class Case {
                 label_.c_str());
     std::printf(
         "  SAVE (durable: DB synced, renamed, dir synced, committed)\n");
-    std::printf("    raw write + fsync      %s  %s, cpu %s\n",
+    std::printf("    raw write + fsync      %s  %s, cpu %s; wrote %.0f MB\n",
                 Rate("w raw").c_str(), Secs("w raw").c_str(),
-                Secs("cpu w raw").c_str());
+                Secs("cpu w raw").c_str(), s_.at("wchar w raw").Median() / 1e6);
     std::printf("    Save op + commit       %s  %s, %s\n", Rate("save").c_str(),
                 Secs("save").c_str(), RatioText("w raw", "save").c_str());
     std::printf(
         "      Net::Create %s, Net::Run %s, manifest commit %s; cpu %s; "
-        "minor faults %.0f\n",
+        "minor faults %.0f; wrote %.0f MB, read %.0f MB through read()\n",
         Secs("save create").c_str(), Secs("save run").c_str(),
         Secs("save commit").c_str(), Secs("cpu save").c_str(),
-        s_.at("save faults").Median());
+        s_.at("save faults").Median(), s_.at("wchar save").Median() / 1e6,
+        s_.at("rchar save").Median() / 1e6);
     std::printf("      database: %s\n", layout_.c_str());
     const double db_bytes = s_.at("db bytes").Median();
     if (s_.count("save rss increase") != 0) {
@@ -714,6 +768,16 @@ int Main() {
     dir = JoinPath(std::getenv("BUILD_WORKING_DIRECTORY"), dir);
   }
   if (!PathExists(dir).value()) Check(CreateDir(dir));
+  // Each run deletes what it finds under --dir, so two runs sharing one would
+  // destroy each other's databases mid-write: the second one stops here.
+  const std::string lock_path = JoinPath(dir, "checkpoint_bench.lock");
+  const int lock_fd =
+      ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  PCHECK(lock_fd >= 0) << lock_path;
+  if (::flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
+    LOG(FATAL) << "another checkpoint_bench is using " << dir
+               << "; give this one another --dir";
+  }
   const int runs = absl::GetFlag(FLAGS_runs);
   CHECK_GE(runs, 1);
   const bool cold = absl::GetFlag(FLAGS_cold);
