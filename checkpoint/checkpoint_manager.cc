@@ -216,6 +216,22 @@ void CheckpointManager::ReportCheckpointStats(absl::string_view action,
   if (handler_ != nullptr) handler_->Report(action, stats);
 }
 
+CheckpointStats CheckpointManager::SavedStats(const Session& session,
+                                              int64_t epoch) const {
+  CheckpointStats stats;
+  CheckpointStats::Db& db = stats.dbs[DbName(epoch)];
+  db.node = file_node_;
+  absl::StatusOr<Tensor> bytes = session.FetchBlob(task_node_, kSavedBytesBlob);
+  if (bytes.ok() && bytes->dtype() == INT64 && bytes->numel() == 1) {
+    db.bytes = bytes->scalar<int64_t>();
+  } else {
+    LOG(WARNING) << "no size for " << DbName(epoch) << ": "
+                 << (bytes.ok() ? bytes->DebugString(4)
+                                : bytes.status().ToString());
+  }
+  return stats;
+}
+
 CheckpointStats CheckpointManager::CollectStats(int64_t epoch) const {
   CheckpointStats stats;
   const std::string path = DbName(epoch);
@@ -329,6 +345,16 @@ absl::Status MultiNodeCheckpointManager::WriteCheckpointMetadata(
 void MultiNodeCheckpointManager::ReportCheckpointStats(
     absl::string_view action, const CheckpointStats& stats) {
   handler_->Report(action, stats);
+}
+
+CheckpointStats MultiNodeCheckpointManager::SavedStats(const Session& session,
+                                                       int64_t epoch) const {
+  CheckpointStats stats;
+  for (const auto& m : managers_) {
+    CheckpointStats one = m->SavedStats(session, epoch);
+    stats.dbs.insert(one.dbs.begin(), one.dbs.end());
+  }
+  return stats;
 }
 
 CheckpointStats MultiNodeCheckpointManager::CollectStats(int64_t epoch) const {

@@ -36,6 +36,9 @@ namespace jobgraph {
 // The blob that holds the list of checkpointed blob names, in every node's
 // root workspace and in every checkpoint.
 inline constexpr char kBlobNamesBlob[] = "blob_names";
+// The blob the save task writes the saved bytes into (not checkpointed: it is
+// created after the blob list is fixed).
+inline constexpr char kSavedBytesBlob[] = "checkpoint_saved_bytes";
 
 struct CheckpointOptions {
   // Directory that holds the databases and the manifest; created on the
@@ -82,7 +85,12 @@ class CheckpointManagerBase {
       int64_t epoch, const CheckpointStats& stats) = 0;
   virtual void ReportCheckpointStats(absl::string_view action,
                                      const CheckpointStats& stats) = 0;
-  // Sizes of the databases of `epoch` (read from their manifests).
+  // Sizes of the databases of `epoch` as the last Save of this manager
+  // reported them through `session` (no database is opened).
+  virtual CheckpointStats SavedStats(const Session& session,
+                                     int64_t epoch) const = 0;
+  // Sizes of the databases of `epoch`, read from their manifests (for
+  // loads, which open the databases anyway).
   virtual CheckpointStats CollectStats(int64_t epoch) const = 0;
   virtual std::vector<std::string> node_names() const = 0;
   virtual const CheckpointOptions& options() const = 0;
@@ -107,6 +115,8 @@ class CheckpointManager : public CheckpointManagerBase {
                                        const CheckpointStats& stats) override;
   void ReportCheckpointStats(absl::string_view action,
                              const CheckpointStats& stats) override;
+  CheckpointStats SavedStats(const Session& session,
+                             int64_t epoch) const override;
   CheckpointStats CollectStats(int64_t epoch) const override;
   std::vector<std::string> node_names() const override { return {file_node_}; }
   const CheckpointOptions& options() const override { return options_; }
@@ -164,6 +174,8 @@ class MultiNodeCheckpointManager : public CheckpointManagerBase {
                                        const CheckpointStats& stats) override;
   void ReportCheckpointStats(absl::string_view action,
                              const CheckpointStats& stats) override;
+  CheckpointStats SavedStats(const Session& session,
+                             int64_t epoch) const override;
   CheckpointStats CollectStats(int64_t epoch) const override;
   std::vector<std::string> node_names() const override { return nodes_; }
   const CheckpointOptions& options() const override { return options_; }

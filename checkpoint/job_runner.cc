@@ -71,7 +71,7 @@ absl::Status JobRunner::SaveCheckpoint(int64_t epoch, Session& session,
     status = save.ok() ? session.Run(*save) : save.status();
     CheckpointStats stats;
     if (status.ok()) {
-      stats = manager_->CollectStats(epoch);
+      stats = manager_->SavedStats(session, epoch);
       stats.wall_micros = MicrosSince(start);
       status = manager_->WriteCheckpointMetadata(epoch, stats);
     }

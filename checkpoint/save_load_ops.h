@@ -7,7 +7,8 @@
 // `absolute_path` is accepted for compatibility and changes nothing: a
 // relative path is relative to the process's working directory.
 //
-// Save (inputs: the blobs, at least one; no outputs)
+// Save (inputs: the blobs, at least one; optional output: an int64 scalar
+// set to the bytes written, the database manifest's total_bytes)
 //   db (string, required)        path of the database to write
 //   db_type (string, required)   a registered DB type, e.g. "leveldb"
 //   absolute_path (int, 0)       see above
@@ -124,10 +125,11 @@ struct CheckpointDbOptions {
 // Load refuses it.
 //
 // Errors name the path and, for serialization errors, the blob.
-absl::Status WriteCheckpointDb(absl::string_view db_type,
-                               const std::string& path,
-                               std::vector<BlobToSave> blobs,
-                               const CheckpointDbOptions& options);
+// Returns the bytes of the values written (the manifest's total_bytes).
+absl::StatusOr<int64_t> WriteCheckpointDb(absl::string_view db_type,
+                                          const std::string& path,
+                                          std::vector<BlobToSave> blobs,
+                                          const CheckpointDbOptions& options);
 
 // Whether `basename` (a name inside a checkpoint directory) has the form of
 // WriteCheckpointDb's temporary databases: a database being written, the

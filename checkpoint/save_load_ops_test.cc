@@ -502,8 +502,8 @@ TEST_F(SaveLoadTest, SaveArgumentErrors) {
       MakeOp("Save", {}, {}, {Arg("db", db), Arg("db_type", "leveldb")}), &ws);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(status.message(),
-            "op Save( -> ): takes at least one input and no outputs, got 0 "
-            "inputs and 0 outputs");
+            "op Save( -> ): takes at least one input and at most one output, "
+            "got 0 inputs and 0 outputs");
   EXPECT_THAT(List(dir_.path()), IsEmpty());
 }
 

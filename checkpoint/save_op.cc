@@ -197,9 +197,9 @@ absl::Status CheckBlobs(const std::vector<BlobToSave>& blobs,
 }
 
 // Streams every blob into `db`, then the manifest, and closes `db` (which
-// makes it durable).
-absl::Status WriteBlobs(DB* db, const std::vector<BlobToSave>& blobs,
-                        const CheckpointDbOptions& options) {
+// makes it durable). Returns the bytes of the blobs' values.
+absl::StatusOr<int64_t> WriteBlobs(DB* db, const std::vector<BlobToSave>& blobs,
+                                   const CheckpointDbOptions& options) {
   JG_ASSIGN_OR_RETURN(std::unique_ptr<Writer> writer, db->NewWriter());
   DbManifestBuilder manifest(options.node, options.epoch);
   for (const BlobToSave& b : blobs) {
@@ -218,12 +218,14 @@ absl::Status WriteBlobs(DB* db, const std::vector<BlobToSave>& blobs,
   JG_RETURN_IF_ERROR(writer->Put(kDbManifestKey, bytes));
   JG_RETURN_IF_ERROR(writer->Flush());
   writer.reset();
-  return db->Close();
+  JG_RETURN_IF_ERROR(db->Close());
+  return manifest.manifest().total_bytes();
 }
 
-absl::Status OpenAndWrite(absl::string_view db_type, const std::string& path,
-                          const std::vector<BlobToSave>& blobs,
-                          const CheckpointDbOptions& options) {
+absl::StatusOr<int64_t> OpenAndWrite(absl::string_view db_type,
+                                     const std::string& path,
+                                     const std::vector<BlobToSave>& blobs,
+                                     const CheckpointDbOptions& options) {
   JG_ASSIGN_OR_RETURN(
       std::unique_ptr<DB> db,
       DbRegistry::Global().Open(db_type, path, DbMode::kNew, options.db));
@@ -241,11 +243,11 @@ void RemoveTemp(Storage storage, const std::string& temp) {
 }
 
 // Writes under a temporary name and puts the result in place (steps 2 and 3
-// of WriteCheckpointDb).
-absl::Status WriteAndInstall(absl::string_view db_type, Storage storage,
-                             const SplitPath& split,
-                             const std::vector<BlobToSave>& blobs,
-                             const CheckpointDbOptions& options) {
+// of WriteCheckpointDb). Returns the bytes written.
+absl::StatusOr<int64_t> WriteAndInstall(absl::string_view db_type,
+                                        Storage storage, const SplitPath& split,
+                                        const std::vector<BlobToSave>& blobs,
+                                        const CheckpointDbOptions& options) {
   const std::string& path = split.path;
   if (storage == Storage::kDirectory) {
     JG_RETURN_IF_ERROR(CheckParentDir(split));
@@ -262,7 +264,8 @@ absl::Status WriteAndInstall(absl::string_view db_type, Storage storage,
     if (exists) JG_RETURN_IF_ERROR(RemoveRecursively(temp));
   }
 
-  absl::Status status = OpenAndWrite(db_type, temp, blobs, options);
+  absl::StatusOr<int64_t> written = OpenAndWrite(db_type, temp, blobs, options);
+  absl::Status status = written.status();
   if (status.ok()) status = Failpoint("save.after_db_write");
   bool old_copy_at_temp = false;
   if (status.ok()) {
@@ -294,7 +297,8 @@ absl::Status WriteAndInstall(absl::string_view db_type, Storage storage,
     absl::Status deleting = DeleteInBackground(temp);
     if (!deleting.ok()) LOG(WARNING) << deleting;
   }
-  return Failpoint("save.after_rename");
+  JG_RETURN_IF_ERROR(Failpoint("save.after_rename"));
+  return *written;
 }
 
 }  // namespace
@@ -315,11 +319,11 @@ bool IsSaveTempName(absl::string_view basename) {
          all_digits(suffix.substr(dash + 1));
 }
 
-absl::Status WriteCheckpointDb(absl::string_view db_type,
-                               const std::string& path,
-                               std::vector<BlobToSave> blobs,
-                               const CheckpointDbOptions& options) {
-  absl::Status status = [&]() -> absl::Status {
+absl::StatusOr<int64_t> WriteCheckpointDb(absl::string_view db_type,
+                                          const std::string& path,
+                                          std::vector<BlobToSave> blobs,
+                                          const CheckpointDbOptions& options) {
+  absl::StatusOr<int64_t> written = [&]() -> absl::StatusOr<int64_t> {
     JG_ASSIGN_OR_RETURN(SplitPath split, Split(path));
     if (!DbRegistry::Global().IsRegistered(db_type)) {
       // Open() would say the same, with the list of known types.
@@ -336,13 +340,16 @@ absl::Status WriteCheckpointDb(absl::string_view db_type,
     if (storage != Storage::kOther) {
       return WriteAndInstall(db_type, storage, split, blobs, options);
     }
-    JG_RETURN_IF_ERROR(OpenAndWrite(db_type, split.path, blobs, options));
+    JG_ASSIGN_OR_RETURN(int64_t bytes,
+                        OpenAndWrite(db_type, split.path, blobs, options));
     JG_RETURN_IF_ERROR(Failpoint("save.after_db_write"));
-    return Failpoint("save.after_rename");
+    JG_RETURN_IF_ERROR(Failpoint("save.after_rename"));
+    return bytes;
   }();
-  if (status.ok()) return status;
-  return absl::Status(status.code(), absl::StrCat("saving checkpoint ", path,
-                                                  ": ", status.message()));
+  if (written.ok()) return written;
+  return absl::Status(written.status().code(),
+                      absl::StrCat("saving checkpoint ", path, ": ",
+                                   written.status().message()));
 }
 
 namespace {
@@ -353,10 +360,10 @@ class SaveOp final : public OperatorBase {
   using OperatorBase::OperatorBase;
 
   absl::Status Init() override {
-    if (InputSize() < 1 || OutputSize() != 0) {
+    if (InputSize() < 1 || OutputSize() > 1) {
       return Error(
           absl::StatusCode::kInvalidArgument,
-          absl::StrCat("takes at least one input and no outputs, "
+          absl::StrCat("takes at least one input and at most one output, "
                        "got ",
                        InputSize(), " inputs and ", OutputSize(), " outputs"));
     }
@@ -403,10 +410,15 @@ class SaveOp final : public OperatorBase {
     for (int i = 0; i < InputSize(); ++i) {
       blobs.push_back({names_[i], InputBlob(i)});
     }
-    absl::Status status =
+    absl::StatusOr<int64_t> written =
         WriteCheckpointDb(db_type_, db_, std::move(blobs), options_);
-    if (status.ok()) return status;
-    return Error(status.code(), status.message());
+    if (!written.ok()) {
+      return Error(written.status().code(), written.status().message());
+    }
+    // The optional output tells the caller what was written without
+    // opening the database again.
+    if (OutputSize() == 1) *Output(0) = Tensor::Scalar<int64_t>(*written);
+    return absl::OkStatus();
   }
 
  private:

@@ -336,9 +336,11 @@ std::vector<DamageCase> AllDamageCases() {
       // every I/O error to Internal.
       {"TruncateTableToHalf", TruncateTableToHalf, ".ldb"},
       {"TruncateTableByOneByte", TruncateTableByOneByte, ".ldb"},
-      // "Corruption: no meta-nextfile entry in descriptor".
+      // LevelDB recovers the descriptor's complete records and drops the
+      // rest, losing the table that holds the jobgraph manifest key, so the
+      // database opens but is missing its manifest (DataLoss).
       {"TruncateLevelDbManifestToHalf", TruncateLevelDbManifestToHalf,
-       "Corruption"},
+       "has no jobgraph manifest"},
       // (c) Deleted files. "Corruption: 1 missing files; e.g.: <db>/...ldb".
       {"DeleteTable", DeleteTable, ".ldb"},
       // Gave NOT_FOUND ("no LevelDB database at <db>: it has no CURRENT

@@ -570,7 +570,7 @@ class Case {
     Settle();
     const double cpu = CpuSeconds();
     const auto start = Clock::now();
-    Check(WriteCheckpointDb("leveldb", db, std::move(blobs), options));
+    Check(WriteCheckpointDb("leveldb", db, std::move(blobs), options).status());
     Add("variant " + v.label, Seconds(start));
     Add("cpu variant " + v.label, CpuSeconds() - cpu);
     // A warm load of the variant (verify_checksums 1), which shows what the

@@ -91,10 +91,10 @@ void SaveW(const std::string& dir, int64_t epoch, float value) {
   CheckpointDbOptions options;
   options.node = "trainer_0";
   options.epoch = epoch;
-  absl::Status status =
+  absl::StatusOr<int64_t> written =
       WriteCheckpointDb("leveldb", CheckpointDbPath(dir, "trainer_0", epoch),
                         {{"w", &blob}}, options);
-  ASSERT_TRUE(status.ok()) << status;
+  ASSERT_TRUE(written.ok()) << written.status();
 }
 
 TEST(CkptCliTest, ExitCodesOutputStreamsAndWorkingDirectory) {
