@@ -129,8 +129,15 @@ absl::StatusOr<std::vector<std::string>> CheckpointManager::BlobList(
         "blob '", kBlobNamesBlob, "' of node '", task_node_, "' holds ",
         names->DebugString(4), ", not a list of names"));
   }
-  return std::vector<std::string>(names->data<std::string>(),
-                                  names->data<std::string>() + names->numel());
+  std::vector<std::string> blobs;
+  for (int64_t i = 0; i < names->numel(); ++i) {
+    // The save's own byte count lives in the root workspace once a save has
+    // run there; it describes a save and is never part of one.
+    if (names->data<std::string>()[i] != kSavedBytesBlob) {
+      blobs.push_back(names->data<std::string>()[i]);
+    }
+  }
+  return blobs;
 }
 
 absl::Status CheckpointManager::AddSaveTask(TaskGroup* group,
@@ -140,11 +147,12 @@ absl::Status CheckpointManager::AddSaveTask(TaskGroup* group,
   std::vector<BlobRef> inputs(blobs.begin(), blobs.end());
   Task& task = group->NewTask(Node(task_node_), {.name = "checkpoint_save"});
   task.net().Op(
-      "Save", inputs, std::vector<BlobRef>{},
+      "Save", inputs, {BlobRef(kSavedBytesBlob)},
       {MakeArg("db", DbName(epoch)), MakeArg("db_type", options_.db_type),
        MakeArg("absolute_path", 1),
        MakeArg("chunk_bytes", options_.chunk_bytes),
        MakeArg("node", file_node_), MakeArg("epoch", epoch)});
+  task.AddOutput(BlobRef(kSavedBytesBlob, task_node_));
   return absl::OkStatus();
 }
 

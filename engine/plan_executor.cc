@@ -142,6 +142,31 @@ absl::Status ValidateStep(const ExecutionStep& step) {
     return absl::InvalidArgumentError(absl::StrCat(
         "step '", step.name(), "' has negative num_iter ", step.num_iter()));
   }
+  bool has_recurring = false;
+  for (const ExecutionStep& sub : step.substep()) {
+    has_recurring |= !sub.has_run_every_ms();
+  }
+  if (!step.should_stop_blob().empty() && step.network_size() == 0 &&
+      !has_recurring && !step.only_once()) {
+    // Nothing would ever run between the stop checks, so nothing could set
+    // the blob: the step would spin for ever.
+    return absl::InvalidArgumentError(absl::StrCat(
+        "step '", step.name(),
+        "' has a should_stop_blob but no nets or substeps to run"));
+  }
+  if (step.num_concurrent_instances() > 1) {
+    // Instances of a substep built once would share its nets, and a net's
+    // ops and outputs may be used by one thread at a time only.
+    for (const ExecutionStep& sub : step.substep()) {
+      if (!sub.has_run_every_ms() && !sub.create_workspace()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "step '", step.name(), "' runs ", step.num_concurrent_instances(),
+            " concurrent instances of substep '", sub.name(),
+            "', which must set create_workspace so each instance gets its "
+            "own workspace and nets"));
+      }
+    }
+  }
   if (step.has_run_every_ms() && step.run_every_ms() <= 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("step '", step.name(), "' has run_every_ms ",

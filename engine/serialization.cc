@@ -1,5 +1,7 @@
 #include "engine/serialization.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <climits>
 #include <cstring>
@@ -279,6 +281,23 @@ absl::Status CheckTensorHeader(absl::string_view name, const TensorProto& proto,
     return absl::DataLossError(absl::StrCat("blob '", name, "': tensor shape ",
                                             ShapeString(proto.dims()),
                                             " is too large"));
+  }
+  // The shape decides the allocation before any data arrives, so a damaged
+  // or hostile shape must not be able to ask for more than the machine has
+  // (new[] would throw and terminate the process). Strings count as their
+  // std::string objects.
+  static const double kPhysicalBytes =
+      static_cast<double>(::sysconf(_SC_PHYS_PAGES)) *
+      static_cast<double>(::sysconf(_SC_PAGESIZE));
+  const double bytes =
+      static_cast<double>(n) * static_cast<double>(element_size > 0
+                                                       ? element_size
+                                                       : sizeof(std::string));
+  if (kPhysicalBytes > 0 && bytes > kPhysicalBytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "blob '", name, "': tensor shape ", ShapeString(proto.dims()),
+        " needs ", bytes, " bytes, more than this machine's memory (",
+        kPhysicalBytes, " bytes); the checkpoint may be damaged"));
   }
   *numel = n;
   return absl::OkStatus();

@@ -907,5 +907,22 @@ TEST(SerializationTest, RegisteringTwiceIsAlreadyExists) {
             FindBlobSerializer(std::type_index(typeid(Counter))));
 }
 
+// A damaged shape must not make loading allocate more than the machine has.
+TEST(SerializationTest, AShapeLargerThanMemoryIsRefusedBeforeAllocating) {
+  const Tensor small = Tensor::Iota<float>(4);
+  Pairs pairs = SerializeOrDie("x", small, 1 << 20);
+  ASSERT_EQ(pairs.size(), 1u);
+  BlobProto proto;
+  ASSERT_TRUE(proto.ParseFromString(pairs[0].second));
+  proto.mutable_tensor()->clear_dims();
+  proto.mutable_tensor()->add_dims(int64_t{1} << 50);  // 4 PiB of floats
+  proto.mutable_tensor()->mutable_segment()->set_end(int64_t{1} << 50);
+  Blob out;
+  absl::Status s = DeserializeBlob("x", proto.SerializeAsString(), &out);
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("blob 'x': tensor shape [1125899906842624] needs"));
+}
+
 }  // namespace
 }  // namespace jobgraph

@@ -79,6 +79,12 @@ void RunWith(MakeManager make_manager) {
     EXPECT_EQ(Total(session), 145);
     EXPECT_EQ(runner.stats().save_failures, 0);
     ASSERT_EQ(runner.stats().epochs.size(), 5u);
+    // Every save reports the bytes it wrote, and the manifest records them:
+    // the four blobs of this pipeline take 291 bytes.
+    for (const EpochStats& e : runner.stats().epochs) {
+      EXPECT_TRUE(e.saved) << "epoch " << e.epoch;
+      EXPECT_EQ(e.save_bytes, 291) << "epoch " << e.epoch;
+    }
   }
   std::unique_ptr<LocalSession> session;
   std::unique_ptr<CheckpointManagerBase> manager;
@@ -146,11 +152,13 @@ TEST(CheckpointTest, CheckpointedBlobsAreTheInitGroupsBlobs) {
                                names->data<std::string>() + names->numel()),
       ElementsAre("blob_names", "dataset:0_cursor", "total", "val"));
   // After the run the root also holds the stop condition published by the
-  // epoch group; everything else the epochs made lived in private
+  // epoch group and the last save's byte count (an output of the save task,
+  // never checkpointed); everything else the epochs made lived in private
   // workspaces and is gone.
   EXPECT_THAT(session.NodeWorkspace("trainer_0")->LocalBlobNames(),
-              ElementsAre("blob_names", "dataset:0/limit/data_finished",
-                          "dataset:0_cursor", "total", "val"));
+              ElementsAre("blob_names", "checkpoint_saved_bytes",
+                          "dataset:0/limit/data_finished", "dataset:0_cursor",
+                          "total", "val"));
 }
 
 TEST(CheckpointTest, DbNamesAndPartialLoadFromEveryNode) {

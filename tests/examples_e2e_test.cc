@@ -20,6 +20,7 @@ namespace {
 using ::jobgraph::testing::ChildRun;
 using ::jobgraph::testing::NewTempDir;
 using ::jobgraph::testing::RunBinary;
+using ::jobgraph::testing::RunBinaryKilledAt;
 using ::jobgraph::testing::RunfilesPath;
 using ::testing::HasSubstr;
 
@@ -86,17 +87,23 @@ TEST(SumPipeline, SigkillAtRandomMomentsThenResumeLatest) {
     ChildRun killed = SumPipeline(args, kill_after);
     SCOPED_TRACE(
         absl::StrCat("trial ", trial, ", killed after ", kill_after, " ms"));
+    bool committed = false;
     if (killed.killed()) {
       ChildRun verify = Ckpt({"verify", dir});
       // Nothing committed yet is a clean "no checkpoint" (exit 2); anything
       // committed must verify.
       EXPECT_TRUE(verify.exit_code() == 0 || verify.exit_code() == 2)
           << verify.Describe();
+      committed = verify.exit_code() == 0;
     }
     std::vector<std::string> resume_args = args;
     resume_args.push_back("--resume_from_epoch=latest");
     ChildRun resumed = SumPipeline(resume_args);
     ASSERT_TRUE(resumed.exited_ok()) << resumed.Describe();
+    // With a committed epoch the run must really resume, not start over.
+    if (committed && killed.killed()) {
+      EXPECT_THAT(resumed.log, HasSubstr("resumed from epoch"));
+    }
     EXPECT_THAT(LastLine(resumed),
                 ::testing::MatchesRegex("result: epochs=[45] totals=145,145"));
   }
@@ -104,16 +111,34 @@ TEST(SumPipeline, SigkillAtRandomMomentsThenResumeLatest) {
 
 TEST(SumPipeline, BadFlagsFailWithAClearMessage) {
   ChildRun nodes = SumPipeline({"--nodes=0"});
-  EXPECT_NE(nodes.exit_code(), 0);
+  EXPECT_EQ(nodes.exit_code(), 2) << nodes.Describe();
   EXPECT_THAT(nodes.log, HasSubstr("--nodes"));
   ChildRun resume = SumPipeline({"--resume_from_epoch=2"});
-  EXPECT_NE(resume.exit_code(), 0);
+  EXPECT_EQ(resume.exit_code(), 2) << resume.Describe();
   EXPECT_THAT(resume.log, HasSubstr("--checkpoint_dir"));
   const std::string dir = NewTempDir("sum_badresume");
   ChildRun word =
       SumPipeline({"--checkpoint_dir=" + dir, "--resume_from_epoch=soon"});
-  EXPECT_NE(word.exit_code(), 0);
+  EXPECT_EQ(word.exit_code(), 2) << word.Describe();
   EXPECT_THAT(word.log, HasSubstr("soon"));
+}
+
+TEST(SumPipeline, DumpPlanAndPlanDot) {
+  ChildRun dump = SumPipeline({"--dump_plan"});
+  ASSERT_TRUE(dump.exited_ok()) << dump.Describe();
+  ASSERT_GE(dump.lines.size(), 2u);
+  EXPECT_EQ(dump.lines[0], "init_group {");
+  EXPECT_EQ(dump.lines[1], "  name: \"init\"");
+  EXPECT_EQ(dump.Result(), std::nullopt);  // it printed the plan and stopped
+
+  const std::string dir = NewTempDir("plan_dot");
+  const std::string dot = dir + "/job.dot";
+  ChildRun drawn = SumPipeline({"--plan_dot=" + dot});
+  ASSERT_TRUE(drawn.exited_ok()) << drawn.Describe();
+  const std::string graph = ReadFileToString(dot).value();
+  EXPECT_TRUE(absl::StartsWith(graph, "digraph")) << graph.substr(0, 80);
+  EXPECT_THAT(graph, HasSubstr("trainer_0/pipe"));
+  EXPECT_EQ(LastLine(drawn), "result: epochs=4 totals=145");
 }
 
 TEST(Ckpt, VerifyExitCodesOnCleanAndDamagedCheckpoints) {
@@ -165,7 +190,8 @@ TEST(LinearRegression, KilledAndResumedParametersAreBitIdentical) {
   std::vector<std::string> args = common;
   args.push_back("--checkpoint_dir=" + dir);
   args.push_back("--model_out=" + dir + "/model");
-  ChildRun killed = RunBinary(binary, args, {}, /*kill_after_ms=*/250);
+  // Killed once epoch 3 has been logged (after its checkpoint).
+  ChildRun killed = RunBinaryKilledAt(binary, args, "] epoch 3:");
   ASSERT_TRUE(killed.killed()) << killed.Describe();
   args.push_back("--resume_from_epoch=latest");
   ChildRun resumed = RunBinary(binary, args);
@@ -194,12 +220,13 @@ TEST(TextStats, KilledAndResumedOutputIsIdentical) {
   const std::vector<std::string> args = {
       "--input=" + input, "--lines_per_epoch=200", "--threads=3",
       "--checkpoint_dir=" + dir + "/ckpt", "--epoch_delay_ms=30"};
-  ChildRun killed = RunBinary(binary, args, {}, /*kill_after_ms=*/200);
+  ChildRun killed = RunBinaryKilledAt(binary, args, "] epoch 4:");
   ASSERT_TRUE(killed.killed()) << killed.Describe();
   std::vector<std::string> resume = args;
   resume.push_back("--resume_from_epoch=latest");
   ChildRun resumed = RunBinary(binary, resume);
   ASSERT_TRUE(resumed.exited_ok()) << resumed.Describe();
+  EXPECT_THAT(resumed.log, HasSubstr("resumed from epoch"));
   EXPECT_EQ(resumed.lines, full.lines);
 }
 

@@ -73,10 +73,13 @@ std::optional<std::string> ChildRun::Result() const {
   return LineStartingWith("result:");
 }
 
-ChildRun RunBinary(const std::string& binary,
-                   const std::vector<std::string>& args,
-                   const std::vector<std::string>& extra_env,
-                   int kill_after_ms) {
+namespace {
+
+// Starts the child and waits for it; `kill_after_ms` or `kill_at_log_text`
+// (when non-negative / non-empty) decide when it is sent SIGKILL.
+ChildRun Run(const std::string& binary, const std::vector<std::string>& args,
+             const std::vector<std::string>& extra_env, int kill_after_ms,
+             const std::string& kill_at_log_text) {
   static int counter = 0;
   const std::string out_dir = NewTempDir("child_output");
   const std::string out = JoinPath(out_dir, absl::StrCat("out", ++counter));
@@ -124,14 +127,30 @@ ChildRun RunBinary(const std::string& binary,
   CHECK_EQ(spawned, 0) << "cannot start " << argv[0] << ": "
                        << std::strerror(spawned);
 
+  ChildRun run;
+  bool reaped = false;
   if (kill_after_ms >= 0) {
     std::this_thread::sleep_for(std::chrono::milliseconds(kill_after_ms));
     // Until waitpid() reaps it the pid cannot be reused, so this reaches the
     // child (or its zombie, which ignores it).
     CHECK_EQ(::kill(pid, SIGKILL), 0);
+  } else if (!kill_at_log_text.empty()) {
+    while (!reaped) {
+      const pid_t done = ::waitpid(pid, &run.wait_status, WNOHANG);
+      CHECK_GE(done, 0);
+      if (done == pid) {
+        reaped = true;
+        break;
+      }
+      absl::StatusOr<std::string> log = ReadFileToString(err);
+      if (log.ok() && absl::StrContains(*log, kill_at_log_text)) {
+        CHECK_EQ(::kill(pid, SIGKILL), 0);
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
   }
-  ChildRun run;
-  CHECK_EQ(::waitpid(pid, &run.wait_status, 0), pid);
+  if (!reaped) CHECK_EQ(::waitpid(pid, &run.wait_status, 0), pid);
 
   absl::StatusOr<std::string> stdout_text = ReadFileToString(out);
   absl::StatusOr<std::string> stderr_text = ReadFileToString(err);
@@ -141,6 +160,21 @@ ChildRun RunBinary(const std::string& binary,
   run.log = *std::move(stderr_text);
   RemoveRecursively(out_dir).IgnoreError();
   return run;
+}
+
+}  // namespace
+
+ChildRun RunBinary(const std::string& binary,
+                   const std::vector<std::string>& args,
+                   const std::vector<std::string>& extra_env,
+                   int kill_after_ms) {
+  return Run(binary, args, extra_env, kill_after_ms, "");
+}
+
+ChildRun RunBinaryKilledAt(const std::string& binary,
+                           const std::vector<std::string>& args,
+                           const std::string& log_text) {
+  return Run(binary, args, {}, -1, log_text);
 }
 
 }  // namespace testing

@@ -59,6 +59,13 @@ ChildRun RunBinary(const std::string& binary,
                    const std::vector<std::string>& extra_env = {},
                    int kill_after_ms = -1);
 
+// Like RunBinary, but sends SIGKILL as soon as the child's standard error
+// contains `log_text` (a deterministic point, unlike a delay). If the child
+// ends first, it is not killed.
+ChildRun RunBinaryKilledAt(const std::string& binary,
+                           const std::vector<std::string>& args,
+                           const std::string& log_text);
+
 }  // namespace testing
 }  // namespace jobgraph
 

@@ -54,9 +54,17 @@ class CreateCounterOp final : public OperatorBase {
     return absl::OkStatus();
   }
 
-  // A new counter each run, as in Caffe2: ops holding the old one keep it.
+  // Every run starts the count again. An existing counter is reset in
+  // place (atomically) rather than replaced: another thread may be counting
+  // on it right now through a pointer it took from the blob, and replacing
+  // it would free that counter under it.
   absl::Status Run() override {
-    OutputBlob(0)->Reset(std::make_unique<Counter>(init_count_));
+    Blob* blob = OutputBlob(0);
+    if (blob->IsType<Counter>()) {
+      blob->GetMutable<Counter>()->Reset(init_count_);
+    } else {
+      blob->Reset(std::make_unique<Counter>(init_count_));
+    }
     return absl::OkStatus();
   }
 
