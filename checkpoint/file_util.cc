@@ -167,8 +167,9 @@ absl::Status FsyncDirContents(const std::string& dir) {
   return FsyncDir(dir);
 }
 
-absl::Status WriteFileAtomically(const std::string& path,
-                                 absl::string_view contents) {
+absl::Status WriteFileAtomically(
+    const std::string& path, absl::string_view contents,
+    const std::function<absl::Status()>& before_rename) {
   static std::atomic<uint64_t> counter{0};
   const std::string tmp =
       absl::StrCat(path, ".tmp-", ::getpid(), "-", counter.fetch_add(1));
@@ -187,6 +188,7 @@ absl::Status WriteFileAtomically(const std::string& path,
     JG_RETURN_IF_ERROR(WriteAll(fd, contents, tmp));
     if (::fsync(fd) != 0) return PosixError(errno, "fsync", tmp);
     if (::close(closer.Release()) != 0) return PosixError(errno, "close", tmp);
+    if (before_rename) JG_RETURN_IF_ERROR(before_rename());
     if (::rename(tmp.c_str(), path.c_str()) != 0) {
       return PosixError(errno, absl::StrCat("rename ", tmp, " to"), path);
     }

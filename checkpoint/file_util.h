@@ -13,6 +13,7 @@
 #ifndef JOBGRAPH_CHECKPOINT_FILE_UTIL_H_
 #define JOBGRAPH_CHECKPOINT_FILE_UTIL_H_
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -57,8 +58,12 @@ absl::Status FsyncDirContents(const std::string& dir);
 // parent directory. After a crash `path` holds either the old or the new
 // contents, never a mix; a stray "<path>.tmp-*" may be left behind. NotFound
 // (naming the directory) if the parent directory does not exist.
-absl::Status WriteFileAtomically(const std::string& path,
-                                 absl::string_view contents);
+// `before_rename`, when set, runs once the temporary file is durable and
+// before the rename; an error from it abandons the write (the commit
+// protocol's failpoints hook in there).
+absl::Status WriteFileAtomically(
+    const std::string& path, absl::string_view contents,
+    const std::function<absl::Status()>& before_rename = nullptr);
 
 // The whole content of the regular file at `path`.
 absl::StatusOr<std::string> ReadFileToString(const std::string& path);

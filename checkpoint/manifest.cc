@@ -1,6 +1,5 @@
 #include "checkpoint/manifest.h"
 
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -109,46 +108,33 @@ absl::StatusOr<CheckpointManifest> ReadManifest(const std::string& dir) {
   return manifest;
 }
 
-absl::Status WriteManifest(const std::string& dir,
-                           const CheckpointManifest& manifest) {
-  const std::string path = JoinPath(dir, kManifestFileName);
-  const std::string tmp = absl::StrCat(path, ".tmp-", getpid());
+namespace {
+
+// Writes the manifest atomically (file_util's WriteFileAtomically). The
+// commit failpoints fire only when `commit` is set, so retention's rewrite
+// of the manifest does not trigger them.
+absl::Status WriteManifestFile(const std::string& dir,
+                               const CheckpointManifest& manifest,
+                               bool commit) {
   std::string bytes;
   if (!manifest.SerializeToString(&bytes)) {
     return absl::InternalError("cannot serialize the checkpoint manifest");
   }
-  JG_RETURN_IF_ERROR(Failpoint("commit.before_manifest"));
-  {
-    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) {
-      return absl::UnavailableError(
-          absl::StrCat("cannot create ", tmp, ": ", std::strerror(errno)));
-    }
-    size_t done = 0;
-    while (done < bytes.size()) {
-      ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) {
-        const int err = errno;
-        ::close(fd);
-        ::unlink(tmp.c_str());
-        return absl::UnavailableError(
-            absl::StrCat("cannot write ", tmp, ": ", std::strerror(err)));
-      }
-      done += n;
-    }
-    const bool synced = ::fsync(fd) == 0;
-    const int err = errno;
-    ::close(fd);
-    if (!synced) {
-      ::unlink(tmp.c_str());
-      return absl::UnavailableError(
-          absl::StrCat("cannot fsync ", tmp, ": ", std::strerror(err)));
-    }
-  }
-  JG_RETURN_IF_ERROR(Failpoint("commit.after_manifest_tmp"));
-  JG_RETURN_IF_ERROR(RenameAndSync(tmp, path));
-  return Failpoint("commit.after_manifest");
+  if (commit) JG_RETURN_IF_ERROR(Failpoint("commit.before_manifest"));
+  JG_RETURN_IF_ERROR(WriteFileAtomically(
+      JoinPath(dir, kManifestFileName), bytes, [commit]() -> absl::Status {
+        if (!commit) return absl::OkStatus();
+        return Failpoint("commit.after_manifest_tmp");
+      }));
+  if (commit) JG_RETURN_IF_ERROR(Failpoint("commit.after_manifest"));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status WriteManifest(const std::string& dir,
+                           const CheckpointManifest& manifest) {
+  return WriteManifestFile(dir, manifest, /*commit=*/true);
 }
 
 absl::StatusOr<CheckpointDbManifest> VerifyCheckpointDb(
@@ -334,15 +320,9 @@ absl::Status ManifestHandler::Write(int64_t epoch,
   }
   manifest.set_format_version(kCheckpointFormatVersion);
   manifest.set_db_type(db_type_);
-  // Every node's database must be in place before the epoch is committed.
-  for (const std::string& node : nodes_) {
-    const std::string path = CheckpointDbPath(dir_, node, epoch);
-    JG_ASSIGN_OR_RETURN(bool exists, PathExists(path));
-    if (!exists) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "cannot commit epoch ", epoch, ": database ", path, " is missing"));
-    }
-  }
+  // Every node's database is in place: the caller commits only after the
+  // save of every node succeeded, and each save renames its database into
+  // place durably before it returns.
   CommittedEpoch entry;
   entry.set_epoch(epoch);
   for (const std::string& node : nodes_) entry.add_node(node);
@@ -360,7 +340,14 @@ absl::Status ManifestHandler::Write(int64_t epoch,
   manifest.clear_epoch();
   for (CommittedEpoch& e : kept) *manifest.add_epoch() = std::move(e);
   JG_RETURN_IF_ERROR(WriteManifest(dir_, manifest));
-  return ApplyRetention();
+  // The epoch is committed now; a failure to drop old epochs must not turn
+  // it into a failed save. It is logged, and the next commit tries again.
+  absl::Status retention = ApplyRetention();
+  if (!retention.ok()) {
+    LOG(ERROR) << "epoch " << epoch << " is committed in " << dir_
+               << ", but retention failed: " << retention;
+  }
+  return absl::OkStatus();
 }
 
 void ManifestHandler::Report(absl::string_view action,
@@ -397,7 +384,7 @@ absl::StatusOr<std::vector<int64_t>> ApplyRetention(
   for (CommittedEpoch& e : kept) *manifest.add_epoch() = std::move(e);
   // Uncommit first: a crash from here on leaves only unlisted directories,
   // which nothing reads; `ckpt list` shows them as uncommitted.
-  JG_RETURN_IF_ERROR(WriteManifest(dir, manifest));
+  JG_RETURN_IF_ERROR(WriteManifestFile(dir, manifest, /*commit=*/false));
   JG_RETURN_IF_ERROR(Failpoint("retention.after_manifest"));
   bool first = true;
   for (const CommittedEpoch& e : removed) {

@@ -14,6 +14,7 @@
 #include "checkpoint/file_util.h"
 #include "checkpoint/job.h"
 #include "checkpoint/job_runner.h"
+#include "checkpoint/manifest.h"
 #include "engine/data/dataset.h"
 #include "engine/data/pipe.h"
 #include "engine/data/reader_with_limit.h"
@@ -303,6 +304,56 @@ TEST(CheckpointTest, ReusedCheckpointManager) {
     EXPECT_EQ(*epochs, resume < 4 ? 4 : 5);
     EXPECT_EQ(Total(session), 145);
   }
+}
+
+// keep_last=2 with keep_every=2 keeps the two newest epochs and the even
+// ones, drops the rest from the manifest and deletes their databases.
+TEST(CheckpointTest, RetentionKeepsTheNewestAndTheMilestones) {
+  const std::string dir = NewTempDir("retention");
+  Job job;
+  BuildPipeline(job, 0);
+  LocalSession session;
+  MultiNodeCheckpointManager manager(
+      {.directory = dir, .retention = {.keep_last = 2, .keep_every = 2}});
+  JobRunner runner(job, &manager);
+  ASSERT_EQ(runner.Train(session).value(), 4);
+  absl::StatusOr<CheckpointManifest> manifest = ReadManifest(dir);
+  ASSERT_TRUE(manifest.ok()) << manifest.status();
+  std::vector<int64_t> committed;
+  for (const CommittedEpoch& e : manifest->epoch())
+    committed.push_back(e.epoch());
+  EXPECT_THAT(committed, ElementsAre(0, 2, 3, 4));
+  EXPECT_THAT(ListDir(dir).value(),
+              ElementsAre("MANIFEST.jobgraph", "trainer_0.0", "trainer_0.2",
+                          "trainer_0.3", "trainer_0.4"));
+  // A resume from the newest still works after retention.
+  LocalSession again;
+  MultiNodeCheckpointManager resumed_manager({.directory = dir});
+  JobRunner resumed(job, &resumed_manager, {.resume_from_epoch = "latest"});
+  ASSERT_EQ(resumed.Train(again).value(), 5);
+  EXPECT_EQ(resumed.stats().resumed_from, 4);
+  EXPECT_EQ(Total(again), 145);
+}
+
+// The in-memory DB type goes through the same commit: the manifest is on
+// disk, the databases in memory.
+TEST(CheckpointTest, InMemoryDatabasesCommitAndResume) {
+  const std::string dir = NewTempDir("memory");
+  Job job;
+  BuildPipeline(job, 0);
+  {
+    LocalSession session;
+    MultiNodeCheckpointManager manager({.directory = dir, .db_type = "memory"});
+    JobRunner runner(job, &manager);
+    ASSERT_EQ(runner.Train(session).value(), 4);
+    EXPECT_EQ(runner.stats().save_failures, 0);
+    EXPECT_EQ(ReadManifest(dir)->epoch_size(), 5);
+  }
+  LocalSession session;
+  MultiNodeCheckpointManager manager({.directory = dir, .db_type = "memory"});
+  JobRunner runner(job, &manager, {.resume_from_epoch = "2"});
+  ASSERT_EQ(runner.Train(session).value(), 4);
+  EXPECT_EQ(Total(session), 145);
 }
 
 TEST(CheckpointTest, ResumeLatestFromEmptyDirectoryStartsFromScratch) {
