@@ -63,13 +63,14 @@ class DbExistsOp final : public OperatorBase {
 
  private:
   // Whether an error while opening the database or reading its manifest
-  // means "there is no usable database" (missing, unfinished, damaged or
-  // unreadable: LevelDB reports some damage as I/O errors) rather than "no
-  // answer is possible" (e.g. the database is open elsewhere in this
-  // process, or permission is denied).
+  // means "there is no usable database" (missing, unfinished or damaged;
+  // the LevelDB adapter reports unreadable data of a finished database as
+  // DataLoss) rather than "no answer is possible" (an I/O error, the
+  // database open elsewhere in this process, permission denied), which is
+  // returned so that a caller never quietly skips a database it could not
+  // check.
   static bool MeansAbsent(const absl::Status& status) {
-    return absl::IsNotFound(status) || absl::IsDataLoss(status) ||
-           absl::IsInternal(status);
+    return absl::IsNotFound(status) || absl::IsDataLoss(status);
   }
 
   absl::StatusOr<bool> Exists() const {

@@ -167,8 +167,16 @@ absl::StatusOr<int64_t> JobRunner::Train(Session& session) {
       return absl::InvalidArgumentError(
           "an upload builder needs a checkpoint manager");
     }
-    JG_ASSIGN_OR_RETURN(TaskGroup upload, upload_->Build(epoch, *manager_));
-    JG_RETURN_IF_ERROR(Annotate(session.Run(upload), "upload"));
+    if (stats_.epochs.back().saved) {
+      JG_ASSIGN_OR_RETURN(TaskGroup upload, upload_->Build(epoch, *manager_));
+      JG_RETURN_IF_ERROR(Annotate(session.Run(upload), "upload"));
+    } else {
+      // Publishing a checkpoint that was never committed would spread a
+      // missing or partial one; the failed save is already logged and
+      // counted.
+      LOG(ERROR) << "not uploading epoch " << epoch
+                 << ": its checkpoint was not saved";
+    }
   }
   JG_RETURN_IF_ERROR(
       Annotate(session.Run(job_.download_group()), "download group"));

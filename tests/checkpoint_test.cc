@@ -246,6 +246,22 @@ TEST(CheckpointTest, SaveFailuresDoNotStopTheJobButAreReported) {
   }
 }
 
+TEST(CheckpointTest, AnEpochWhoseSaveFailedIsNotUploaded) {
+  const std::string base = NewTempDir("upload_failed");
+  const std::string file = base + "/not_a_directory";
+  ASSERT_TRUE(WriteFileAtomically(file, "x").ok());
+  const std::string upload_dir = NewTempDir("upload_failed_dest");
+  Job job;
+  BuildPipeline(job, 0);
+  LocalSession session;
+  MultiNodeCheckpointManager manager({.directory = file + "/ckpt"});
+  UploadToLocalDirectory upload(upload_dir);
+  JobRunner runner(job, &manager, {}, &upload);
+  ASSERT_EQ(runner.Train(session).value(), 4);
+  EXPECT_EQ(runner.stats().save_failures, 5);
+  EXPECT_THAT(ListDir(upload_dir).value(), ElementsAre());
+}
+
 TEST(CheckpointTest, SaveFailureCanBeFatal) {
   const std::string base = NewTempDir("fatal");
   const std::string file = base + "/not_a_directory";
