@@ -9,67 +9,33 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "checkpoint/background_delete.h"
 #include "checkpoint/checkpoint_manager.h"
 #include "checkpoint/file_util.h"
 #include "checkpoint/job.h"
 #include "checkpoint/job_runner.h"
 #include "checkpoint/manifest.h"
-#include "engine/data/dataset.h"
-#include "engine/data/pipe.h"
-#include "engine/data/reader_with_limit.h"
-#include "engine/data/record.h"
 #include "engine/session.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/caffe2_pipeline.h"
+#include "tests/subprocess.h"
 
 namespace jobgraph {
 namespace {
+
+using ::jobgraph::testing::NewTempDir;
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 constexpr int64_t kExpectedTotals[] = {103, 115, 136, 145};
 
-std::string NewTempDir(const std::string& name) {
-  static int counter = 0;
-  const char* base = std::getenv("TEST_TMPDIR");
-  std::string dir =
-      absl::StrCat(base != nullptr ? base : "/tmp", "/", name, "_", ++counter);
-  RemoveRecursively(dir).IgnoreError();
-  CHECK_EQ(::mkdir(dir.c_str(), 0755), 0) << dir;
-  return dir;
-}
-
-// Adds trainer_<id>'s part of the Caffe2 test pipeline to `job`.
-void BuildPipeline(Job& job, int id) {
-  Node node(absl::StrCat("trainer_", id));
-  Task& init = job.init_group().NewTask(node);
-  Record data = ConstRecord(init.net(), {{"val", Tensor::Iota<int64_t>(10)}});
-  Reader reader =
-      Dataset(data, absl::StrCat("dataset:", id)).NewReader(init.net());
-  BlobRef total = init.net().Const<int64_t>("total", {100});
-  ReaderWithLimit limited(reader, /*num_iter=*/3);
-  Pipe(job.epoch_group(), node, limited,
-       [total](NetBuilder& net, const Record& row) {
-         net.Add(total, row.Field("val"), total);
-       });
-  job.AddStopCondition(limited.data_finished());
-}
-
-int64_t Total(const Session& session, int id = 0) {
-  absl::StatusOr<Tensor> total =
-      session.FetchBlob(absl::StrCat("trainer_", id), "total");
-  CHECK(total.ok()) << total.status();
-  return total->data<int64_t>()[0];
-}
-
 // Caffe2's run_with: a full run, then a resume from every epoch, each in a
 // fresh session with a fresh manager; then load(e) of every epoch.
 template <typename MakeManager>
 void RunWith(MakeManager make_manager) {
   Job job;
-  BuildPipeline(job, 0);
+  testing::BuildCaffe2Pipeline(job, 0);
   {
     LocalSession session;
     auto manager = make_manager();
@@ -77,7 +43,7 @@ void RunWith(MakeManager make_manager) {
     absl::StatusOr<int64_t> epochs = runner.Train(session);
     ASSERT_TRUE(epochs.ok()) << epochs.status();
     EXPECT_EQ(*epochs, 4);
-    EXPECT_EQ(Total(session), 145);
+    EXPECT_EQ(testing::Caffe2Total(session), 145);
     EXPECT_EQ(runner.stats().save_failures, 0);
     ASSERT_EQ(runner.stats().epochs.size(), 5u);
     // Every save reports the bytes it wrote, and the manifest records them:
@@ -97,7 +63,7 @@ void RunWith(MakeManager make_manager) {
     absl::StatusOr<int64_t> epochs = runner.Train(*session);
     ASSERT_TRUE(epochs.ok()) << epochs.status();
     EXPECT_EQ(*epochs, resume < 4 ? 4 : 5) << "resumed from " << resume;
-    EXPECT_EQ(Total(*session), 145) << "resumed from " << resume;
+    EXPECT_EQ(testing::Caffe2Total(*session), 145) << "resumed from " << resume;
     EXPECT_EQ(runner.stats().resumed_from, resume);
   }
   // Each epoch's checkpoint holds that epoch's state.
@@ -105,7 +71,8 @@ void RunWith(MakeManager make_manager) {
     absl::StatusOr<TaskGroup> load = manager->Load(*session, epoch);
     ASSERT_TRUE(load.ok()) << load.status();
     ASSERT_TRUE(session->Run(*load).ok());
-    EXPECT_EQ(Total(*session), kExpectedTotals[epoch - 1]) << "epoch " << epoch;
+    EXPECT_EQ(testing::Caffe2Total(*session), kExpectedTotals[epoch - 1])
+        << "epoch " << epoch;
   }
 }
 
@@ -141,7 +108,7 @@ TEST(CheckpointTest, MultiNodeCheckpointManager) {
 TEST(CheckpointTest, CheckpointedBlobsAreTheInitGroupsBlobs) {
   const std::string dir = NewTempDir("blobs");
   Job job;
-  BuildPipeline(job, 0);
+  testing::BuildCaffe2Pipeline(job, 0);
   LocalSession session;
   MultiNodeCheckpointManager manager({.directory = dir});
   JobRunner runner(job, &manager);
@@ -165,7 +132,7 @@ TEST(CheckpointTest, CheckpointedBlobsAreTheInitGroupsBlobs) {
 TEST(CheckpointTest, DbNamesAndPartialLoadFromEveryNode) {
   const std::string dir = NewTempDir("names");
   Job job;
-  for (int id = 0; id < 3; ++id) BuildPipeline(job, id);
+  for (int id = 0; id < 3; ++id) testing::BuildCaffe2Pipeline(job, id);
   {
     // Building the init tasks runs nothing, but names every database.
     MultiNodeCheckpointManager names({.directory = dir});
@@ -182,7 +149,8 @@ TEST(CheckpointTest, DbNamesAndPartialLoadFromEveryNode) {
     LocalSession session;
     JobRunner runner(job, &manager);
     ASSERT_EQ(runner.Train(session).value(), 4);
-    for (int id = 0; id < 3; ++id) EXPECT_EQ(Total(session, id), 145);
+    for (int id = 0; id < 3; ++id)
+      EXPECT_EQ(testing::Caffe2Total(session, id), 145);
   }
   for (int64_t epoch = 1; epoch <= 5; ++epoch) {
     LocalSession session;
@@ -198,8 +166,8 @@ TEST(CheckpointTest, DbNamesAndPartialLoadFromEveryNode) {
       continue;
     }
     EXPECT_TRUE(*loaded);
-    EXPECT_EQ(Total(session, 1), kExpectedTotals[epoch - 1]);
-    EXPECT_EQ(Total(session, 2), kExpectedTotals[epoch - 1]);
+    EXPECT_EQ(testing::Caffe2Total(session, 1), kExpectedTotals[epoch - 1]);
+    EXPECT_EQ(testing::Caffe2Total(session, 2), kExpectedTotals[epoch - 1]);
   }
 }
 
@@ -208,7 +176,7 @@ TEST(CheckpointTest, UploadCopiesEachNodesDatabase) {
   const std::string upload_dir = NewTempDir("upload_dest");
   for (int id = 0; id < 3; ++id) {
     Job job;
-    BuildPipeline(job, id);
+    testing::BuildCaffe2Pipeline(job, id);
     LocalSession session;
     MultiNodeCheckpointManager manager({.directory = dir});
     UploadToLocalDirectory upload(upload_dir);
@@ -231,14 +199,14 @@ TEST(CheckpointTest, SaveFailuresDoNotStopTheJobButAreReported) {
   ASSERT_TRUE(WriteFileAtomically(file, "x").ok());
   for (int run = 0; run < 3; ++run) {
     Job job;
-    BuildPipeline(job, 0);
+    testing::BuildCaffe2Pipeline(job, 0);
     LocalSession session;
     MultiNodeCheckpointManager manager({.directory = file + "/ckpt"});
     JobRunner runner(job, &manager);
     absl::StatusOr<int64_t> epochs = runner.Train(session);
     ASSERT_TRUE(epochs.ok()) << epochs.status();
     EXPECT_EQ(*epochs, 4);
-    EXPECT_EQ(Total(session), 145);
+    EXPECT_EQ(testing::Caffe2Total(session), 145);
     EXPECT_EQ(runner.stats().save_failures, 5);  // epochs 0..4
     ASSERT_EQ(runner.stats().save_errors.size(), 5u);
     EXPECT_THAT(runner.stats().save_errors[0],
@@ -252,7 +220,7 @@ TEST(CheckpointTest, AnEpochWhoseSaveFailedIsNotUploaded) {
   ASSERT_TRUE(WriteFileAtomically(file, "x").ok());
   const std::string upload_dir = NewTempDir("upload_failed_dest");
   Job job;
-  BuildPipeline(job, 0);
+  testing::BuildCaffe2Pipeline(job, 0);
   LocalSession session;
   MultiNodeCheckpointManager manager({.directory = file + "/ckpt"});
   UploadToLocalDirectory upload(upload_dir);
@@ -267,7 +235,7 @@ TEST(CheckpointTest, SaveFailureCanBeFatal) {
   const std::string file = base + "/not_a_directory";
   ASSERT_TRUE(WriteFileAtomically(file, "x").ok());
   Job job;
-  BuildPipeline(job, 0);
+  testing::BuildCaffe2Pipeline(job, 0);
   LocalSession session;
   MultiNodeCheckpointManager manager({.directory = file + "/ckpt"});
   JobRunner runner(job, &manager, {.fail_on_save_error = true});
@@ -305,7 +273,7 @@ TEST(CheckpointTest, DownloadGroupRunsAfterTheLoop) {
 TEST(CheckpointTest, ReusedCheckpointManager) {
   const std::string dir = NewTempDir("reuse");
   Job job;
-  BuildPipeline(job, 0);
+  testing::BuildCaffe2Pipeline(job, 0);
   MultiNodeCheckpointManager manager({.directory = dir});
   LocalSession session;
   {
@@ -318,7 +286,7 @@ TEST(CheckpointTest, ReusedCheckpointManager) {
     absl::StatusOr<int64_t> epochs = runner.Train(session);
     ASSERT_TRUE(epochs.ok()) << epochs.status();
     EXPECT_EQ(*epochs, resume < 4 ? 4 : 5);
-    EXPECT_EQ(Total(session), 145);
+    EXPECT_EQ(testing::Caffe2Total(session), 145);
   }
 }
 
@@ -327,7 +295,7 @@ TEST(CheckpointTest, ReusedCheckpointManager) {
 TEST(CheckpointTest, RetentionKeepsTheNewestAndTheMilestones) {
   const std::string dir = NewTempDir("retention");
   Job job;
-  BuildPipeline(job, 0);
+  testing::BuildCaffe2Pipeline(job, 0);
   LocalSession session;
   MultiNodeCheckpointManager manager(
       {.directory = dir, .retention = {.keep_last = 2, .keep_every = 2}});
@@ -348,7 +316,7 @@ TEST(CheckpointTest, RetentionKeepsTheNewestAndTheMilestones) {
   JobRunner resumed(job, &resumed_manager, {.resume_from_epoch = "latest"});
   ASSERT_EQ(resumed.Train(again).value(), 5);
   EXPECT_EQ(resumed.stats().resumed_from, 4);
-  EXPECT_EQ(Total(again), 145);
+  EXPECT_EQ(testing::Caffe2Total(again), 145);
 }
 
 // The in-memory DB type goes through the same commit: the manifest is on
@@ -356,7 +324,7 @@ TEST(CheckpointTest, RetentionKeepsTheNewestAndTheMilestones) {
 TEST(CheckpointTest, InMemoryDatabasesCommitAndResume) {
   const std::string dir = NewTempDir("memory");
   Job job;
-  BuildPipeline(job, 0);
+  testing::BuildCaffe2Pipeline(job, 0);
   {
     LocalSession session;
     MultiNodeCheckpointManager manager({.directory = dir, .db_type = "memory"});
@@ -369,25 +337,25 @@ TEST(CheckpointTest, InMemoryDatabasesCommitAndResume) {
   MultiNodeCheckpointManager manager({.directory = dir, .db_type = "memory"});
   JobRunner runner(job, &manager, {.resume_from_epoch = "2"});
   ASSERT_EQ(runner.Train(session).value(), 4);
-  EXPECT_EQ(Total(session), 145);
+  EXPECT_EQ(testing::Caffe2Total(session), 145);
 }
 
 TEST(CheckpointTest, ResumeLatestFromEmptyDirectoryStartsFromScratch) {
   const std::string dir = NewTempDir("latest_empty");
   Job job;
-  BuildPipeline(job, 0);
+  testing::BuildCaffe2Pipeline(job, 0);
   LocalSession session;
   MultiNodeCheckpointManager manager({.directory = dir});
   JobRunner runner(job, &manager, {.resume_from_epoch = "latest"});
   ASSERT_EQ(runner.Train(session).value(), 4);
   EXPECT_EQ(runner.stats().resumed_from, std::nullopt);
-  EXPECT_EQ(Total(session), 145);
+  EXPECT_EQ(testing::Caffe2Total(session), 145);
 }
 
 TEST(CheckpointTest, ResumeErrorsNameTheEpochAndDirectory) {
   const std::string dir = NewTempDir("resume_errors");
   Job job;
-  BuildPipeline(job, 0);
+  testing::BuildCaffe2Pipeline(job, 0);
   {
     LocalSession session;
     MultiNodeCheckpointManager manager({.directory = dir});

@@ -36,17 +36,13 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "checkpoint/background_delete.h"
 #include "checkpoint/checkpoint_manager.h"
 #include "checkpoint/job.h"
 #include "checkpoint/job_runner.h"
-#include "engine/data/dataset.h"
-#include "engine/data/pipe.h"
-#include "engine/data/reader_with_limit.h"
-#include "engine/data/record.h"
 #include "engine/ops/function_op.h"
 #include "engine/session.h"
 #include "glog/logging.h"
+#include "tests/caffe2_pipeline.h"
 
 ABSL_FLAG(std::string, checkpoint_dir, "",
           "Directory of the checkpoints (required).");
@@ -75,20 +71,10 @@ void Print(const std::string& line) {
   std::fflush(stdout);
 }
 
-// trainer_<id>'s part of the pipeline, as in tests/checkpoint_test.cc.
+// trainer_<id>'s part of the Caffe2 pipeline, plus an optional delay.
 void BuildPipeline(Job& job, int id, int epoch_delay_ms) {
-  Node node(absl::StrCat("trainer_", id));
-  Task& init = job.init_group().NewTask(node);
-  Record data = ConstRecord(init.net(), {{"val", Tensor::Iota<int64_t>(10)}});
-  Reader reader =
-      Dataset(data, absl::StrCat("dataset:", id)).NewReader(init.net());
-  BlobRef total = init.net().Const<int64_t>("total", {100});
-  ReaderWithLimit limited(reader, /*num_iter=*/3);
-  Pipe(job.epoch_group(), node, limited,
-       [total](NetBuilder& net, const Record& row) {
-         net.Add(total, row.Field("val"), total);
-       });
-  job.AddStopCondition(limited.data_finished());
+  testing::BuildCaffe2Pipeline(job, id);
+  const Node node(absl::StrCat("trainer_", id));
   if (epoch_delay_ms > 0) {
     // A task of its own, so the delay neither adds checkpointed blobs nor
     // changes the pipeline's nets.
@@ -156,10 +142,6 @@ absl::Status Run() {
   if (!printed_resume) {
     return absl::InternalError("the job ended without running an epoch");
   }
-  // Retention deletes old databases on a background thread, and deletions
-  // still queued at exit never happen: wait, so a finished run leaves only
-  // what its manifest lists (plus leftovers of earlier crashes).
-  WaitForBackgroundDeletes();
   std::vector<int64_t> totals;
   for (int id = 0; id < num_nodes; ++id) {
     absl::StatusOr<Tensor> total =

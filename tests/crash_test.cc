@@ -12,22 +12,14 @@
 // directory whose newest committed epoch is S (made by a child that kills
 // itself right after committing S).
 
-#include <fcntl.h>
-#include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
 #include <optional>
 #include <ostream>
 #include <random>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -35,7 +27,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
-#include "absl/strings/str_split.h"
 #include "checkpoint/failpoint.h"
 #include "checkpoint/file_util.h"
 #include "checkpoint/manifest.h"

@@ -37,10 +37,6 @@
 #include "checkpoint/job.h"
 #include "checkpoint/job_runner.h"
 #include "checkpoint/manifest.h"
-#include "engine/data/dataset.h"
-#include "engine/data/pipe.h"
-#include "engine/data/reader_with_limit.h"
-#include "engine/data/record.h"
 #include "engine/session.h"
 #include "glog/logging.h"
 #include "gmock/gmock.h"
@@ -48,9 +44,13 @@
 #include "leveldb/db.h"
 #include "leveldb/options.h"
 #include "proto/jobgraph.pb.h"
+#include "tests/caffe2_pipeline.h"
+#include "tests/subprocess.h"
 
 namespace jobgraph {
 namespace {
+
+using ::jobgraph::testing::NewTempDir;
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -59,39 +59,6 @@ constexpr int kNodes = 2;
 // The node whose database is damaged, and the epoch.
 constexpr char kDamagedNode[] = "trainer_1";
 constexpr int64_t kDamagedEpoch = 4;
-
-std::string NewTempDir(const std::string& name) {
-  static int counter = 0;
-  const char* base = std::getenv("TEST_TMPDIR");
-  std::string dir =
-      absl::StrCat(base != nullptr ? base : "/tmp", "/", name, "_", ++counter);
-  RemoveRecursively(dir).IgnoreError();
-  CHECK(CreateDir(dir).ok()) << dir;
-  return dir;
-}
-
-// trainer_<id>'s part of the Caffe2 test pipeline (tests/checkpoint_test.cc).
-void BuildPipeline(Job& job, int id) {
-  Node node(absl::StrCat("trainer_", id));
-  Task& init = job.init_group().NewTask(node);
-  Record data = ConstRecord(init.net(), {{"val", Tensor::Iota<int64_t>(10)}});
-  Reader reader =
-      Dataset(data, absl::StrCat("dataset:", id)).NewReader(init.net());
-  BlobRef total = init.net().Const<int64_t>("total", {100});
-  ReaderWithLimit limited(reader, /*num_iter=*/3);
-  Pipe(job.epoch_group(), node, limited,
-       [total](NetBuilder& net, const Record& row) {
-         net.Add(total, row.Field("val"), total);
-       });
-  job.AddStopCondition(limited.data_finished());
-}
-
-int64_t Total(const Session& session, int id) {
-  absl::StatusOr<Tensor> total =
-      session.FetchBlob(absl::StrCat("trainer_", id), "total");
-  CHECK(total.ok()) << total.status();
-  return total->data<int64_t>()[0];
-}
 
 struct RunOutcome {
   absl::StatusOr<int64_t> epochs;
@@ -102,14 +69,14 @@ struct RunOutcome {
 // One run of the two-node pipeline in `dir` in a fresh session and manager.
 RunOutcome RunPipeline(const std::string& dir, const std::string& resume) {
   Job job;
-  for (int id = 0; id < kNodes; ++id) BuildPipeline(job, id);
+  for (int id = 0; id < kNodes; ++id) testing::BuildCaffe2Pipeline(job, id);
   LocalSession session;
   MultiNodeCheckpointManager manager({.directory = dir});
   JobRunner runner(job, &manager, {.resume_from_epoch = resume});
   RunOutcome outcome{runner.Train(session), runner.stats(), {}};
   if (outcome.epochs.ok()) {
     for (int id = 0; id < kNodes; ++id) {
-      outcome.totals.push_back(Total(session, id));
+      outcome.totals.push_back(testing::Caffe2Total(session, id));
     }
   }
   return outcome;
