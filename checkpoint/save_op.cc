@@ -177,6 +177,13 @@ absl::Status CheckBlobs(const std::vector<BlobToSave>& blobs,
       return absl::InvalidArgumentError(absl::StrCat(
           "blob name '", b.name, "' is reserved for the database's manifest"));
     }
+    // Checked here, not only in the Save op, so that every caller of
+    // WriteCheckpointDb writes databases that Load accepts.
+    if (absl::StrContains(b.name, kChunkSeparator)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("blob name '", b.name, "' contains '", kChunkSeparator,
+                       "', which separates chunk indexes in database keys"));
+    }
     if (!seen.emplace(b.name, 0).second) {
       return absl::InvalidArgumentError(
           absl::StrCat("duplicated blob name '", b.name, "'"));

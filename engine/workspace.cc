@@ -83,17 +83,14 @@ std::vector<std::string> Workspace::BlobNames() const {
 
 absl::StatusOr<const Tensor*> Workspace::GetTensor(
     absl::string_view name) const {
-  Blob* blob = GetBlob(name);
-  if (blob == nullptr) {
-    return absl::NotFoundError(absl::StrCat(
-        "blob '", name, "' does not exist in workspace '", name_, "'"));
-  }
-  if (!blob->IsType<Tensor>()) {
+  absl::StatusOr<Blob*> blob = FindBlob(name);
+  if (!blob.ok()) return blob.status();
+  if (!(*blob)->IsType<Tensor>()) {
     return absl::FailedPreconditionError(
         absl::StrCat("blob '", name, "' in workspace '", name_, "' holds ",
-                     blob->TypeName(), ", not a Tensor"));
+                     (*blob)->TypeName(), ", not a Tensor"));
   }
-  return &blob->Get<Tensor>();
+  return &(*blob)->Get<Tensor>();
 }
 
 Tensor* Workspace::SetTensor(absl::string_view name, Tensor value) {
