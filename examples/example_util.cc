@@ -307,7 +307,7 @@ absl::StatusOr<int64_t> RunJob(const Job& job, const CommonOptions& options,
       parts.push_back(FormatMillis(stats.run_micros));
       if (!log.record_nodes.empty()) {
         std::optional<int64_t> records =
-            SumRecords(session, log.record_nodes, log.records_blob);
+            SumRecords(session, log.record_nodes, kEpochRecordsBlob);
         parts.push_back(
             records.has_value()
                 ? absl::StrCat(*records, *records == 1 ? " record" : " records")

@@ -39,6 +39,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -100,10 +101,9 @@ std::unique_ptr<CheckpointManagerBase> MakeCheckpointManager(
 
 // What the per-epoch log line shows beyond the runner's timings.
 struct EpochLogOptions {
-  // Nodes whose `records_blob` (an int64 scalar, e.g. made by
+  // Nodes whose record counter (kEpochRecordsBlob, made by
   // AddRecordCounter) is summed into "N records"; empty: not shown.
   std::vector<std::string> record_nodes;
-  std::string records_blob = "epoch_records";
   // Extra text for the line (e.g. "loss=0.25"); may be empty.
   std::function<std::string(const Session&)> extra;
 };
