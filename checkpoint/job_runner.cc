@@ -22,10 +22,10 @@ int64_t MicrosSince(absl::Time start) {
 
 }  // namespace
 
-JobRunner::JobRunner(const Job& job, CheckpointManagerBase* manager,
+JobRunner::JobRunner(const Job& job, Checkpointer* checkpointer,
                      JobRunnerOptions options, UploadTaskGroupBuilder* upload)
     : job_(job),
-      manager_(manager),
+      checkpointer_(checkpointer),
       options_(std::move(options)),
       upload_(upload) {}
 
@@ -58,37 +58,28 @@ absl::StatusOr<bool> JobRunner::AnyStopConditionTrue(
   return any;
 }
 
-absl::Status JobRunner::SaveCheckpoint(int64_t epoch, Session& session,
-                                       EpochStats* epoch_stats) {
-  const absl::Time start = absl::Now();
-  absl::Status status;
-  if (!manager_->CpAccessible()) {
-    status = absl::UnavailableError(absl::StrCat("checkpoint directory ",
-                                                 manager_->options().directory,
-                                                 " cannot be accessed"));
-  } else {
-    absl::StatusOr<TaskGroup> save = manager_->Save(session, epoch);
-    status = save.ok() ? session.Run(*save) : save.status();
-    CheckpointStats stats;
-    if (status.ok()) {
-      stats = manager_->SavedStats(session, epoch);
-      stats.wall_micros = MicrosSince(start);
-      status = manager_->WriteCheckpointMetadata(epoch, stats);
-    }
-    if (status.ok()) {
-      manager_->ReportCheckpointStats("checkpoint_save", stats);
-      epoch_stats->saved = true;
-      epoch_stats->save_micros = MicrosSince(start);
-      epoch_stats->save_bytes = stats.total_bytes();
-    }
+absl::Status JobRunner::SaveEpoch(int64_t epoch, Session& session,
+                                  EpochStats* epoch_stats) {
+  absl::StatusOr<CheckpointStats> saved =
+      checkpointer_->SaveEpoch(session, epoch);
+  if (saved.ok()) {
+    epoch_stats->saved = true;
+    epoch_stats->save_micros = saved->wall_micros;
+    epoch_stats->save_bytes = saved->bytes;
+    return absl::OkStatus();
   }
-  if (status.ok()) return status;
-  status = Annotate(
-      status, absl::StrCat("unable to write checkpoint for epoch ", epoch));
+  absl::Status status =
+      Annotate(saved.status(),
+               absl::StrCat("unable to write checkpoint for epoch ", epoch));
   LOG(ERROR) << status.message();
   ++stats_.save_failures;
   stats_.save_errors.push_back(std::string(status.message()));
   return options_.fail_on_save_error ? status : absl::OkStatus();
+}
+
+void JobRunner::EndEpoch(const EpochStats& epoch_stats) {
+  stats_.epochs.push_back(epoch_stats);
+  if (options_.on_epoch_end) options_.on_epoch_end(epoch_stats);
 }
 
 absl::StatusOr<int64_t> JobRunner::Train(Session& session) {
@@ -97,78 +88,57 @@ absl::StatusOr<int64_t> JobRunner::Train(Session& session) {
   // condition without a node, conflicting workspace types) before anything
   // runs.
   JG_RETURN_IF_ERROR(job_.Build().status());
-  JG_ASSIGN_OR_RETURN(ResumeFrom requested,
-                      ResumeFrom::Parse(options_.resume_from_epoch));
   std::optional<int64_t> resume;
-  const std::vector<std::string> nodes = job_.nodes_to_checkpoint();
-  if (manager_ != nullptr) {
-    JG_RETURN_IF_ERROR(manager_->SetParams(nodes));
-    JG_ASSIGN_OR_RETURN(resume, manager_->GetResumeFromEpochId(requested));
-  } else if (requested.kind != ResumeFrom::Kind::kScratch) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "resume_from_epoch=", requested.ToString(),
-        " was given, but the job runs without a checkpoint manager"));
+  if (checkpointer_ != nullptr) {
+    JG_ASSIGN_OR_RETURN(resume, checkpointer_->Start(job_.nodes_to_checkpoint(),
+                                                     options_.resume_from));
+  } else if (!options_.resume_from.from_scratch()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("resume_from_epoch=", options_.resume_from.ToString(),
+                     " was given, but the job runs without a checkpointer"));
   }
   stats_.resumed_from = resume;
-  const bool from_scratch = !resume.has_value();
 
-  if (from_scratch) {
+  if (!resume.has_value()) {
     JG_RETURN_IF_ERROR(Annotate(session.Run(job_.init_group()), "init group"));
-  }
-  if (manager_ != nullptr) {
-    JG_ASSIGN_OR_RETURN(TaskGroup init, manager_->Init(nodes, resume));
-    absl::Status s = session.Run(init);
-    if (!s.ok() && resume.has_value()) {
-      return Annotate(s, absl::StrCat("cannot resume from epoch ", *resume,
-                                      " in ", manager_->options().directory));
-    }
-    JG_RETURN_IF_ERROR(Annotate(s, "checkpoint init"));
-    if (from_scratch) {
+    if (checkpointer_ != nullptr) {
+      JG_RETURN_IF_ERROR(checkpointer_->CaptureBlobNames(session));
       EpochStats epoch0;
-      JG_RETURN_IF_ERROR(SaveCheckpoint(0, session, &epoch0));
-      stats_.epochs.push_back(epoch0);
-      if (options_.on_epoch_end) options_.on_epoch_end(epoch0);
-    } else {
-      const absl::Time start = absl::Now();
-      absl::StatusOr<TaskGroup> load = manager_->Load(session, *resume);
-      s = load.ok() ? session.Run(*load) : load.status();
-      if (!s.ok()) {
-        return Annotate(s, absl::StrCat("cannot resume from epoch ", *resume,
-                                        " in ", manager_->options().directory));
-      }
-      CheckpointStats loaded = manager_->CollectStats(*resume);
-      loaded.wall_micros = MicrosSince(start);
-      manager_->ReportCheckpointStats("checkpoint_load", loaded);
-      LOG(INFO) << "resumed from epoch " << *resume << " of "
-                << manager_->options().directory;
+      JG_RETURN_IF_ERROR(SaveEpoch(0, session, &epoch0));
+      EndEpoch(epoch0);
     }
+  } else {
+    JG_RETURN_IF_ERROR(checkpointer_->Restore(session, *resume).status());
+    LOG(INFO) << "resumed from epoch " << *resume << " of "
+              << checkpointer_->options().directory;
   }
 
-  int64_t epoch = from_scratch ? 1 : *resume + 1;
+  int64_t epoch = resume.has_value() ? *resume + 1 : 1;
   while (true) {
     EpochStats epoch_stats;
     epoch_stats.epoch = epoch;
+    epoch_stats.resumed_from = resume;
     const absl::Time start = absl::Now();
     JG_RETURN_IF_ERROR(Annotate(session.Run(job_.epoch_group()),
                                 absl::StrCat("epoch ", epoch)));
     epoch_stats.run_micros = MicrosSince(start);
     JG_ASSIGN_OR_RETURN(bool stop, AnyStopConditionTrue(session));
-    if (manager_ != nullptr) {
-      JG_RETURN_IF_ERROR(SaveCheckpoint(epoch, session, &epoch_stats));
+    if (checkpointer_ != nullptr) {
+      JG_RETURN_IF_ERROR(SaveEpoch(epoch, session, &epoch_stats));
     }
-    stats_.epochs.push_back(epoch_stats);
-    if (options_.on_epoch_end) options_.on_epoch_end(epoch_stats);
+    EndEpoch(epoch_stats);
     if (stop) break;
     ++epoch;
   }
 
   if (upload_ != nullptr) {
-    if (manager_ == nullptr) {
+    if (checkpointer_ == nullptr) {
       return absl::InvalidArgumentError(
-          "an upload builder needs a checkpoint manager");
+          "an upload builder needs a checkpointer");
     }
     if (stats_.epochs.back().saved) {
-      JG_ASSIGN_OR_RETURN(TaskGroup upload, upload_->Build(epoch, *manager_));
+      JG_ASSIGN_OR_RETURN(TaskGroup upload,
+                          upload_->Build(epoch, *checkpointer_));
       JG_RETURN_IF_ERROR(Annotate(session.Run(upload), "upload"));
     } else {
       // Publishing a checkpoint that was never committed would spread a
@@ -190,21 +160,12 @@ absl::StatusOr<int64_t> JobRunner::Train(Session& session) {
 absl::StatusOr<bool> JobRunner::LoadBlobsFromCheckpoints(
     const std::vector<std::string>& blob_names, int64_t epoch,
     Session& session) {
-  auto* multi = dynamic_cast<MultiNodeCheckpointManager*>(manager_);
-  if (multi == nullptr) {
+  if (checkpointer_ == nullptr) {
     return absl::FailedPreconditionError(
-        "LoadBlobsFromCheckpoints needs a MultiNodeCheckpointManager");
+        "LoadBlobsFromCheckpoints needs a checkpointer");
   }
-  const absl::Time start = absl::Now();
-  JG_ASSIGN_OR_RETURN(bool loaded,
-                      multi->LoadBlobsLocally(job_.nodes_to_checkpoint(),
-                                              blob_names, epoch, session));
-  if (loaded) {
-    CheckpointStats stats = multi->CollectStats(epoch);
-    stats.wall_micros = MicrosSince(start);
-    multi->ReportCheckpointStats("checkpoint_partial_load", stats);
-  }
-  return loaded;
+  return checkpointer_->LoadBlobs(session, job_.nodes_to_checkpoint(),
+                                  blob_names, epoch);
 }
 
 void EpochLimiter(Job& job, const Node& node, int64_t num_epochs) {

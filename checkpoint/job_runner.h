@@ -2,7 +2,7 @@
 // init (epoch 0) and after every epoch, and resuming from a checkpoint.
 //
 //   from scratch: init group, blob list from the workspaces, save epoch 0;
-//   on resume:    blob list from the checkpoint, load it (failure is fatal);
+//   on resume:    blob list and blobs from the checkpoint (failure is fatal);
 //   then epoch = 1 (or resumed + 1) and loop: run the epoch group, fetch
 //   every stop condition, save the epoch, stop if any condition was true;
 //   then the upload builder's group, the download group, the exit group.
@@ -12,8 +12,8 @@
 // silent: each is logged as an error and recorded in stats(); with
 // `fail_on_save_error` the first one ends the run.
 //
-// The runner borrows the job, the manager and the upload builder; they must
-// outlive it. Not thread-safe.
+// The runner borrows the job, the checkpointer and the upload builder; they
+// must outlive it. Not thread-safe.
 
 #ifndef JOBGRAPH_CHECKPOINT_JOB_RUNNER_H_
 #define JOBGRAPH_CHECKPOINT_JOB_RUNNER_H_
@@ -26,8 +26,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "checkpoint/checkpoint_manager.h"
+#include "checkpoint/checkpointer.h"
 #include "checkpoint/job.h"
+#include "checkpoint/resume_from.h"
 #include "checkpoint/upload.h"
 #include "engine/session.h"
 
@@ -36,11 +37,14 @@ namespace jobgraph {
 // What happened in one epoch.
 struct EpochStats {
   int64_t epoch = 0;
+  // Time in the epoch group (zero for epoch 0, the init save).
   int64_t run_micros = 0;
-  // Save of this epoch; zero when no manager or the save failed.
+  // Save of this epoch; zero without a checkpointer or when the save failed.
   int64_t save_micros = 0;
   int64_t save_bytes = 0;
   bool saved = false;
+  // The epoch this run resumed from, if it did.
+  std::optional<int64_t> resumed_from;
 };
 
 struct JobRunStats {
@@ -52,10 +56,9 @@ struct JobRunStats {
 };
 
 struct JobRunnerOptions {
-  // "" starts from scratch; "latest" resumes from the newest committed
-  // epoch that verifies (from scratch if there is none); a number resumes
-  // from that committed epoch.
-  std::string resume_from_epoch;
+  // Where to start: from scratch (the default), a committed epoch, or the
+  // newest committed epoch that verifies (from scratch if there is none).
+  ResumeFrom resume_from;
   // End the run at the first save failure instead of logging it.
   bool fail_on_save_error = false;
   // Called after each epoch's save (and after the epoch-0 save).
@@ -64,8 +67,8 @@ struct JobRunnerOptions {
 
 class JobRunner {
  public:
-  // `manager` and `upload` may be null.
-  JobRunner(const Job& job, CheckpointManagerBase* manager,
+  // `checkpointer` and `upload` may be null.
+  JobRunner(const Job& job, Checkpointer* checkpointer,
             JobRunnerOptions options = {},
             UploadTaskGroupBuilder* upload = nullptr);
 
@@ -73,8 +76,8 @@ class JobRunner {
   absl::StatusOr<int64_t> Train(Session& session);
 
   // Loads `blob_names` from every checkpointed node's database of `epoch`
-  // into that node's workspace; false if a database is missing. Needs a
-  // MultiNodeCheckpointManager.
+  // into that node's workspace; false, loading nothing, if a database is
+  // missing. Needs a checkpointer.
   absl::StatusOr<bool> LoadBlobsFromCheckpoints(
       const std::vector<std::string>& blob_names, int64_t epoch,
       Session& session);
@@ -82,12 +85,15 @@ class JobRunner {
   const JobRunStats& stats() const { return stats_; }
 
  private:
-  absl::Status SaveCheckpoint(int64_t epoch, Session& session,
-                              EpochStats* epoch_stats);
+  // Saves `epoch` and applies the save-failure policy: OK unless the save
+  // failed and fail_on_save_error is set.
+  absl::Status SaveEpoch(int64_t epoch, Session& session,
+                         EpochStats* epoch_stats);
+  void EndEpoch(const EpochStats& epoch_stats);
   absl::StatusOr<bool> AnyStopConditionTrue(const Session& session) const;
 
   const Job& job_;
-  CheckpointManagerBase* const manager_;
+  Checkpointer* const checkpointer_;
   const JobRunnerOptions options_;
   UploadTaskGroupBuilder* const upload_;
   JobRunStats stats_;

@@ -90,15 +90,19 @@ absl::Status CopyRecursively(const std::string& from, const std::string& to) {
 }
 
 absl::StatusOr<TaskGroup> UploadToLocalDirectory::Build(
-    int64_t epoch, const CheckpointManagerBase& manager) {
+    int64_t epoch, const Checkpointer& checkpointer) {
   TaskGroup group("upload", GLOBAL);
-  for (const std::string& node : manager.node_names()) {
+  for (const std::string& node : checkpointer.nodes()) {
+    // The copy runs on the node that wrote the database and is named like
+    // the database, without the epoch.
+    const std::string& name = checkpointer.options().node_name.empty()
+                                  ? node
+                                  : checkpointer.options().node_name;
     Task& task = group.NewTask(Node(node), {.name = "upload"});
     task.net().Op("Function", {}, std::vector<BlobRef>{},
                   {MakeArg("func", "jobgraph.copy_checkpoint"),
-                   MakeArg("from", CheckpointDbPath(manager.options().directory,
-                                                    node, epoch)),
-                   MakeArg("to", JoinPath(directory_, node))});
+                   MakeArg("from", *checkpointer.DbPath(node, epoch)),
+                   MakeArg("to", JoinPath(directory_, name))});
   }
   return group;
 }

@@ -12,7 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "checkpoint/checkpoint_manager.h"
+#include "checkpoint/checkpointer.h"
 #include "engine/task.h"
 
 namespace jobgraph {
@@ -21,8 +21,8 @@ class UploadTaskGroupBuilder {
  public:
   virtual ~UploadTaskGroupBuilder() = default;
   // The group that publishes the databases of `epoch`.
-  virtual absl::StatusOr<TaskGroup> Build(
-      int64_t epoch, const CheckpointManagerBase& manager) = 0;
+  virtual absl::StatusOr<TaskGroup> Build(int64_t epoch,
+                                          const Checkpointer& checkpointer) = 0;
 };
 
 // Copies "<checkpoint dir>/<node>.<epoch>" to "<directory>/<node>" for every
@@ -31,8 +31,8 @@ class UploadToLocalDirectory : public UploadTaskGroupBuilder {
  public:
   explicit UploadToLocalDirectory(std::string directory)
       : directory_(std::move(directory)) {}
-  absl::StatusOr<TaskGroup> Build(
-      int64_t epoch, const CheckpointManagerBase& manager) override;
+  absl::StatusOr<TaskGroup> Build(int64_t epoch,
+                                  const Checkpointer& checkpointer) override;
 
  private:
   std::string directory_;

@@ -20,8 +20,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "checkpoint/epoch_metrics.h"
 #include "checkpoint/file_util.h"
-#include "checkpoint/manifest.h"
 #include "engine/blob.h"
 #include "engine/operator.h"
 #include "engine/status_macros.h"
@@ -44,6 +44,10 @@ ABSL_FLAG(bool, dump_plan, false,
 ABSL_FLAG(std::string, plan_dot, "",
           "Write the job as a Graphviz graph to this file before running it. "
           "Relative paths resolve like --checkpoint_dir.");
+ABSL_FLAG(std::string, metrics_out, "",
+          "Append one JSON object per epoch to this file (epoch, run time, "
+          "records, save time and bytes, resumed_from). Relative paths "
+          "resolve like --checkpoint_dir.");
 ABSL_FLAG(int64_t, epoch_delay_ms, 0,
           "Sleep this many milliseconds in every epoch, so that a run can be "
           "interrupted; does not change the results.");
@@ -201,19 +205,18 @@ absl::StatusOr<CommonOptions> ReadCommonFlags() {
   JG_ASSIGN_OR_RETURN(
       options.checkpoint_dir,
       ResolvePath("checkpoint_dir", absl::GetFlag(FLAGS_checkpoint_dir)));
-  options.resume_from_epoch = absl::GetFlag(FLAGS_resume_from_epoch);
-  absl::StatusOr<ResumeFrom> resume =
-      ResumeFrom::Parse(options.resume_from_epoch);
-  if (!resume.ok()) {
+  const std::string resume = absl::GetFlag(FLAGS_resume_from_epoch);
+  absl::StatusOr<ResumeFrom> parsed = ResumeFrom::Parse(resume);
+  if (!parsed.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--resume_from_epoch=", options.resume_from_epoch,
+        "--resume_from_epoch=", resume,
         " is not valid: give a committed epoch number, or 'latest' (leave it "
         "empty to start from scratch)"));
   }
-  if (resume->kind != ResumeFrom::Kind::kScratch &&
-      options.checkpoint_dir.empty()) {
+  options.resume_from = *parsed;
+  if (!options.resume_from.from_scratch() && options.checkpoint_dir.empty()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--resume_from_epoch=", options.resume_from_epoch,
+        absl::StrCat("--resume_from_epoch=", resume,
                      " needs --checkpoint_dir (the directory to resume from)"));
   }
   options.keep_last = absl::GetFlag(FLAGS_keep_last);
@@ -229,6 +232,9 @@ absl::StatusOr<CommonOptions> ReadCommonFlags() {
   options.dump_plan = absl::GetFlag(FLAGS_dump_plan);
   JG_ASSIGN_OR_RETURN(options.plan_dot,
                       ResolvePath("plan_dot", absl::GetFlag(FLAGS_plan_dot)));
+  JG_ASSIGN_OR_RETURN(
+      options.metrics_out,
+      ResolvePath("metrics_out", absl::GetFlag(FLAGS_metrics_out)));
   options.epoch_delay_ms = absl::GetFlag(FLAGS_epoch_delay_ms);
   if (options.epoch_delay_ms < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -276,38 +282,39 @@ std::optional<int> HandlePlanFlags(const Job& job,
   return std::nullopt;
 }
 
-std::unique_ptr<CheckpointManagerBase> MakeCheckpointManager(
-    const Job& job, const CommonOptions& options) {
-  if (options.checkpoint_dir.empty()) return nullptr;
-  CheckpointOptions ckpt;
-  ckpt.directory = options.checkpoint_dir;
-  ckpt.retention.keep_last = options.keep_last;
-  // One node: a plain manager, whose databases are named after the job's
-  // node all the same ("<dir>/<node>.<epoch>").
-  if (job.nodes_to_checkpoint().size() > 1) {
-    return std::make_unique<MultiNodeCheckpointManager>(std::move(ckpt));
-  }
-  return std::make_unique<CheckpointManager>(std::move(ckpt));
-}
-
 absl::StatusOr<int64_t> RunJob(const Job& job, const CommonOptions& options,
                                Session& session, const EpochLogOptions& log) {
-  std::unique_ptr<CheckpointManagerBase> manager =
-      MakeCheckpointManager(job, options);
+  std::unique_ptr<Checkpointer> checkpointer;
+  if (!options.checkpoint_dir.empty()) {
+    checkpointer = std::make_unique<Checkpointer>(
+        CheckpointOptions{.directory = options.checkpoint_dir,
+                          .retention = {.keep_last = options.keep_last}});
+  }
+  std::unique_ptr<EpochMetricsFile> metrics;
+  if (!options.metrics_out.empty()) {
+    absl::StatusOr<std::unique_ptr<EpochMetricsFile>> opened =
+        EpochMetricsFile::Open(options.metrics_out);
+    if (!opened.ok()) {
+      return absl::Status(
+          opened.status().code(),
+          absl::StrCat("--metrics_out: ", opened.status().message()));
+    }
+    metrics = *std::move(opened);
+  }
   JobRunnerOptions runner_options;
-  runner_options.resume_from_epoch = options.resume_from_epoch;
-  const bool checkpointing = manager != nullptr;
-  runner_options.on_epoch_end = [&session, &log,
+  runner_options.resume_from = options.resume_from;
+  const bool checkpointing = checkpointer != nullptr;
+  runner_options.on_epoch_end = [&session, &log, &metrics,
                                  checkpointing](const EpochStats& stats) {
     // Epoch 0 is the save after the init group; it has no run of its own.
     std::string head = "epoch 0 (init)";
     std::vector<std::string> parts;
+    std::optional<int64_t> records;
     if (stats.epoch > 0) {
       head = absl::StrCat("epoch ", stats.epoch);
       parts.push_back(FormatMillis(stats.run_micros));
       if (!log.record_nodes.empty()) {
-        std::optional<int64_t> records =
-            SumRecords(session, log.record_nodes, kEpochRecordsBlob);
+        records = SumRecords(session, log.record_nodes, kEpochRecordsBlob);
         parts.push_back(
             records.has_value()
                 ? absl::StrCat(*records, *records == 1 ? " record" : " records")
@@ -328,8 +335,13 @@ absl::StatusOr<int64_t> RunJob(const Job& job, const CommonOptions& options,
       parts.push_back("checkpoint FAILED (see the error above)");
     }
     LOG(INFO) << head << ": " << absl::StrJoin(parts, ", ");
+    if (metrics != nullptr) {
+      // Metrics are for people; losing a line must not fail the job.
+      absl::Status appended = metrics->Append(stats, records);
+      if (!appended.ok()) LOG(ERROR) << appended.message();
+    }
   };
-  JobRunner runner(job, manager.get(), runner_options);
+  JobRunner runner(job, checkpointer.get(), runner_options);
   absl::StatusOr<int64_t> epochs = runner.Train(session);
   if (epochs.ok() && runner.stats().save_failures > 0) {
     LOG(WARNING) << runner.stats().save_failures

@@ -1,5 +1,5 @@
 // What every example binary shares: the common flags and their checks, path
-// resolution for `bazel run`, the checkpoint manager, --dump_plan and
+// resolution for `bazel run`, the checkpointer, --dump_plan, --metrics_out and
 // --plan_dot, the per-epoch log line, and two small operators (CountRows,
 // SleepMs) that the examples' epoch tasks use.
 //
@@ -13,6 +13,8 @@
 //   --dump_plan                print the job as a text proto and exit
 //   --plan_dot=FILE            write the job as a Graphviz graph to FILE,
 //                              then run it
+//   --metrics_out=FILE         append one JSON line per epoch to FILE
+//                              (EpochMetricsFile)
 //   --epoch_delay_ms=MS        pause MS ms in each epoch (to interrupt a run
 //                              by hand or from a test); results do not change
 // Relative paths resolve against $BUILD_WORKING_DIRECTORY when it is set:
@@ -44,9 +46,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "checkpoint/checkpoint_manager.h"
 #include "checkpoint/job.h"
 #include "checkpoint/job_runner.h"
+#include "checkpoint/resume_from.h"
 #include "engine/data/record.h"
 #include "engine/net_builder.h"
 #include "engine/session.h"
@@ -58,7 +60,8 @@ namespace examples {
 // The common flags, checked and with paths resolved.
 struct CommonOptions {
   std::string checkpoint_dir;  // absolute, or "" for no checkpoints
-  std::string resume_from_epoch;
+  ResumeFrom resume_from;
+  std::string metrics_out;  // absolute, or "" for no metrics file
   int keep_last = 0;
   bool dump_plan = false;
   std::string plan_dot;  // absolute, or ""
@@ -93,12 +96,6 @@ int RunError(const absl::Status& status);
 std::optional<int> HandlePlanFlags(const Job& job,
                                    const CommonOptions& options);
 
-// The checkpoint manager the flags ask for, or null without
-// --checkpoint_dir: a MultiNodeCheckpointManager for jobs that checkpoint
-// several nodes, else a CheckpointManager.
-std::unique_ptr<CheckpointManagerBase> MakeCheckpointManager(
-    const Job& job, const CommonOptions& options);
-
 // What the per-epoch log line shows beyond the runner's timings.
 struct EpochLogOptions {
   // Nodes whose record counter (kEpochRecordsBlob, made by
@@ -108,8 +105,8 @@ struct EpochLogOptions {
   std::function<std::string(const Session&)> extra;
 };
 
-// Runs `job` on `session` with a manager made by MakeCheckpointManager, and
-// logs one line per epoch to stderr:
+// Runs `job` on `session`, with a Checkpointer when --checkpoint_dir is set,
+// and logs one line per epoch to stderr (and to --metrics_out):
 //   epoch 3: 12.1 ms, 3 records, checkpoint 4.0 ms 1.2 KiB
 // Returns the last epoch.
 absl::StatusOr<int64_t> RunJob(const Job& job, const CommonOptions& options,

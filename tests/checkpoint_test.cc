@@ -9,11 +9,13 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "checkpoint/checkpoint_manager.h"
+#include "checkpoint/checkpointer.h"
+#include "checkpoint/commit_log.h"
 #include "checkpoint/file_util.h"
 #include "checkpoint/job.h"
 #include "checkpoint/job_runner.h"
-#include "checkpoint/manifest.h"
+#include "checkpoint/resume_from.h"
+#include "checkpoint/verify.h"
 #include "engine/session.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -54,12 +56,12 @@ void RunWith(MakeManager make_manager) {
     }
   }
   std::unique_ptr<LocalSession> session;
-  std::unique_ptr<CheckpointManagerBase> manager;
+  std::unique_ptr<Checkpointer> manager;
   for (int64_t resume = 1; resume <= 4; ++resume) {
     session = std::make_unique<LocalSession>();
     manager = make_manager();
     JobRunner runner(job, manager.get(),
-                     {.resume_from_epoch = absl::StrCat(resume)});
+                     {.resume_from = ResumeFrom::Epoch(resume)});
     absl::StatusOr<int64_t> epochs = runner.Train(*session);
     ASSERT_TRUE(epochs.ok()) << epochs.status();
     EXPECT_EQ(*epochs, resume < 4 ? 4 : 5) << "resumed from " << resume;
@@ -68,9 +70,9 @@ void RunWith(MakeManager make_manager) {
   }
   // Each epoch's checkpoint holds that epoch's state.
   for (int64_t epoch = 1; epoch <= 4; ++epoch) {
-    absl::StatusOr<TaskGroup> load = manager->Load(*session, epoch);
+    absl::StatusOr<CheckpointStats> load = manager->Restore(*session, epoch);
     ASSERT_TRUE(load.ok()) << load.status();
-    ASSERT_TRUE(session->Run(*load).ok());
+    EXPECT_EQ(load->bytes, 291);
     EXPECT_EQ(testing::Caffe2Total(*session), kExpectedTotals[epoch - 1])
         << "epoch " << epoch;
   }
@@ -136,13 +138,14 @@ TEST(CheckpointTest, DbNamesAndPartialLoadFromEveryNode) {
   {
     // Building the init tasks runs nothing, but names every database.
     MultiNodeCheckpointManager names({.directory = dir});
-    ASSERT_TRUE(names.SetParams(job.nodes_to_checkpoint()).ok());
-    ASSERT_TRUE(names.Init(job.nodes_to_checkpoint(), std::nullopt).ok());
+    ASSERT_EQ(
+        names.Start(job.nodes_to_checkpoint(), ResumeFrom::Scratch()).value(),
+        std::nullopt);
     for (int id = 0; id < 3; ++id) {
-      EXPECT_EQ(names.GetCkptDbName(absl::StrCat("trainer_", id), 5),
+      EXPECT_EQ(names.DbPath(absl::StrCat("trainer_", id), 5),
                 absl::StrCat(dir, "/trainer_", id, ".5"));
     }
-    EXPECT_EQ(names.GetCkptDbName("trainer_9", 5), std::nullopt);
+    EXPECT_EQ(names.DbPath("trainer_9", 5), std::nullopt);
   }
   {
     MultiNodeCheckpointManager manager({.directory = dir});
@@ -281,11 +284,42 @@ TEST(CheckpointTest, ReusedCheckpointManager) {
     ASSERT_EQ(runner.Train(session).value(), 4);
   }
   for (int64_t resume = 1; resume <= 4; ++resume) {
-    JobRunner runner(job, &manager,
-                     {.resume_from_epoch = absl::StrCat(resume)});
+    JobRunner runner(job, &manager, {.resume_from = ResumeFrom::Epoch(resume)});
     absl::StatusOr<int64_t> epochs = runner.Train(session);
     ASSERT_TRUE(epochs.ok()) << epochs.status();
     EXPECT_EQ(*epochs, resume < 4 ? 4 : 5);
+    EXPECT_EQ(testing::Caffe2Total(session), 145);
+  }
+}
+
+// A retry loop builds a fresh session for every run and reuses the
+// checkpointer: from scratch it writes the blob lists of its first run into
+// the new session, and on resume it takes them from the checkpoint.
+TEST(CheckpointTest, ReusedCheckpointerWithANewSessionEachRun) {
+  const std::string dir = NewTempDir("reuse_sessions");
+  Job job;
+  testing::BuildCaffe2Pipeline(job, 0);
+  MultiNodeCheckpointManager manager({.directory = dir});
+  for (int run = 0; run < 2; ++run) {
+    LocalSession session;
+    JobRunner runner(job, &manager);
+    absl::StatusOr<int64_t> epochs = runner.Train(session);
+    ASSERT_TRUE(epochs.ok()) << epochs.status();
+    EXPECT_EQ(*epochs, 4);
+    EXPECT_EQ(runner.stats().save_failures, 0) << "run " << run;
+    ASSERT_EQ(runner.stats().epochs.size(), 5u);
+    for (const EpochStats& e : runner.stats().epochs) {
+      EXPECT_EQ(e.save_bytes, 291) << "run " << run << " epoch " << e.epoch;
+    }
+    EXPECT_EQ(testing::Caffe2Total(session), 145);
+  }
+  for (int64_t resume = 1; resume <= 4; ++resume) {
+    LocalSession session;
+    JobRunner runner(job, &manager, {.resume_from = ResumeFrom::Epoch(resume)});
+    absl::StatusOr<int64_t> epochs = runner.Train(session);
+    ASSERT_TRUE(epochs.ok()) << epochs.status();
+    EXPECT_EQ(*epochs, resume < 4 ? 4 : 5);
+    EXPECT_EQ(runner.stats().save_failures, 0);
     EXPECT_EQ(testing::Caffe2Total(session), 145);
   }
 }
@@ -301,7 +335,7 @@ TEST(CheckpointTest, RetentionKeepsTheNewestAndTheMilestones) {
       {.directory = dir, .retention = {.keep_last = 2, .keep_every = 2}});
   JobRunner runner(job, &manager);
   ASSERT_EQ(runner.Train(session).value(), 4);
-  absl::StatusOr<CheckpointManifest> manifest = ReadManifest(dir);
+  absl::StatusOr<CheckpointManifest> manifest = ReadCommitLog(dir);
   ASSERT_TRUE(manifest.ok()) << manifest.status();
   std::vector<int64_t> committed;
   for (const CommittedEpoch& e : manifest->epoch())
@@ -313,7 +347,8 @@ TEST(CheckpointTest, RetentionKeepsTheNewestAndTheMilestones) {
   // A resume from the newest still works after retention.
   LocalSession again;
   MultiNodeCheckpointManager resumed_manager({.directory = dir});
-  JobRunner resumed(job, &resumed_manager, {.resume_from_epoch = "latest"});
+  JobRunner resumed(job, &resumed_manager,
+                    {.resume_from = ResumeFrom::Latest()});
   ASSERT_EQ(resumed.Train(again).value(), 5);
   EXPECT_EQ(resumed.stats().resumed_from, 4);
   EXPECT_EQ(testing::Caffe2Total(again), 145);
@@ -331,11 +366,11 @@ TEST(CheckpointTest, InMemoryDatabasesCommitAndResume) {
     JobRunner runner(job, &manager);
     ASSERT_EQ(runner.Train(session).value(), 4);
     EXPECT_EQ(runner.stats().save_failures, 0);
-    EXPECT_EQ(ReadManifest(dir)->epoch_size(), 5);
+    EXPECT_EQ(ReadCommitLog(dir)->epoch_size(), 5);
   }
   LocalSession session;
   MultiNodeCheckpointManager manager({.directory = dir, .db_type = "memory"});
-  JobRunner runner(job, &manager, {.resume_from_epoch = "2"});
+  JobRunner runner(job, &manager, {.resume_from = ResumeFrom::Epoch(2)});
   ASSERT_EQ(runner.Train(session).value(), 4);
   EXPECT_EQ(testing::Caffe2Total(session), 145);
 }
@@ -346,7 +381,7 @@ TEST(CheckpointTest, ResumeLatestFromEmptyDirectoryStartsFromScratch) {
   testing::BuildCaffe2Pipeline(job, 0);
   LocalSession session;
   MultiNodeCheckpointManager manager({.directory = dir});
-  JobRunner runner(job, &manager, {.resume_from_epoch = "latest"});
+  JobRunner runner(job, &manager, {.resume_from = ResumeFrom::Latest()});
   ASSERT_EQ(runner.Train(session).value(), 4);
   EXPECT_EQ(runner.stats().resumed_from, std::nullopt);
   EXPECT_EQ(testing::Caffe2Total(session), 145);
@@ -359,7 +394,7 @@ TEST(CheckpointTest, ResumeErrorsNameTheEpochAndDirectory) {
   {
     LocalSession session;
     MultiNodeCheckpointManager manager({.directory = dir});
-    JobRunner runner(job, &manager, {.resume_from_epoch = "7"});
+    JobRunner runner(job, &manager, {.resume_from = ResumeFrom::Epoch(7)});
     absl::StatusOr<int64_t> epochs = runner.Train(session);
     EXPECT_EQ(epochs.status().code(), absl::StatusCode::kNotFound);
     EXPECT_THAT(epochs.status().message(), HasSubstr("epoch 7"));
@@ -367,14 +402,7 @@ TEST(CheckpointTest, ResumeErrorsNameTheEpochAndDirectory) {
   }
   {
     LocalSession session;
-    MultiNodeCheckpointManager manager({.directory = dir});
-    JobRunner runner(job, &manager, {.resume_from_epoch = "soon"});
-    EXPECT_EQ(runner.Train(session).status().code(),
-              absl::StatusCode::kInvalidArgument);
-  }
-  {
-    LocalSession session;
-    JobRunner runner(job, nullptr, {.resume_from_epoch = "2"});
+    JobRunner runner(job, nullptr, {.resume_from = ResumeFrom::Epoch(2)});
     EXPECT_EQ(runner.Train(session).status().code(),
               absl::StatusCode::kInvalidArgument);
   }

@@ -36,9 +36,10 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "checkpoint/checkpoint_manager.h"
+#include "checkpoint/checkpointer.h"
 #include "checkpoint/job.h"
 #include "checkpoint/job_runner.h"
+#include "checkpoint/resume_from.h"
 #include "engine/ops/function_op.h"
 #include "engine/session.h"
 #include "glog/logging.h"
@@ -46,7 +47,7 @@
 
 ABSL_FLAG(std::string, checkpoint_dir, "",
           "Directory of the checkpoints (required).");
-ABSL_FLAG(std::string, resume_from_epoch, "",
+ABSL_FLAG(jobgraph::ResumeFrom, resume_from_epoch, {},
           "Empty: from scratch; 'latest' or an epoch number: resume.");
 ABSL_FLAG(int, nodes, 2, "Number of trainer nodes.");
 ABSL_FLAG(int, keep_last, 0,
@@ -114,7 +115,7 @@ absl::Status Run() {
   const JobRunner* runner_ptr = nullptr;
   bool printed_resume = false;
   JobRunnerOptions runner_options;
-  runner_options.resume_from_epoch = absl::GetFlag(FLAGS_resume_from_epoch);
+  runner_options.resume_from = absl::GetFlag(FLAGS_resume_from_epoch);
   // A crash test must see every save failure: a save that failed quietly
   // would make a later resume start from an older epoch than expected.
   runner_options.fail_on_save_error = true;

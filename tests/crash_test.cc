@@ -27,9 +27,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "checkpoint/checkpoint_paths.h"
+#include "checkpoint/commit_log.h"
 #include "checkpoint/failpoint.h"
 #include "checkpoint/file_util.h"
-#include "checkpoint/manifest.h"
+#include "checkpoint/verify.h"
 #include "glog/logging.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -80,7 +82,7 @@ std::vector<std::string> NodeNames() {
 // place that verifies (checksums, node, epoch).
 std::vector<int64_t> CommittedEpochsAndCheck(const std::string& dir) {
   std::vector<int64_t> epochs;
-  absl::StatusOr<CheckpointManifest> manifest = ReadManifest(dir);
+  absl::StatusOr<CheckpointManifest> manifest = ReadCommitLog(dir);
   if (absl::IsNotFound(manifest.status())) return epochs;
   EXPECT_TRUE(manifest.ok()) << manifest.status();
   if (!manifest.ok()) return epochs;

@@ -31,12 +31,15 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "checkpoint/checkpoint_manager.h"
+#include "checkpoint/checkpoint_paths.h"
+#include "checkpoint/checkpointer.h"
+#include "checkpoint/commit_log.h"
 #include "checkpoint/db_manifest.h"
 #include "checkpoint/file_util.h"
 #include "checkpoint/job.h"
 #include "checkpoint/job_runner.h"
-#include "checkpoint/manifest.h"
+#include "checkpoint/resume_from.h"
+#include "checkpoint/verify.h"
 #include "engine/session.h"
 #include "glog/logging.h"
 #include "gmock/gmock.h"
@@ -72,7 +75,8 @@ RunOutcome RunPipeline(const std::string& dir, const std::string& resume) {
   for (int id = 0; id < kNodes; ++id) testing::BuildCaffe2Pipeline(job, id);
   LocalSession session;
   MultiNodeCheckpointManager manager({.directory = dir});
-  JobRunner runner(job, &manager, {.resume_from_epoch = resume});
+  JobRunner runner(job, &manager,
+                   {.resume_from = ResumeFrom::Parse(resume).value()});
   RunOutcome outcome{runner.Train(session), runner.stats(), {}};
   if (outcome.epochs.ok()) {
     for (int id = 0; id < kNodes; ++id) {
@@ -83,7 +87,7 @@ RunOutcome RunPipeline(const std::string& dir, const std::string& resume) {
 }
 
 std::vector<int64_t> CommittedEpochs(const std::string& dir) {
-  absl::StatusOr<CheckpointManifest> manifest = ReadManifest(dir);
+  absl::StatusOr<CheckpointManifest> manifest = ReadCommitLog(dir);
   CHECK(manifest.ok()) << manifest.status();
   std::vector<int64_t> epochs;
   for (const CommittedEpoch& e : manifest->epoch()) epochs.push_back(e.epoch());
@@ -408,7 +412,7 @@ TEST_P(DamagedDirectoryManifestTest, ResumeFailsAndChangesNothing) {
       RunOutcome full = RunPipeline(dir, "");
       ASSERT_TRUE(full.epochs.ok()) << full.epochs.status();
     }
-    const std::string manifest = JoinPath(dir, kManifestFileName);
+    const std::string manifest = JoinPath(dir, kCommitLogFileName);
     c.damage(manifest);
     const std::map<std::string, std::string> before = Snapshot(dir);
 

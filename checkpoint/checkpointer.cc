@@ -1,0 +1,326 @@
+#include "checkpoint/checkpointer.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "checkpoint/checkpoint_paths.h"
+#include "checkpoint/commit_log.h"
+#include "checkpoint/file_util.h"
+#include "checkpoint/resume_choice.h"
+#include "engine/net_builder.h"
+#include "engine/status_macros.h"
+#include "engine/task.h"
+#include "glog/logging.h"
+
+namespace jobgraph {
+namespace {
+
+int64_t MicrosSince(absl::Time start) {
+  return absl::ToInt64Microseconds(absl::Now() - start);
+}
+
+absl::Status Annotate(const absl::Status& s, absl::string_view what) {
+  if (s.ok()) return s;
+  return absl::Status(s.code(), absl::StrCat(what, ": ", s.message()));
+}
+
+// mkdir -p: the checkpoint directory and any missing parents.
+absl::Status CreateDirs(const std::string& dir) {
+  JG_ASSIGN_OR_RETURN(bool exists, PathExists(dir));
+  if (exists) return absl::OkStatus();
+  const std::string parent = ParentDir(dir);
+  if (!parent.empty() && parent != dir) JG_RETURN_IF_ERROR(CreateDirs(parent));
+  absl::Status s = CreateDir(dir);
+  return absl::IsAlreadyExists(s) ? absl::OkStatus() : s;
+}
+
+// The directory exists (created if needed) and this process may create
+// databases in it. Unavailable either way, as Caffe2's cp_accessible()
+// answers: the save cannot happen now, and a later one may.
+absl::Status PrepareDirectory(const std::string& dir) {
+  absl::Status created = CreateDirs(dir);
+  if (!created.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat("checkpoint directory ", dir,
+                     " cannot be created: ", created.message()));
+  }
+  if (::access(dir.c_str(), W_OK | X_OK) != 0) {
+    return absl::UnavailableError(
+        absl::StrCat("checkpoint directory ", dir,
+                     " is not writable: ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+Checkpointer::Checkpointer(CheckpointOptions options)
+    : Checkpointer(std::move(options), /*single_node=*/false) {}
+
+Checkpointer::Checkpointer(CheckpointOptions options, bool single_node)
+    : options_(std::move(options)), single_node_(single_node) {}
+
+absl::Status Checkpointer::SetNodes(const std::vector<std::string>& nodes) {
+  if (options_.directory.empty()) {
+    return absl::InvalidArgumentError(
+        "CheckpointOptions.directory is empty: give the directory that holds "
+        "the checkpoints");
+  }
+  if (nodes.empty()) {
+    return absl::InvalidArgumentError(
+        "the job has no nodes to checkpoint: give the init group a task, or "
+        "call Job::SetNodesToCheckpoint");
+  }
+  if (single_node_ && nodes.size() != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("CheckpointManager checkpoints one node, but the job has ",
+                     nodes.size(), " (", absl::StrJoin(nodes, ", "),
+                     "); use MultiNodeCheckpointManager"));
+  }
+  if (!options_.node_name.empty() && nodes.size() != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "CheckpointOptions.node_name '", options_.node_name,
+        "' names the databases of a single node, but the job checkpoints ",
+        nodes.size(), " (", absl::StrJoin(nodes, ", "), ")"));
+  }
+  if (!nodes_.empty()) {
+    // A reused Checkpointer keeps its blob lists, which belong to its nodes.
+    if (nodes != this->nodes()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("this Checkpointer was set up for nodes [",
+                       absl::StrJoin(this->nodes(), ", "), "], not [",
+                       absl::StrJoin(nodes, ", "), "]"));
+    }
+    return absl::OkStatus();
+  }
+  std::vector<NodeState> states;
+  for (const std::string& node : nodes) {
+    NodeState state;
+    state.node = node;
+    state.file_name = options_.node_name.empty() ? node : options_.node_name;
+    JG_RETURN_IF_ERROR(ValidateNodeName(state.file_name));
+    states.push_back(std::move(state));
+  }
+  nodes_ = std::move(states);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::optional<int64_t>> Checkpointer::Start(
+    const std::vector<std::string>& nodes, const ResumeFrom& resume) {
+  JG_RETURN_IF_ERROR(SetNodes(nodes));
+  std::vector<std::string> file_names;
+  for (const NodeState& state : nodes_) file_names.push_back(state.file_name);
+  return ChooseResumeEpoch(options_.directory, options_.db_type, file_names,
+                           resume);
+}
+
+std::string Checkpointer::DbPathOf(const NodeState& state,
+                                   int64_t epoch) const {
+  return CheckpointDbPath(options_.directory, state.file_name, epoch);
+}
+
+std::optional<std::string> Checkpointer::DbPath(const std::string& node,
+                                                int64_t epoch) const {
+  for (const NodeState& state : nodes_) {
+    if (state.node == node) return DbPathOf(state, epoch);
+  }
+  return std::nullopt;
+}
+
+std::vector<std::string> Checkpointer::nodes() const {
+  std::vector<std::string> names;
+  for (const NodeState& state : nodes_) names.push_back(state.node);
+  return names;
+}
+
+absl::Status Checkpointer::FetchBlobNames(const Session& session) {
+  for (NodeState& state : nodes_) {
+    absl::StatusOr<Tensor> names =
+        session.FetchBlob(state.node, kBlobNamesBlob);
+    if (!names.ok()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("the checkpointed blob list of node '", state.node,
+                       "' is not available: ", names.status().message()));
+    }
+    if (names->dtype() != STRING) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "blob '", kBlobNamesBlob, "' of node '", state.node, "' holds ",
+          names->DebugString(4), ", not a list of names"));
+    }
+    state.blobs.clear();
+    for (int64_t i = 0; i < names->numel(); ++i) {
+      // A session that already ran a save holds the save's byte count; it
+      // describes a save and is never part of one.
+      const std::string& name = names->data<std::string>()[i];
+      if (name != kSavedBytesBlob) state.blobs.push_back(name);
+    }
+  }
+  blobs_fixed_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status Checkpointer::CaptureBlobNames(Session& session) {
+  if (nodes_.empty()) {
+    return absl::FailedPreconditionError(
+        "Checkpointer::CaptureBlobNames before Start: the nodes are unknown");
+  }
+  TaskGroup group("checkpoint_init", GLOBAL);
+  for (const NodeState& state : nodes_) {
+    Task& task = group.NewTask(Node(state.node), {.name = "checkpoint_init"});
+    if (blobs_fixed_) {
+      // Reused: the list of the first run, also in a new session.
+      task.net().Op("GivenTensorStringFill", {}, {BlobRef(kBlobNamesBlob)},
+                    {MakeArg("values", state.blobs),
+                     MakeArg("shape", std::vector<int64_t>{static_cast<int64_t>(
+                                          state.blobs.size())})});
+    } else {
+      task.net().Op("GetAllBlobNames", {}, {BlobRef(kBlobNamesBlob)},
+                    {MakeArg("include_shared", 0)});
+    }
+    task.AddOutput(BlobRef(kBlobNamesBlob, state.node));
+  }
+  JG_RETURN_IF_ERROR(Annotate(session.Run(group), "checkpoint init"));
+  return FetchBlobNames(session);
+}
+
+absl::StatusOr<CheckpointStats> Checkpointer::Restore(Session& session,
+                                                      int64_t epoch) {
+  const absl::Time start = absl::Now();
+  if (nodes_.empty()) {
+    return absl::FailedPreconditionError(
+        "Checkpointer::Restore before Start: the nodes are unknown");
+  }
+  // Each database holds exactly the blobs that were checkpointed, the list
+  // itself included, so one pass over it restores the blobs and the list.
+  TaskGroup group("checkpoint_load", GLOBAL);
+  for (const NodeState& state : nodes_) {
+    Task& task = group.NewTask(Node(state.node), {.name = "checkpoint_load"});
+    task.net().Op("Load", {}, {},
+                  {MakeArg("db", DbPathOf(state, epoch)),
+                   MakeArg("db_type", options_.db_type),
+                   MakeArg("absolute_path", 1), MakeArg("load_all", 1)});
+  }
+  const std::string what = absl::StrCat("cannot resume from epoch ", epoch,
+                                        " in ", options_.directory);
+  JG_RETURN_IF_ERROR(Annotate(session.Run(group), what));
+  JG_RETURN_IF_ERROR(Annotate(FetchBlobNames(session), what));
+
+  CheckpointStats stats;
+  stats.epoch = epoch;
+  stats.num_dbs = static_cast<int>(nodes_.size());
+  absl::StatusOr<CheckpointManifest> log = ReadCommitLog(options_.directory);
+  const CommittedEpoch* entry =
+      log.ok() ? FindCommittedEpoch(*log, epoch) : nullptr;
+  if (entry != nullptr) stats.bytes = entry->total_bytes();
+  stats.wall_micros = MicrosSince(start);
+  return stats;
+}
+
+absl::StatusOr<CheckpointStats> Checkpointer::SaveEpoch(Session& session,
+                                                        int64_t epoch) {
+  const absl::Time start = absl::Now();
+  if (!blobs_fixed_) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cannot save epoch ", epoch,
+        ": the checkpointed blobs are not fixed yet (call CaptureBlobNames "
+        "or Restore first)"));
+  }
+  JG_RETURN_IF_ERROR(PrepareDirectory(options_.directory));
+  TaskGroup group("checkpoint_save", GLOBAL);
+  for (const NodeState& state : nodes_) {
+    std::vector<BlobRef> inputs(state.blobs.begin(), state.blobs.end());
+    Task& task = group.NewTask(Node(state.node), {.name = "checkpoint_save"});
+    task.net().Op(
+        "Save", inputs, {BlobRef(kSavedBytesBlob)},
+        {MakeArg("db", DbPathOf(state, epoch)),
+         MakeArg("db_type", options_.db_type), MakeArg("absolute_path", 1),
+         MakeArg("chunk_bytes", options_.chunk_bytes),
+         MakeArg("node", state.file_name), MakeArg("epoch", epoch)});
+    task.AddOutput(BlobRef(kSavedBytesBlob, state.node));
+  }
+  JG_RETURN_IF_ERROR(session.Run(group));
+
+  CheckpointStats stats;
+  stats.epoch = epoch;
+  stats.num_dbs = static_cast<int>(nodes_.size());
+  EpochCommit commit;
+  commit.epoch = epoch;
+  for (const NodeState& state : nodes_) {
+    JG_ASSIGN_OR_RETURN(Tensor bytes,
+                        session.FetchBlob(state.node, kSavedBytesBlob));
+    if (bytes.dtype() != INT64 || bytes.numel() != 1) {
+      return absl::InternalError(
+          absl::StrCat("the save of node '", state.node, "' reported ",
+                       bytes.DebugString(4), " instead of its size in bytes"));
+    }
+    stats.bytes += bytes.scalar<int64_t>();
+    commit.nodes.push_back(state.file_name);
+  }
+  commit.total_bytes = stats.bytes;
+  commit.save_micros = MicrosSince(start);
+  JG_RETURN_IF_ERROR(CommitEpoch(options_.directory, options_.db_type, commit));
+  // The epoch is committed now; a failure to drop old epochs must not turn
+  // it into a failed save. It is logged, and the next commit tries again.
+  absl::Status retention =
+      ApplyRetention(options_.directory, options_.retention,
+                     /*background=*/true)
+          .status();
+  if (!retention.ok()) {
+    LOG(ERROR) << "epoch " << epoch << " is committed in " << options_.directory
+               << ", but retention failed: " << retention;
+  }
+  stats.wall_micros = MicrosSince(start);
+  return stats;
+}
+
+absl::StatusOr<bool> Checkpointer::LoadBlobs(
+    Session& session, const std::vector<std::string>& nodes,
+    const std::vector<std::string>& blob_names, int64_t epoch) {
+  JG_RETURN_IF_ERROR(SetNodes(nodes));
+  // Unlike Caffe2, every node's database is checked before anything is
+  // loaded, so a missing one leaves every workspace untouched.
+  TaskGroup check("checkpoint_db_exists", GLOBAL);
+  std::vector<TaskOutput> exists;
+  for (const NodeState& state : nodes_) {
+    Task& task =
+        check.NewTask(Node(state.node), {.name = "checkpoint_db_exists"});
+    BlobRef found(
+        absl::StrCat("checkpoint_db_exists/", state.file_name, ".", epoch),
+        state.node);
+    task.net().Op(
+        "DBExists", {}, {found},
+        {MakeArg("db_name", DbPathOf(state, epoch)),
+         MakeArg("db_type", options_.db_type), MakeArg("absolute_path", 1)});
+    exists.push_back(task.AddOutput(found));
+  }
+  JG_RETURN_IF_ERROR(session.Run(check));
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    JG_ASSIGN_OR_RETURN(Tensor present, session.Fetch(exists[i]));
+    if (!present.scalar<bool>()) {
+      LOG(WARNING) << "checkpoint " << DbPathOf(nodes_[i], epoch)
+                   << " does not exist; loading nothing";
+      return false;
+    }
+  }
+  TaskGroup load("checkpoint_partial_load", GLOBAL);
+  std::vector<BlobRef> outputs(blob_names.begin(), blob_names.end());
+  for (const NodeState& state : nodes_) {
+    Task& task =
+        load.NewTask(Node(state.node), {.name = "checkpoint_partial_load"});
+    task.net().Op(
+        "Load", {}, outputs,
+        {MakeArg("db", DbPathOf(state, epoch)),
+         MakeArg("db_type", options_.db_type), MakeArg("absolute_path", 1),
+         MakeArg("allow_incomplete", 1)});
+  }
+  JG_RETURN_IF_ERROR(session.Run(load));
+  return true;
+}
+
+}  // namespace jobgraph

@@ -1,0 +1,169 @@
+// Checkpointer: snapshots the root workspaces of a job's checkpointed nodes
+// into one database per node per epoch, "<dir>/<node>.<epoch>", commits each
+// epoch in the directory's commit log, and restores them.
+//
+// A JobRunner makes one call per phase of a run:
+//
+//   Start(nodes, resume)      checks the options and node names and chooses
+//                             the epoch to resume from (resume_choice.h);
+//   CaptureBlobNames(session) from scratch, after the init group: fixes the
+//                             checkpointed blobs of every node;
+//   Restore(session, epoch)   on resume: fixes them from the checkpoint and
+//                             loads every one of them;
+//   SaveEpoch(session, epoch) after init (epoch 0) and after every epoch:
+//                             creates the directory, writes every node's
+//                             database durably under its final name, commits
+//                             the epoch, applies retention.
+//
+// As in Caffe2, the checkpointed blobs of a node are the blobs in its root
+// workspace once the init group has run (GetAllBlobNames; the list is stored
+// in the "blob_names" blob, which is itself checkpointed), or on resume the
+// list stored in the checkpoint. The Save and Load operators run as tasks on
+// the node that owns the blobs, so a Checkpointer works on any Session.
+//
+// One Checkpointer serves jobs of one or many nodes. CheckpointManager and
+// MultiNodeCheckpointManager (below) are Caffe2's names for it.
+//
+// A Checkpointer may be reused for several runs of the same job, also with a
+// new Session each time: it keeps the blob lists it fixed and writes them
+// into the session when a run starts from scratch again.
+//
+// Not thread-safe; used by one JobRunner at a time.
+
+#ifndef JOBGRAPH_CHECKPOINT_CHECKPOINTER_H_
+#define JOBGRAPH_CHECKPOINT_CHECKPOINTER_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "checkpoint/resume_from.h"
+#include "checkpoint/retention.h"
+#include "engine/session.h"
+
+namespace jobgraph {
+
+// The blob that holds the list of checkpointed blob names, in every node's
+// root workspace and in every checkpoint.
+inline constexpr char kBlobNamesBlob[] = "blob_names";
+// The blob the save task writes the saved bytes into (not checkpointed: it is
+// created after the blob list is fixed).
+inline constexpr char kSavedBytesBlob[] = "checkpoint_saved_bytes";
+
+struct CheckpointOptions {
+  // Directory that holds the databases and the commit log; created (with
+  // its parents) on the first save. Required.
+  std::string directory;
+  // Database type from the DB registry ("leveldb"; "memory" for tests).
+  std::string db_type = "leveldb";
+  // For a job with one checkpointed node: the name its databases carry
+  // (Caffe2's node_name). Empty: the node's own name. Must be empty when
+  // the job checkpoints several nodes.
+  std::string node_name;
+  // Tensors are split into database values of at most this many bytes.
+  int64_t chunk_bytes = int64_t{64} << 20;
+  // Which committed epochs to keep after each commit.
+  RetentionOptions retention;
+};
+
+// Size and duration of one save or restore.
+struct CheckpointStats {
+  int64_t epoch = 0;
+  // Databases written or read (one per checkpointed node).
+  int num_dbs = 0;
+  // Bytes of blob data in those databases (their blob indexes' totals).
+  int64_t bytes = 0;
+  int64_t wall_micros = 0;
+};
+
+class Checkpointer {
+ public:
+  explicit Checkpointer(CheckpointOptions options);
+  Checkpointer(const Checkpointer&) = delete;
+  Checkpointer& operator=(const Checkpointer&) = delete;
+  virtual ~Checkpointer() = default;
+
+  // Starts a run that checkpoints `nodes` (the job's nodes to checkpoint,
+  // in order) and returns the epoch to resume from, or nullopt to start from
+  // scratch. InvalidArgument for missing options, an empty node list, a
+  // node name that cannot be a file name, or nodes that differ from an
+  // earlier run of this Checkpointer; the resume choice's errors otherwise.
+  absl::StatusOr<std::optional<int64_t>> Start(
+      const std::vector<std::string>& nodes, const ResumeFrom& resume);
+
+  // From scratch, after the init group has run: fixes every node's
+  // checkpointed blobs as the blobs in its root workspace now. A reused
+  // Checkpointer keeps the lists of its first run (Caffe2) and writes them
+  // into `session`'s "blob_names" blobs.
+  absl::Status CaptureBlobNames(Session& session);
+
+  // On resume: loads every blob that each node's database of `epoch` holds
+  // into the node's root workspace, and fixes the checkpointed blobs as
+  // those. Errors name the epoch and the directory.
+  absl::StatusOr<CheckpointStats> Restore(Session& session, int64_t epoch);
+
+  // Saves every node's checkpointed blobs as `epoch` and commits the epoch.
+  // Each node's database is durable under its final name before the commit
+  // log lists the epoch; on any error nothing new is committed and earlier
+  // epochs stay as they were. A retention failure after the commit is
+  // logged and does not fail the save.
+  absl::StatusOr<CheckpointStats> SaveEpoch(Session& session, int64_t epoch);
+
+  // Loads `blob_names` from each of `nodes`' databases of `epoch` into that
+  // node's root workspace, leaving blobs a database lacks untouched. Checks
+  // first that every node's database exists; returns false, loading
+  // nothing, if one does not.
+  absl::StatusOr<bool> LoadBlobs(Session& session,
+                                 const std::vector<std::string>& nodes,
+                                 const std::vector<std::string>& blob_names,
+                                 int64_t epoch);
+
+  // "<dir>/<name>.<epoch>" for checkpointed `node` (of the last Start, or
+  // of LoadBlobs), where <name> is options().node_name if set; nullopt for
+  // any other node.
+  std::optional<std::string> DbPath(const std::string& node,
+                                    int64_t epoch) const;
+
+  // The checkpointed nodes, as given to Start.
+  std::vector<std::string> nodes() const;
+  const CheckpointOptions& options() const { return options_; }
+
+ protected:
+  // For CheckpointManager: refuse jobs with more than one checkpointed node.
+  Checkpointer(CheckpointOptions options, bool single_node);
+
+ private:
+  struct NodeState {
+    std::string node;                // where the tasks run: the job's node
+    std::string file_name;           // what the databases are named after
+    std::vector<std::string> blobs;  // fixed by CaptureBlobNames / Restore
+  };
+
+  absl::Status SetNodes(const std::vector<std::string>& nodes);
+  // Fetches each node's "blob_names" blob into NodeState::blobs.
+  absl::Status FetchBlobNames(const Session& session);
+  std::string DbPathOf(const NodeState& state, int64_t epoch) const;
+
+  const CheckpointOptions options_;
+  const bool single_node_;
+  std::vector<NodeState> nodes_;
+  bool blobs_fixed_ = false;
+};
+
+// Caffe2's single-node manager: a Checkpointer that refuses jobs with more
+// than one checkpointed node.
+class CheckpointManager : public Checkpointer {
+ public:
+  explicit CheckpointManager(CheckpointOptions options)
+      : Checkpointer(std::move(options), /*single_node=*/true) {}
+};
+
+// Caffe2's multi-node manager is the Checkpointer itself.
+using MultiNodeCheckpointManager = Checkpointer;
+
+}  // namespace jobgraph
+
+#endif  // JOBGRAPH_CHECKPOINT_CHECKPOINTER_H_

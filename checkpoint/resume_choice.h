@@ -1,0 +1,35 @@
+// The resume choice: which committed epoch of a checkpoint directory a run
+// starts from, given what the user asked for (ResumeFrom).
+//
+//   scratch  nothing, whatever the directory holds;
+//   epoch N  N, which must be committed for every node and verify;
+//   latest   the newest committed epoch that holds every node and verifies;
+//            a damaged one is logged and the next older one is tried. With
+//            no commit log (or an empty one) the run starts from scratch.
+//
+// A function; thread-compatible.
+
+#ifndef JOBGRAPH_CHECKPOINT_RESUME_CHOICE_H_
+#define JOBGRAPH_CHECKPOINT_RESUME_CHOICE_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "checkpoint/resume_from.h"
+
+namespace jobgraph {
+
+// The epoch to resume from in `dir`, or nullopt to start from scratch.
+// Errors name the directory and the epoch: NotFound for an epoch that is not
+// committed, DataLoss when it (or, for latest, every committed epoch) fails
+// verification, FailedPrecondition when it lacks one of `nodes`.
+absl::StatusOr<std::optional<int64_t>> ChooseResumeEpoch(
+    const std::string& dir, const std::string& db_type,
+    const std::vector<std::string>& nodes, const ResumeFrom& requested);
+
+}  // namespace jobgraph
+
+#endif  // JOBGRAPH_CHECKPOINT_RESUME_CHOICE_H_

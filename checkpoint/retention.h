@@ -1,0 +1,39 @@
+// Retention: which committed epochs a checkpoint directory keeps, and the
+// deletion of the others.
+//
+// Epochs are taken out of the commit log first, then their databases are
+// deleted, so a crash in between leaves only unlisted databases, which
+// nothing reads (`ckpt list` shows them as uncommitted). The newest
+// committed epoch is never dropped, and only databases the commit log lists
+// are deleted.
+//
+// Functions only; callers serialise writers of one directory.
+
+#ifndef JOBGRAPH_CHECKPOINT_RETENTION_H_
+#define JOBGRAPH_CHECKPOINT_RETENTION_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace jobgraph {
+
+struct RetentionOptions {
+  // Keep only the newest `keep_last` committed epochs; 0 keeps all.
+  int keep_last = 0;
+  // Also keep every epoch divisible by `keep_every`; 0 keeps none extra.
+  int keep_every = 0;
+};
+
+// Applies `retention` to the commit log of `dir`, then deletes the databases
+// of the dropped epochs (in the background when `background` is true; the
+// caller then waits with WaitForBackgroundDeletes before exiting). Returns
+// the dropped epochs.
+absl::StatusOr<std::vector<int64_t>> ApplyRetention(
+    const std::string& dir, const RetentionOptions& retention, bool background);
+
+}  // namespace jobgraph
+
+#endif  // JOBGRAPH_CHECKPOINT_RETENTION_H_
