@@ -87,7 +87,8 @@ TEST(Crc32cTest, HardwareMatchesPortableOnRandomBuffers) {
 
 TEST(Crc32cTest, DispatchUsesHardwareWhenAvailable) {
   // The dispatcher must agree with both; on this project's machines the CPU
-  // has SSE4.2 (perf_limits.md), so also check that it is detected there.
+  // has SSE4.2 (every x86-64 server CPU since 2008), so also check that it is
+  // detected there.
   const std::string data(100000, 'x');
   EXPECT_EQ(crc32c::Extend(0, data.data(), data.size()),
             crc32c::ExtendPortable(0, data.data(), data.size()));

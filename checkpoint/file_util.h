@@ -2,7 +2,7 @@
 //
 // A checkpoint is committed by writing under a temporary name, making every
 // byte durable, renaming, and syncing the directory that holds the new name
-// (see DESIGN.md, "On-disk format and the commit protocol"). These helpers are
+// (checkpoint/FORMAT.md describes the protocol). These helpers are
 // the building blocks: each makes exactly one step durable and returns an
 // absl::Status whose message names the path and the errno text, so callers can
 // return it unchanged.

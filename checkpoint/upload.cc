@@ -13,6 +13,7 @@
 #include "engine/net_builder.h"
 #include "engine/ops/function_op.h"
 #include "engine/status_macros.h"
+#include "glog/logging.h"
 
 namespace jobgraph {
 namespace {
@@ -57,9 +58,30 @@ absl::Status CopyFile(const std::string& from, const std::string& to) {
   return status;
 }
 
+// Copies `from` under a temporary name beside `to`, then puts it in place
+// atomically: a rename, or, when `to` exists (a re-run publishing into the
+// same directory, as Caffe2 allows), an exchange followed by the deletion of
+// the old copy. A reader of `to` sees the old copy or the new one, never a
+// mix, and a failed copy leaves `to` as it was.
+absl::Status CopyIntoPlace(const std::string& from, const std::string& to) {
+  const std::string temp = absl::StrCat(to, ".tmp-upload-", ::getpid());
+  JG_ASSIGN_OR_RETURN(bool stale, PathExists(temp));
+  if (stale) JG_RETURN_IF_ERROR(RemoveRecursively(temp));
+  absl::Status copied = CopyRecursively(from, temp);
+  if (!copied.ok()) {
+    absl::Status removed = RemoveRecursively(temp);
+    if (!removed.ok()) LOG(WARNING) << removed;
+    return copied;
+  }
+  JG_ASSIGN_OR_RETURN(bool replace, PathExists(to));
+  if (!replace) return RenameAndSync(temp, to);
+  JG_RETURN_IF_ERROR(ExchangeAndSync(temp, to));
+  return RemoveRecursively(temp);
+}
+
 absl::Status CopyCheckpointFunction(FunctionContext& context) {
-  return CopyRecursively(context.GetArg<std::string>("from", ""),
-                         context.GetArg<std::string>("to", ""));
+  return CopyIntoPlace(context.GetArg<std::string>("from", ""),
+                       context.GetArg<std::string>("to", ""));
 }
 
 const bool kCopyRegistered = [] {

@@ -26,7 +26,9 @@ class UploadTaskGroupBuilder {
 };
 
 // Copies "<checkpoint dir>/<node>.<epoch>" to "<directory>/<node>" for every
-// node, with a Function op on that node. The destination must not exist.
+// node, with a Function op on that node. An existing "<directory>/<node>" (an
+// earlier run's upload) is replaced atomically: readers see the old copy or
+// the new one.
 class UploadToLocalDirectory : public UploadTaskGroupBuilder {
  public:
   explicit UploadToLocalDirectory(std::string directory)

@@ -15,7 +15,9 @@
 #include "checkpoint/job.h"
 #include "checkpoint/job_runner.h"
 #include "checkpoint/resume_from.h"
+#include "checkpoint/upload.h"
 #include "checkpoint/verify.h"
+#include "engine/ops/function_op.h"
 #include "engine/session.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -192,6 +194,47 @@ TEST(CheckpointTest, UploadCopiesEachNodesDatabase) {
     EXPECT_TRUE(
         VerifyCheckpointDb("leveldb", dest, absl::StrCat("trainer_", id), 4)
             .ok());
+  }
+}
+
+// A re-run publishing into the same upload directory replaces the earlier
+// copy atomically (Caffe2 overwrites) and runs the download and exit groups.
+TEST(CheckpointTest, UploadReplacesAnEarlierUpload) {
+  const std::string upload_dir = NewTempDir("upload_again_dest");
+  const std::string dest = JoinPath(upload_dir, "trainer_0");
+  for (int run = 0; run < 2; ++run) {
+    Job job;
+    testing::BuildCaffe2Pipeline(job, 0);
+    bool exit_ran = false;
+    job.exit_group()
+        .NewTask(Node("trainer_0"))
+        .net()
+        .Op("Function", {}, std::vector<BlobRef>{},
+            {MakeArg("func",
+                     run == 0 ? "test.exit_ran_0" : "test.exit_ran_1")});
+    ASSERT_TRUE(FunctionRegistry::Global()
+                    .Register(run == 0 ? "test.exit_ran_0" : "test.exit_ran_1",
+                              [&exit_ran](FunctionContext&) {
+                                exit_ran = true;
+                                return absl::OkStatus();
+                              })
+                    .ok());
+    LocalSession session;
+    MultiNodeCheckpointManager manager(
+        {.directory = NewTempDir(absl::StrCat("upload_again_", run))});
+    UploadToLocalDirectory upload(upload_dir);
+    if (run == 1) {
+      // Something only the old copy has must be gone afterwards.
+      ASSERT_TRUE(WriteFileAtomically(JoinPath(dest, "stale"), "x").ok());
+    }
+    JobRunner runner(job, &manager, {}, &upload);
+    absl::StatusOr<int64_t> epochs = runner.Train(session);
+    ASSERT_TRUE(epochs.ok()) << "run " << run << ": " << epochs.status();
+    EXPECT_EQ(*epochs, 4);
+    EXPECT_TRUE(exit_ran) << "run " << run;
+    EXPECT_THAT(ListDir(upload_dir).value(), ElementsAre("trainer_0"));
+    EXPECT_FALSE(PathExists(JoinPath(dest, "stale")).value());
+    EXPECT_TRUE(VerifyCheckpointDb("leveldb", dest, "trainer_0", 4).ok());
   }
 }
 

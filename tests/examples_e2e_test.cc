@@ -3,12 +3,14 @@
 // codes on clean and damaged checkpoints.
 
 #include <random>
+#include <regex>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "checkpoint/file_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -106,6 +108,40 @@ TEST(SumPipeline, SigkillAtRandomMomentsThenResumeLatest) {
     }
     EXPECT_THAT(LastLine(resumed),
                 ::testing::MatchesRegex("result: epochs=[45] totals=145,145"));
+  }
+}
+
+// --metrics_out appends one JSON line per epoch; a resumed run continues the
+// same file. Times vary from run to run; everything else is exact.
+TEST(SumPipeline, MetricsOutWritesOneJsonLinePerEpoch) {
+  const std::string dir = NewTempDir("sum_metrics");
+  const std::string metrics = JoinPath(dir, "metrics.jsonl");
+  ChildRun full = SumPipeline({"--checkpoint_dir=" + JoinPath(dir, "ckpt"),
+                               "--metrics_out=" + metrics});
+  ASSERT_TRUE(full.exited_ok()) << full.Describe();
+  ChildRun resumed =
+      SumPipeline({"--checkpoint_dir=" + JoinPath(dir, "ckpt"),
+                   "--metrics_out=" + metrics, "--resume_from_epoch=2"});
+  ASSERT_TRUE(resumed.exited_ok()) << resumed.Describe();
+  const std::vector<std::string> lines =
+      absl::StrSplit(ReadFileToString(metrics).value(), '\n',
+                     absl::SkipEmpty());
+  const std::vector<std::string> expected = {
+      R"({"epoch":0,"run_micros":0,"saved":true,"save_micros":T,"save_bytes":291,"resumed_from":null})",
+      R"({"epoch":1,"run_micros":T,"records":3,"saved":true,"save_micros":T,"save_bytes":291,"resumed_from":null})",
+      R"({"epoch":2,"run_micros":T,"records":3,"saved":true,"save_micros":T,"save_bytes":291,"resumed_from":null})",
+      R"({"epoch":3,"run_micros":T,"records":3,"saved":true,"save_micros":T,"save_bytes":291,"resumed_from":null})",
+      R"({"epoch":4,"run_micros":T,"records":1,"saved":true,"save_micros":T,"save_bytes":291,"resumed_from":null})",
+      R"({"epoch":3,"run_micros":T,"records":3,"saved":true,"save_micros":T,"save_bytes":291,"resumed_from":2})",
+      R"({"epoch":4,"run_micros":T,"records":1,"saved":true,"save_micros":T,"save_bytes":291,"resumed_from":2})",
+  };
+  ASSERT_EQ(lines.size(), expected.size()) << ReadFileToString(metrics).value();
+  for (size_t i = 0; i < lines.size(); ++i) {
+    // Every time is a positive number of microseconds.
+    const std::string timeless =
+        std::regex_replace(lines[i], std::regex(R"(_micros":[1-9][0-9]*)"),
+                           "_micros\":T");
+    EXPECT_EQ(timeless, expected[i]) << lines[i];
   }
 }
 
