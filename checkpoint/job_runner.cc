@@ -169,14 +169,21 @@ absl::StatusOr<bool> JobRunner::LoadBlobsFromCheckpoints(
 }
 
 void EpochLimiter(Job& job, const Node& node, int64_t num_epochs) {
-  const std::string counter = absl::StrCat(node.name(), "/epoch_counter");
   Task& init = job.init_group().NewTask(node, {.name = "epoch_counter_init"});
+  // The group numbers a repeated task name (":1", ":2", ...); the blobs take
+  // the same suffix, so several limiters on one node never share a counter,
+  // and the same job always builds the same names (checkpoints resume).
+  const std::string suffix = init.name().substr(
+      absl::StrCat(node.name(), "/epoch_counter_init").size());
+  const std::string counter =
+      absl::StrCat(node.name(), "/epoch_counter", suffix);
   init.net().CreateCounter(num_epochs - 1, BlobRef(counter));
   // Any workspace type works: the counter is found in the root, and the
   // task output is created there by the session.
   Task& countdown =
       job.epoch_group().NewTask(node, {.name = "epoch_countdown"});
-  BlobRef done(absl::StrCat(node.name(), "/epoch_limit_reached"), node.name());
+  BlobRef done(absl::StrCat(node.name(), "/epoch_limit_reached", suffix),
+               node.name());
   countdown.net().CountDown(BlobRef(counter), done);
   job.AddStopCondition(countdown.AddOutput(done));
 }

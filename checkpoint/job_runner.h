@@ -101,6 +101,8 @@ class JobRunner {
 
 // Makes the job stop after exactly `num_epochs` epochs: a counter created in
 // the init group on `node` (so it is checkpointed) counts down each epoch.
+// With several limiters the smallest limit ends the job; each has its own
+// blobs ("<node>/epoch_counter", then "<node>/epoch_counter:1", ...).
 void EpochLimiter(Job& job, const Node& node, int64_t num_epochs);
 
 }  // namespace jobgraph

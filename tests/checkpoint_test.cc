@@ -316,6 +316,39 @@ TEST(CheckpointTest, DownloadGroupRunsAfterTheLoop) {
   }
 }
 
+// Two limiters on one node each count on their own blobs: the smaller limit
+// ends the job after exactly that many epochs, every time, and a resume
+// continues both counters.
+TEST(CheckpointTest, TwoEpochLimitersOnOneNodeStopAtTheSmallerLimit) {
+  const std::string dir = NewTempDir("two_limiters");
+  Job job;
+  Node node("trainer_0");
+  job.init_group().NewTask(node).net().Const<int64_t>("x", {1});
+  EpochLimiter(job, node, 10);
+  EpochLimiter(job, node, 3);
+  for (int run = 0; run < 20; ++run) {
+    LocalSession session;
+    JobRunner runner(job, nullptr);
+    ASSERT_EQ(runner.Train(session).value(), 3) << "run " << run;
+    EXPECT_EQ(session.FetchBlob("trainer_0", "trainer_0/epoch_limit_reached")
+                  ->scalar<bool>(),
+              false);
+    EXPECT_EQ(session.FetchBlob("trainer_0", "trainer_0/epoch_limit_reached:1")
+                  ->scalar<bool>(),
+              true);
+  }
+  {
+    LocalSession session;
+    MultiNodeCheckpointManager manager({.directory = dir});
+    JobRunner runner(job, &manager);
+    ASSERT_EQ(runner.Train(session).value(), 3);
+  }
+  LocalSession session;
+  MultiNodeCheckpointManager manager({.directory = dir});
+  JobRunner runner(job, &manager, {.resume_from = ResumeFrom::Epoch(1)});
+  ASSERT_EQ(runner.Train(session).value(), 3);
+}
+
 TEST(CheckpointTest, ReusedCheckpointManager) {
   const std::string dir = NewTempDir("reuse");
   Job job;
