@@ -111,9 +111,31 @@ absl::Status Checkpointer::SetNodes(const std::vector<std::string>& nodes) {
   return absl::OkStatus();
 }
 
+absl::Status Checkpointer::LockNodes() {
+  if (!locks_.empty()) return absl::OkStatus();
+  std::vector<std::unique_ptr<NodeLock>> locks;
+  for (const NodeState& state : nodes_) {
+    JG_ASSIGN_OR_RETURN(std::unique_ptr<NodeLock> lock,
+                        NodeLock::Acquire(options_.directory, state.file_name));
+    locks.push_back(std::move(lock));
+  }
+  locks_ = std::move(locks);
+  return absl::OkStatus();
+}
+
+void Checkpointer::End() { locks_.clear(); }
+
 absl::StatusOr<std::optional<int64_t>> Checkpointer::Start(
     const std::vector<std::string>& nodes, const ResumeFrom& resume) {
   JG_RETURN_IF_ERROR(SetNodes(nodes));
+  absl::Status usable = PrepareDirectory(options_.directory);
+  if (usable.ok()) {
+    JG_RETURN_IF_ERROR(LockNodes());
+  } else {
+    // Caffe2's rule: a save that cannot happen does not stop the job. Each
+    // save will report this, and the first that can save takes the locks.
+    LOG(WARNING) << usable.message();
+  }
   std::vector<std::string> file_names;
   for (const NodeState& state : nodes_) file_names.push_back(state.file_name);
   return ChooseResumeEpoch(options_.directory, options_.db_type, file_names,
@@ -232,6 +254,7 @@ absl::StatusOr<CheckpointStats> Checkpointer::SaveEpoch(Session& session,
         "or Restore first)"));
   }
   JG_RETURN_IF_ERROR(PrepareDirectory(options_.directory));
+  JG_RETURN_IF_ERROR(LockNodes());
   TaskGroup group("checkpoint_save", GLOBAL);
   for (const NodeState& state : nodes_) {
     std::vector<BlobRef> inputs(state.blobs.begin(), state.blobs.end());

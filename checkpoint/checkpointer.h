@@ -4,8 +4,10 @@
 //
 // A JobRunner makes one call per phase of a run:
 //
-//   Start(nodes, resume)      checks the options and node names and chooses
-//                             the epoch to resume from (resume_choice.h);
+//   Start(nodes, resume)      checks the options and node names, locks the
+//                             nodes in the directory (node_lock.h) and
+//                             chooses the epoch to resume from
+//                             (resume_choice.h);
 //   CaptureBlobNames(session) from scratch, after the init group: fixes the
 //                             checkpointed blobs of every node;
 //   Restore(session, epoch)   on resume: fixes them from the checkpoint and
@@ -13,7 +15,8 @@
 //   SaveEpoch(session, epoch) after init (epoch 0) and after every epoch:
 //                             creates the directory, writes every node's
 //                             database durably under its final name, commits
-//                             the epoch, applies retention.
+//                             the epoch, applies retention;
+//   End()                     releases the nodes' locks.
 //
 // As in Caffe2, the checkpointed blobs of a node are the blobs in its root
 // workspace once the init group has run (GetAllBlobNames; the list is stored
@@ -34,12 +37,14 @@
 #define JOBGRAPH_CHECKPOINT_CHECKPOINTER_H_
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "checkpoint/node_lock.h"
 #include "checkpoint/resume_from.h"
 #include "checkpoint/retention.h"
 #include "engine/session.h"
@@ -84,13 +89,16 @@ class Checkpointer {
   explicit Checkpointer(CheckpointOptions options);
   Checkpointer(const Checkpointer&) = delete;
   Checkpointer& operator=(const Checkpointer&) = delete;
-  virtual ~Checkpointer() = default;
+  ~Checkpointer() = default;
 
   // Starts a run that checkpoints `nodes` (the job's nodes to checkpoint,
   // in order) and returns the epoch to resume from, or nullopt to start from
-  // scratch. InvalidArgument for missing options, an empty node list, a
+  // scratch. Takes each node's lock in the directory (creating the
+  // directory); if the directory cannot be created yet, the first save
+  // takes them. InvalidArgument for missing options, an empty node list, a
   // node name that cannot be a file name, or nodes that differ from an
-  // earlier run of this Checkpointer; the resume choice's errors otherwise.
+  // earlier run of this Checkpointer; FailedPrecondition naming the holder
+  // when another run holds a node; the resume choice's errors otherwise.
   absl::StatusOr<std::optional<int64_t>> Start(
       const std::vector<std::string>& nodes, const ResumeFrom& resume);
 
@@ -111,6 +119,9 @@ class Checkpointer {
   // epochs stay as they were. A retention failure after the commit is
   // logged and does not fail the save.
   absl::StatusOr<CheckpointStats> SaveEpoch(Session& session, int64_t epoch);
+
+  // Ends the run: releases the nodes' locks (also done by the destructor).
+  void End();
 
   // Loads `blob_names` from each of `nodes`' databases of `epoch` into that
   // node's root workspace, leaving blobs a database lacks untouched. Checks
@@ -143,6 +154,8 @@ class Checkpointer {
   };
 
   absl::Status SetNodes(const std::vector<std::string>& nodes);
+  // Takes the lock of every node unless this run holds them already.
+  absl::Status LockNodes();
   // Fetches each node's "blob_names" blob into NodeState::blobs.
   absl::Status FetchBlobNames(const Session& session);
   std::string DbPathOf(const NodeState& state, int64_t epoch) const;
@@ -151,6 +164,7 @@ class Checkpointer {
   const bool single_node_;
   std::vector<NodeState> nodes_;
   bool blobs_fixed_ = false;
+  std::vector<std::unique_ptr<NodeLock>> locks_;  // empty outside a run
 };
 
 // Caffe2's single-node manager: a Checkpointer that refuses jobs with more

@@ -89,6 +89,13 @@ absl::StatusOr<int64_t> JobRunner::Train(Session& session) {
   // runs.
   JG_RETURN_IF_ERROR(job_.Build().status());
   std::optional<int64_t> resume;
+  // However the run ends, it releases the checkpointer's node locks.
+  struct EndRun {
+    Checkpointer* checkpointer;
+    ~EndRun() {
+      if (checkpointer != nullptr) checkpointer->End();
+    }
+  } end_run{checkpointer_};
   if (checkpointer_ != nullptr) {
     JG_ASSIGN_OR_RETURN(resume, checkpointer_->Start(job_.nodes_to_checkpoint(),
                                                      options_.resume_from));

@@ -484,6 +484,46 @@ TEST(CheckpointTest, ResumeErrorsNameTheEpochAndDirectory) {
   }
 }
 
+// A second run over a node that a running job holds is refused before it
+// reads or writes anything; a job with other nodes shares the directory.
+TEST(CheckpointTest, ASecondRunOfTheSameNodesIsRefused) {
+  const std::string dir = NewTempDir("locked");
+  Job job;
+  for (int id = 0; id < 2; ++id) testing::BuildCaffe2Pipeline(job, id);
+  Checkpointer running({.directory = dir});
+  ASSERT_TRUE(
+      running.Start(job.nodes_to_checkpoint(), ResumeFrom::Scratch()).ok());
+
+  LocalSession session;
+  MultiNodeCheckpointManager manager({.directory = dir});
+  JobRunner runner(job, &manager, {.resume_from = ResumeFrom::Latest()});
+  absl::StatusOr<int64_t> epochs = runner.Train(session);
+  EXPECT_EQ(epochs.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(epochs.status().message(),
+              HasSubstr(absl::StrCat("node 'trainer_0' of checkpoint "
+                                     "directory ",
+                                     dir, " is in use by another run (host ")));
+  EXPECT_THAT(ListDir(dir).value(),
+              ElementsAre("trainer_0.lock", "trainer_1.lock"));
+
+  Job other;
+  testing::BuildCaffe2Pipeline(other, 2);
+  MultiNodeCheckpointManager other_manager({.directory = dir});
+  JobRunner other_runner(other, &other_manager);
+  EXPECT_EQ(other_runner.Train(session).value(), 4);
+
+  running.End();
+  JobRunner again(job, &manager);
+  EXPECT_EQ(again.Train(session).value(), 4);
+  EXPECT_THAT(
+      ListDir(dir).value(),
+      ElementsAre("MANIFEST.jobgraph", "trainer_0.0", "trainer_0.1",
+                  "trainer_0.2", "trainer_0.3", "trainer_0.4", "trainer_1.0",
+                  "trainer_1.1", "trainer_1.2", "trainer_1.3", "trainer_1.4",
+                  "trainer_2.0", "trainer_2.1", "trainer_2.2", "trainer_2.3",
+                  "trainer_2.4"));
+}
+
 TEST(CheckpointTest, NodeNamesThatEscapeTheDirectoryAreRejected) {
   const std::string dir = NewTempDir("names_bad");
   for (const char* bad : {"../evil", "a/b", ".hidden", "", "sp ace"}) {
