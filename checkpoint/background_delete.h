@@ -1,10 +1,10 @@
 // Deletes files and directory trees on a background thread.
 //
 // Deleting a checkpoint database costs about 1.2 s per GiB on this machine's
-// disk (the `discard` mount option makes freeing blocks synchronous; see
-// perf_limits.md section 1.3), as long as writing it. The Save op replaces a
-// re-saved database atomically and leaves the old copy, already renamed out
-// of the way, to this deleter, so the job does not wait for it.
+// disk (the `discard` mount option makes freeing blocks synchronous), as long
+// as writing it. Installing a re-saved LevelDB database (leveldb_db.h)
+// replaces the old one atomically and leaves the old copy, already renamed
+// out of the way, to this deleter, so the job does not wait for it.
 //
 // One process-wide thread, started at the first DeleteInBackground() and
 // never stopped, deletes the queued paths in order. Failures are logged (a

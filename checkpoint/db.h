@@ -1,11 +1,13 @@
 // The key-value database interface that checkpoints are written to and read
 // from (Caffe2's DB / Cursor / Transaction, reshaped for absl::Status).
 //
-// A DB is opened through the DbRegistry (db_registry.h) by type name, path and
-// mode. kNew creates a fresh database and fails if anything exists at the
-// path; replacing an old checkpoint atomically is the job of the layer above,
-// which writes under a temporary name and renames. kRead opens an existing
-// database. Keys are ordered bytewise (as unsigned bytes), like LevelDB.
+// A DB is opened through its DbType (below), which the DbRegistry
+// (db_registry.h) finds by name, with a path and a mode. kNew creates a fresh
+// database and fails if anything exists at the path; a database replaces an
+// old one by being written under a temporary name and then installed
+// (DbType::Install). kRead opens an existing database. Keys are ordered
+// bytewise (as unsigned bytes), like LevelDB. A path may be open through one
+// DB at a time in a process (FailedPrecondition otherwise).
 //
 // Ownership and lifetime: the caller owns the DB and every Cursor and Writer it
 // hands out. Cursors and Writers must be destroyed before the DB is closed or
@@ -28,8 +30,10 @@
 
 #include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
@@ -53,39 +57,9 @@ absl::string_view DbModeName(DbMode mode);
 // values of a few MiB, far below this.
 inline constexpr size_t kMaxDbEntryBytes = size_t{1} << 30;
 
-// LevelDB tuning for bulk checkpoint writes; other backends ignore it. The
-// defaults are the best measured on this machine (perf_limits.md section 2 and
-// tools/bench/db_write_bench.cc).
-struct LevelDbTuning {
-  // Memtable size; also the size of each log file. 256 MiB makes a 1 GiB
-  // checkpoint 4 table files and lets the background flush overlap the
-  // writer. Must be in [64 KiB, 1 GiB]: LevelDB 1.23 casts it to int, so
-  // >= 2 GiB would silently become 64 KiB; Open rejects such values.
-  size_t write_buffer_size = size_t{256} << 20;
-  // Target size of table files. Few large files mean fewer fsyncs and
-  // MANIFEST edits and faster cold reads. Must be in [1 MiB, 1 GiB].
-  size_t max_file_size = size_t{64} << 20;
-  // Uncompressed bytes per data block. A multi-MiB value is one block
-  // whatever this is; 64 KiB (Caffe2's default) keeps indexes small for small
-  // values. Must be in [1 KiB, 4 MiB].
-  size_t block_size = size_t{64} << 10;
-  // Capacity of the block cache. Small on purpose: checkpoint reads are one
-  // pass and do not fill it (fill_cache = false), so it only holds index
-  // blocks and the occasional Get.
-  size_t block_cache_bytes = size_t{4} << 20;
-  // Close() of a kNew database first moves the memtable into a table file
-  // (DB::CompactRange over an empty key range: it flushes the memtable and
-  // compacts nothing). Without it, up to write_buffer_size bytes stay only in
-  // the log, and every later open of the checkpoint replays that log,
-  // rewrites it as a table and deletes it (slow, and it modifies a committed
-  // checkpoint). Measured with tools/bench/db_write_bench.cc: replaying the
-  // 268 MB log that 1 GiB leaves behind takes 1.3-1.6 s (a 1 GiB log with a
-  // 1 GiB memtable: 5.4-6.3 s), while the flush costs one table build of at
-  // most write_buffer_size at close and the next open takes a few ms.
-  bool flush_memtable_on_close = true;
-};
-
-// Options for opening a DB. Every field has a default that suits checkpoints.
+// Options for opening a DB that every DB type understands. Every field has a
+// default that suits checkpoints. Tuning that only one type understands is
+// part of that type's DbType object (e.g. LevelDbOptions in leveldb_db.h).
 struct DbOptions {
   // A Writer buffers Puts into one batch until it holds this many bytes, then
   // writes it. A value at least this large is written as a batch of its own.
@@ -97,8 +71,6 @@ struct DbOptions {
   // Close() of a kNew DB makes everything durable (fsync of every file and of
   // the directories). Only benchmarks measuring the cost should turn it off.
   bool durable_close = true;
-  // Backend-specific tuning.
-  LevelDbTuning leveldb;
 };
 
 // Iterates over a DB's entries in key order. A new cursor is positioned at
@@ -197,6 +169,85 @@ class DB {
   std::atomic<int> live_writers_{0};
   std::mutex mu_;
   absl::Status first_write_error_ ABSL_GUARDED_BY(mu_);
+};
+
+// One kind of database ("leveldb", "memory", ...): opens databases of that
+// kind and knows how they are stored, so that the layers above can put a
+// finished database in place, replace or delete one without knowing whether
+// it is a directory, a set of files or an entry in memory.
+//
+// The commit protocol built on it: write the database with DbMode::kNew under
+// a temporary path in the same directory as its final path, Close() it
+// (which makes it durable), then Install(temporary, final). A reader of the
+// final path sees the old database or the new one, never a mix, even after a
+// crash.
+//
+// The DbRegistry owns one DbType per registered name; a caller may also make
+// its own (e.g. a LevelDbType with other tuning). A DbType holds only
+// configuration: every method is const and may be called from any thread.
+// Errors are absl::Status naming the path.
+class DbType {
+ public:
+  DbType() = default;
+  DbType(const DbType&) = delete;
+  DbType& operator=(const DbType&) = delete;
+  virtual ~DbType() = default;
+
+  // Opens the database at `path` (see DbMode). The caller owns the result.
+  absl::StatusOr<std::unique_ptr<DB>> Open(
+      const std::string& path, DbMode mode,
+      const DbOptions& options = DbOptions()) const {
+    return OpenImpl(path, mode, options);
+  }
+
+  // Whether a database of this type is at `path`: finished or not, intact or
+  // damaged (e.g. a LevelDB directory that lost its CURRENT file), i.e.
+  // anything that Install may replace and Remove may delete. False when
+  // nothing is there or something that is not such a database. An error only
+  // when the answer cannot be known (e.g. permission denied).
+  virtual absl::StatusOr<bool> Exists(const std::string& path) const = 0;
+
+  // OK when Install(temporary, `path`) may put a database at `path`: nothing
+  // is there, a database of this type is (Exists), or a placeholder that the
+  // type overwrites (LevelDB: an empty directory). FailedPrecondition naming
+  // `path` when replacing what is there could destroy unrelated data, or
+  // when `path` cannot hold a database (LevelDB: its directory is missing).
+  // Lets a writer fail before writing anything; Install checks again.
+  virtual absl::Status CheckInstallable(const std::string& path) const = 0;
+
+  // Atomically puts the finished, closed database at `temp_path` under
+  // `final_path`, replacing any database there, and makes the new name
+  // durable. `temp_path` must be in the same directory as `final_path`. A
+  // replaced database is deleted, possibly in the background (LevelDB: it
+  // lingers under `temp_path` until then; background_delete.h).
+  // Errors: NotFound when no database is at `temp_path`; those of
+  // CheckInstallable for `final_path`; FailedPrecondition while either is
+  // open, where the type tracks that. On an error `final_path` holds its old
+  // database, or the new one when only making the change durable failed, and
+  // whatever is left at `temp_path` is the caller's to Remove.
+  virtual absl::Status Install(const std::string& temp_path,
+                               const std::string& final_path) const = 0;
+
+  // Deletes the database at `path`, also an unfinished or damaged one (the
+  // leftover of a crashed writer). NotFound naming `path` when nothing is
+  // there; FailedPrecondition while it is open, where the type tracks that.
+  // Callers pass only paths that hold a database of this type or its
+  // remains: a directory-backed type deletes the whole directory.
+  virtual absl::Status Remove(const std::string& path) const = 0;
+
+  // The pid of another process that has the database at `path` open, when
+  // the type can tell (LevelDB: the lock on its LOCK file), else nullopt.
+  // Tools check it before deleting leftovers a running job may still write.
+  virtual std::optional<int64_t> OpenInAnotherProcess(
+      const std::string& path) const {
+    return std::nullopt;
+  }
+
+ protected:
+  // Open() without the default argument, which virtual functions must not
+  // have.
+  virtual absl::StatusOr<std::unique_ptr<DB>> OpenImpl(
+      const std::string& path, DbMode mode, const DbOptions& options) const = 0;
 };
 
 }  // namespace jobgraph

@@ -20,50 +20,58 @@ DbRegistry& DbRegistry::Global() {
   return *registry;
 }
 
-absl::Status DbRegistry::Register(const std::string& type, DbFactory factory) {
-  if (type.empty()) {
+absl::Status DbRegistry::Register(const std::string& name,
+                                  std::shared_ptr<const DbType> type) {
+  if (name.empty()) {
     return absl::InvalidArgumentError("a DB type name must not be empty");
   }
+  if (type == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("DB type '", name, "' registered without an object"));
+  }
   std::lock_guard<std::mutex> lock(mu_);
-  if (!factories_.emplace(type, std::move(factory)).second) {
+  if (!types_.emplace(name, std::move(type)).second) {
     return absl::AlreadyExistsError(
-        absl::StrCat("DB type '", type, "' is already registered"));
+        absl::StrCat("DB type '", name, "' is already registered"));
   }
   return absl::OkStatus();
 }
 
-bool DbRegistry::IsRegistered(absl::string_view type) const {
+bool DbRegistry::IsRegistered(absl::string_view name) const {
   std::lock_guard<std::mutex> lock(mu_);
-  return factories_.find(type) != factories_.end();
+  return types_.find(name) != types_.end();
 }
 
 std::vector<std::string> DbRegistry::Types() const {
   std::lock_guard<std::mutex> lock(mu_);
-  std::vector<std::string> types;
-  types.reserve(factories_.size());
-  for (const auto& entry : factories_) types.push_back(entry.first);
-  return types;
+  std::vector<std::string> names;
+  names.reserve(types_.size());
+  for (const auto& entry : types_) names.push_back(entry.first);
+  return names;
+}
+
+absl::StatusOr<const DbType*> DbRegistry::Find(absl::string_view name) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = types_.find(name);
+  if (it != types_.end()) return it->second.get();
+  std::vector<std::string> known;
+  for (const auto& entry : types_) known.push_back(entry.first);
+  return absl::NotFoundError(absl::StrCat(
+      "unknown DB type '", name, "'; known types: ",
+      known.empty() ? "(none registered)" : absl::StrJoin(known, ", ")));
 }
 
 absl::StatusOr<std::unique_ptr<DB>> DbRegistry::Open(
-    absl::string_view type, const std::string& path, DbMode mode,
+    absl::string_view name, const std::string& path, DbMode mode,
     const DbOptions& options) const {
-  DbFactory factory;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = factories_.find(type);
-    if (it == factories_.end()) {
-      std::vector<std::string> known;
-      for (const auto& entry : factories_) known.push_back(entry.first);
-      return absl::NotFoundError(absl::StrCat(
-          "cannot open DB ", path, ": unknown DB type '", type,
-          "'; known types: ",
-          known.empty() ? "(none registered)" : absl::StrJoin(known, ", ")));
-    }
-    // Copied so that a slow open does not hold the lock.
-    factory = it->second;
+  absl::StatusOr<const DbType*> type = Find(name);
+  if (!type.ok()) {
+    return absl::Status(
+        type.status().code(),
+        absl::StrCat("cannot open DB ", path, ": ", type.status().message()));
   }
-  return factory(path, mode, options);
+  // Outside the lock: opening may be slow.
+  return (*type)->Open(path, mode, options);
 }
 
 }  // namespace jobgraph

@@ -14,7 +14,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_format.h"
+#include "checkpoint/background_delete.h"
 #include "checkpoint/db_registry.h"
+#include "checkpoint/file_util.h"
 #include "checkpoint/memory_db.h"
 #include "checkpoint/test_util.h"
 #include "gmock/gmock.h"
@@ -33,6 +35,17 @@ class DbContractTest : public ::testing::TestWithParam<std::string> {
   void TearDown() override { memory_db::Clear(); }
 
   const std::string& type() const { return GetParam(); }
+  const DbType& db_type() const {
+    return *DbRegistry::Global().Find(type()).value();
+  }
+  bool Exists(const std::string& path) const {
+    absl::StatusOr<bool> exists = db_type().Exists(path);
+    CHECK(exists.ok()) << exists.status();
+    return *exists;
+  }
+  std::string GetOrDie(const std::string& path, const std::string& key) {
+    return OpenOrDie(path, DbMode::kRead)->Get(key).value();
+  }
 
   absl::StatusOr<std::unique_ptr<DB>> Open(const std::string& path, DbMode mode,
                                            const DbOptions& options = {}) {
@@ -350,6 +363,106 @@ TEST_P(DbContractTest, WritersOnSeveralThreads) {
   ASSERT_TRUE(db->Close().ok());
   db = OpenOrDie(path, DbMode::kRead);
   EXPECT_EQ(ReadAll(db.get()).size(), kThreads * kKeysPerThread);
+}
+
+// --- The DbType operations that the commit protocol is built on.
+
+TEST_P(DbContractTest, ExistsForAbsentUnfinishedAndFinishedDatabases) {
+  const std::string path = dir_.Join("node.0");
+  EXPECT_FALSE(Exists(path));
+  {
+    std::unique_ptr<DB> db = OpenOrDie(path, DbMode::kNew);
+    EXPECT_TRUE(Exists(path));  // Being written.
+    // Destroyed without Close(): unfinished, but still a database that a
+    // later save must be able to replace.
+  }
+  EXPECT_TRUE(Exists(path));
+  ASSERT_TRUE(db_type().Remove(path).ok());
+  WriteDb(path, {{"k", "v"}});
+  EXPECT_TRUE(Exists(path));
+}
+
+TEST_P(DbContractTest, InstallIntoAnEmptyName) {
+  const std::string temp = dir_.Join(".node.0.tmp-1-0");
+  const std::string path = dir_.Join("node.0");
+  WriteDb(temp, {{"k", "new"}});
+  EXPECT_TRUE(db_type().CheckInstallable(path).ok());
+  absl::Status status = db_type().Install(temp, path);
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_FALSE(Exists(temp));
+  EXPECT_TRUE(Exists(path));
+  EXPECT_EQ(GetOrDie(path, "k"), "new");
+  EXPECT_EQ(Open(temp, DbMode::kRead).status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST_P(DbContractTest, InstallReplacesAnExistingDatabase) {
+  const std::string temp = dir_.Join(".node.0.tmp-1-0");
+  const std::string path = dir_.Join("node.0");
+  WriteDb(path, {{"k", "old"}, {"only_old", "x"}});
+  WriteDb(temp, {{"k", "new"}});
+  EXPECT_TRUE(db_type().CheckInstallable(path).ok());
+  absl::Status status = db_type().Install(temp, path);
+  ASSERT_TRUE(status.ok()) << status;
+  {
+    std::unique_ptr<DB> db = OpenOrDie(path, DbMode::kRead);
+    EXPECT_THAT(ReadAll(db.get()), ElementsAre(Pair("k", "new")));
+  }
+  // The old copy is deleted, possibly in the background.
+  WaitForBackgroundDeletes();
+  EXPECT_FALSE(Exists(temp));
+  EXPECT_EQ(Open(temp, DbMode::kRead).status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST_P(DbContractTest, InstallOfAMissingDatabaseIsNotFound) {
+  const std::string temp = dir_.Join(".node.0.tmp-1-0");
+  const std::string path = dir_.Join("node.0");
+  WriteDb(path, {{"k", "old"}});
+  absl::Status status = db_type().Install(temp, path);
+  EXPECT_EQ(status.code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(status.message(), HasSubstr(temp));
+  EXPECT_EQ(GetOrDie(path, "k"), "old");
+}
+
+TEST_P(DbContractTest, RemoveDeletesADatabase) {
+  const std::string path = dir_.Join("node.0");
+  WriteDb(path, {{"k", "v"}});
+  absl::Status status = db_type().Remove(path);
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_FALSE(Exists(path));
+  EXPECT_EQ(Open(path, DbMode::kRead).status().code(),
+            absl::StatusCode::kNotFound);
+  status = db_type().Remove(path);
+  EXPECT_EQ(status.code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(status.message(), HasSubstr(path));
+  // The name can hold a new database.
+  WriteDb(path, {{"k", "again"}});
+  EXPECT_EQ(GetOrDie(path, "k"), "again");
+}
+
+// A LevelDB database whose CURRENT file is lost cannot be opened, but it is
+// still a database: a re-save of its epoch must replace it.
+TEST(LevelDbTypeTest, DatabaseWithoutCurrentExistsAndIsReplaced) {
+  TempDir dir;
+  const DbType& type = *DbRegistry::Global().Find("leveldb").value();
+  const std::string path = dir.Join("node.0");
+  const std::string temp = dir.Join(".node.0.tmp-1-0");
+  for (const std::string& p : {path, temp}) {
+    std::unique_ptr<DB> db = type.Open(p, DbMode::kNew).value();
+    ASSERT_TRUE(db->NewWriter().value()->Put("k", p).ok());
+    ASSERT_TRUE(db->Close().ok());
+  }
+  ASSERT_TRUE(RemoveRecursively(JoinPath(path, "CURRENT")).ok());
+  EXPECT_EQ(type.Open(path, DbMode::kRead).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_TRUE(type.Exists(path).value());
+  EXPECT_TRUE(type.CheckInstallable(path).ok());
+  absl::Status status = type.Install(temp, path);
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_EQ(type.Open(path, DbMode::kRead).value()->Get("k").value(), temp);
+  WaitForBackgroundDeletes();
+  EXPECT_FALSE(PathExists(temp).value());
 }
 
 INSTANTIATE_TEST_SUITE_P(AllBackends, DbContractTest,

@@ -24,6 +24,7 @@
 #include "checkpoint/db.h"
 #include "checkpoint/db_registry.h"
 #include "checkpoint/file_util.h"
+#include "checkpoint/leveldb_files.h"
 #include "engine/status_macros.h"
 #include "glog/logging.h"
 #include "leveldb/cache.h"
@@ -153,7 +154,7 @@ class OpenPaths {
   std::set<std::string> paths_ ABSL_GUARDED_BY(mu_);
 };
 
-absl::Status ValidateTuning(const LevelDbTuning& tuning,
+absl::Status ValidateTuning(const LevelDbOptions& tuning,
                             const std::string& path) {
   // LevelDB clips these silently, after an int cast that wraps values of
   // 2 GiB and more to the minimum; a wrong value should be loud instead.
@@ -218,7 +219,7 @@ class LevelDbWriter final : public Writer {
         separate_after_bytes_(write_buffer_size / 2),
         path_(path) {
     // No sync: durability comes from Close(), which syncs every file once.
-    // A sync per write costs 3-7x (perf_limits.md section 2.1).
+    // A sync per write made bulk writes 3-7x slower on this machine.
     write_options_.sync = false;
   }
 
@@ -281,12 +282,13 @@ class LevelDbWriter final : public Writer {
 class LevelDb final : public DB {
  public:
   LevelDb(const std::string& path, DbMode mode, const DbOptions& options,
-          std::string canonical_path)
+          const LevelDbOptions& leveldb_options, std::string canonical_path)
       : DB(path, mode),
         options_(options),
+        leveldb_options_(leveldb_options),
         canonical_path_(std::move(canonical_path)),
         logger_(path),
-        cache_(leveldb::NewLRUCache(options.leveldb.block_cache_bytes)) {}
+        cache_(leveldb::NewLRUCache(leveldb_options.block_cache_bytes)) {}
 
   ~LevelDb() override { Release(); }
 
@@ -300,10 +302,10 @@ class LevelDb final : public DB {
     options.info_log = &logger_;
     options.block_cache = cache_.get();
     options.compression = leveldb::kNoCompression;  // Floats do not compress.
-    options.write_buffer_size = options_.leveldb.write_buffer_size;
-    options.max_file_size = options_.leveldb.max_file_size;
-    options.block_size = options_.leveldb.block_size;
-    if (mode() == DbMode::kNew && options_.leveldb.flush_memtable_on_close) {
+    options.write_buffer_size = leveldb_options_.write_buffer_size;
+    options.max_file_size = leveldb_options_.max_file_size;
+    options.block_size = leveldb_options_.block_size;
+    if (mode() == DbMode::kNew && leveldb_options_.flush_memtable_on_close) {
       discard_logs_env_ = std::make_unique<DiscardLogsEnv>();
       options.env = discard_logs_env_.get();
     }
@@ -332,7 +334,7 @@ class LevelDb final : public DB {
   std::unique_ptr<Writer> NewWriterImpl() override {
     return std::make_unique<LevelDbWriter>(
         db_.get(), options_.writer_batch_bytes,
-        options_.leveldb.write_buffer_size, &path());
+        leveldb_options_.write_buffer_size, &path());
   }
 
   absl::StatusOr<std::string> GetImpl(absl::string_view key) override {
@@ -351,7 +353,7 @@ class LevelDb final : public DB {
     absl::Status status;
     const absl::Time start = absl::Now();
     if (mode() == DbMode::kNew) {
-      if (options_.leveldb.flush_memtable_on_close) {
+      if (leveldb_options_.flush_memtable_on_close) {
         // Flushes the memtable into a table file and waits for it. An empty
         // key range overlaps no table file (unless one holds the empty key),
         // so nothing else is rewritten, unlike CompactRange(nullptr,
@@ -396,6 +398,7 @@ class LevelDb final : public DB {
   }
 
   const DbOptions options_;
+  const LevelDbOptions leveldb_options_;
   const std::string canonical_path_;
   VlogLogger logger_;
   std::unique_ptr<leveldb::Cache> cache_;
@@ -415,10 +418,9 @@ absl::StatusOr<std::string> CanonicalPath(const std::string& path) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<DB>> OpenLevelDb(const std::string& path,
-                                                DbMode mode,
-                                                const DbOptions& options) {
-  JG_RETURN_IF_ERROR(ValidateTuning(options.leveldb, path));
+absl::StatusOr<std::unique_ptr<DB>> LevelDbType::OpenImpl(
+    const std::string& path, DbMode mode, const DbOptions& options) const {
+  JG_RETURN_IF_ERROR(ValidateTuning(options_, path));
   bool created = false;
   if (mode == DbMode::kNew) {
     // Creating the directory ourselves makes "already exists" atomic and
@@ -444,7 +446,7 @@ absl::StatusOr<std::unique_ptr<DB>> OpenLevelDb(const std::string& path,
           absl::StrCat("LevelDB database ", path, " does not exist"));
     }
     JG_ASSIGN_OR_RETURN(bool has_current,
-                        PathExists(JoinPath(path, "CURRENT")));
+                        PathExists(JoinPath(path, kLevelDbCurrentFile)));
     if (!has_current) {
       return absl::NotFoundError(absl::StrCat(
           "no LevelDB database at ", path,
@@ -462,7 +464,8 @@ absl::StatusOr<std::unique_ptr<DB>> OpenLevelDb(const std::string& path,
         absl::StrCat("LevelDB database ", path,
                      " is already open in this process; close it first"));
   } else {
-    auto db = std::make_unique<LevelDb>(path, mode, options, *canonical);
+    auto db =
+        std::make_unique<LevelDb>(path, mode, options, options_, *canonical);
     status = db->Open();
     if (status.ok()) return std::unique_ptr<DB>(std::move(db));
     // ~LevelDb released the path.
@@ -475,7 +478,7 @@ absl::StatusOr<std::unique_ptr<DB>> OpenLevelDb(const std::string& path,
   return status;
 }
 
-JG_REGISTER_DB_TYPE(kLevelDbType, OpenLevelDb);
-JG_REGISTER_DB_TYPE(kLevelDbTypeAlias, OpenLevelDb);
+JG_REGISTER_DB_TYPE(kLevelDbType, std::make_shared<LevelDbType>());
+JG_REGISTER_DB_TYPE(kLevelDbTypeAlias, std::make_shared<LevelDbType>());
 
 }  // namespace jobgraph

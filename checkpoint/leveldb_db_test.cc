@@ -7,12 +7,14 @@
 #include <unistd.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "checkpoint/db.h"
 #include "checkpoint/db_registry.h"
@@ -57,8 +59,9 @@ std::string Value(int i, size_t size) {
 // 40 values of 256 KiB with a 1 MiB memtable: the log rotates ~10 times, so
 // without the durability pass most of the data would sit in logs that
 // LevelDB closed without fsync.
-void WriteRotatingDb(const std::string& path, const DbOptions& options) {
-  std::unique_ptr<DB> db = OpenLevelDb(path, DbMode::kNew, options).value();
+void WriteRotatingDb(const std::string& path, const LevelDbOptions& options) {
+  std::unique_ptr<DB> db =
+      LevelDbType(options).Open(path, DbMode::kNew).value();
   {
     std::unique_ptr<Writer> writer = db->NewWriter().value();
     for (int i = 0; i < 40; ++i) {
@@ -71,7 +74,7 @@ void WriteRotatingDb(const std::string& path, const DbOptions& options) {
 }
 
 void ExpectRotatingDbIntact(const std::string& path) {
-  std::unique_ptr<DB> db = OpenLevelDb(path, DbMode::kRead, {}).value();
+  std::unique_ptr<DB> db = LevelDbType().Open(path, DbMode::kRead).value();
   std::unique_ptr<Cursor> cursor = db->NewCursor();
   int i = 0;
   for (; cursor->Valid(); cursor->Next(), ++i) {
@@ -82,10 +85,10 @@ void ExpectRotatingDbIntact(const std::string& path) {
   EXPECT_EQ(i, 40);
 }
 
-DbOptions SmallMemtable() {
-  DbOptions options;
-  options.leveldb.write_buffer_size = 1 << 20;
-  options.leveldb.max_file_size = 1 << 20;
+LevelDbOptions SmallMemtable() {
+  LevelDbOptions options;
+  options.write_buffer_size = 1 << 20;
+  options.max_file_size = 1 << 20;
   return options;
 }
 
@@ -107,8 +110,8 @@ TEST(LevelDbTest, CloseFlushesTheMemtableAndSyncsEverything) {
 TEST(LevelDbTest, WithoutMemtableFlushTheLogsHoldTheTailAndReplay) {
   TempDir dir;
   const std::string path = dir.Join("node.1");
-  DbOptions options = SmallMemtable();
-  options.leveldb.flush_memtable_on_close = false;
+  LevelDbOptions options = SmallMemtable();
+  options.flush_memtable_on_close = false;
   WriteRotatingDb(path, options);
   int64_t log_bytes = 0;
   for (const std::string& log : FilesWithSuffix(path, ".log")) {
@@ -165,19 +168,19 @@ TEST(LevelDbTest, ReadOfARegularFileFails) {
 TEST(LevelDbTest, OutOfRangeTuningIsRejectedNotClipped) {
   TempDir dir;
   const std::string path = dir.Join("db");
-  DbOptions options;
+  LevelDbOptions options;
   // LevelDB 1.23 would silently turn this into a 64 KiB memtable.
-  options.leveldb.write_buffer_size = size_t{2} << 30;
+  options.write_buffer_size = size_t{2} << 30;
   absl::StatusOr<std::unique_ptr<DB>> db =
-      DbRegistry::Global().Open("leveldb", path, DbMode::kNew, options);
+      LevelDbType(options).Open(path, DbMode::kNew);
   EXPECT_EQ(db.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(db.status().message(), HasSubstr("write_buffer_size"));
   EXPECT_THAT(db.status().message(), HasSubstr(path));
   EXPECT_FALSE(PathExists(path).value());
 
-  options = DbOptions();
-  options.leveldb.max_file_size = 1000;
-  db = DbRegistry::Global().Open("leveldb", path, DbMode::kNew, options);
+  options = LevelDbOptions();
+  options.max_file_size = 1000;
+  db = LevelDbType(options).Open(path, DbMode::kNew);
   EXPECT_EQ(db.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(db.status().message(), HasSubstr("max_file_size"));
 }
@@ -187,7 +190,7 @@ TEST(LevelDbTest, CorruptTableIsDataLossWhenVerifying) {
   const std::string path = dir.Join("db");
   const std::string value = Value(1, 1 << 20);
   {
-    std::unique_ptr<DB> db = OpenLevelDb(path, DbMode::kNew, {}).value();
+    std::unique_ptr<DB> db = LevelDbType().Open(path, DbMode::kNew).value();
     std::unique_ptr<Writer> writer = db->NewWriter().value();
     ASSERT_TRUE(writer->Put("weights", value).ok());
     writer.reset();
@@ -205,7 +208,7 @@ TEST(LevelDbTest, CorruptTableIsDataLossWhenVerifying) {
     ASSERT_EQ(::pwrite(fd, &byte, 1, 4096), 1);
     ::close(fd);
   }
-  std::unique_ptr<DB> db = OpenLevelDb(path, DbMode::kRead, {}).value();
+  std::unique_ptr<DB> db = LevelDbType().Open(path, DbMode::kRead).value();
   std::unique_ptr<Cursor> cursor = db->NewCursor();
   EXPECT_FALSE(cursor->Valid());
   EXPECT_EQ(cursor->status().code(), absl::StatusCode::kDataLoss);
@@ -218,11 +221,108 @@ TEST(LevelDbTest, CorruptTableIsDataLossWhenVerifying) {
   ASSERT_TRUE(db->Close().ok());
   DbOptions no_verify;
   no_verify.verify_checksums = false;
-  db = OpenLevelDb(path, DbMode::kRead, no_verify).value();
+  db = LevelDbType().Open(path, DbMode::kRead, no_verify).value();
   cursor = db->NewCursor();
   ASSERT_TRUE(cursor->Valid());
   EXPECT_EQ(cursor->value().size(), value.size());
   EXPECT_FALSE(cursor->value() == value);
+}
+
+// --- LevelDbType: what it recognises and may replace.
+
+void WriteSmallDb(const std::string& path) {
+  std::unique_ptr<DB> db = LevelDbType().Open(path, DbMode::kNew).value();
+  ASSERT_TRUE(db->NewWriter().value()->Put("k", path).ok());
+  ASSERT_TRUE(db->Close().ok());
+}
+
+TEST(LevelDbTypeTest, OnlyDirectoriesWithLevelDbFilesAreDatabases) {
+  TempDir dir;
+  const LevelDbType type;
+  EXPECT_FALSE(type.Exists(dir.Join("missing")).value());
+  ASSERT_TRUE(WriteFileAtomically(dir.Join("file"), "x").ok());
+  EXPECT_FALSE(type.Exists(dir.Join("file")).value());
+  ASSERT_TRUE(CreateDir(dir.Join("empty")).ok());
+  EXPECT_FALSE(type.Exists(dir.Join("empty")).value());
+  ASSERT_TRUE(CreateDir(dir.Join("foreign")).ok());
+  ASSERT_TRUE(WriteFileAtomically(dir.Join("foreign/notes"), "x").ok());
+  EXPECT_FALSE(type.Exists(dir.Join("foreign")).value());
+  // Any one of LevelDB's own files marks a (damaged) database.
+  for (const char* name : {"CURRENT", "LOCK", "MANIFEST-000002"}) {
+    const std::string path = dir.Join(absl::StrCat("only_", name));
+    ASSERT_TRUE(CreateDir(path).ok());
+    ASSERT_TRUE(WriteFileAtomically(JoinPath(path, name), "").ok());
+    EXPECT_TRUE(type.Exists(path).value()) << name;
+  }
+}
+
+TEST(LevelDbTypeTest, InstallNeverReplacesWhatIsNotADatabase) {
+  TempDir dir;
+  const LevelDbType type;
+  const std::string temp = dir.Join(".target.tmp-1-0");
+  WriteSmallDb(temp);
+
+  const std::string file = dir.Join("file");
+  ASSERT_TRUE(WriteFileAtomically(file, "precious").ok());
+  absl::Status status = type.CheckInstallable(file);
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(status.message(),
+            absl::StrCat(file,
+                         " exists and is not a directory, so it is not a "
+                         "database that saving may replace; remove it or "
+                         "choose another path"));
+  EXPECT_EQ(type.Install(temp, file).code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(ReadFileToString(file).value(), "precious");
+
+  const std::string folder = dir.Join("folder");
+  ASSERT_TRUE(CreateDir(folder).ok());
+  ASSERT_TRUE(WriteFileAtomically(JoinPath(folder, "notes"), "mine").ok());
+  status = type.Install(temp, folder);
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(status.message(),
+            absl::StrCat(folder,
+                         " is a non-empty directory that is not a LevelDB "
+                         "database (no CURRENT, LOCK or MANIFEST-* file), so "
+                         "saving may not replace it; remove it or choose "
+                         "another path"));
+  EXPECT_EQ(ListDir(folder).value(), std::vector<std::string>{"notes"});
+  // The new database is still there, for the caller to remove.
+  EXPECT_TRUE(type.Exists(temp).value());
+}
+
+TEST(LevelDbTypeTest, InstallReplacesAnEmptyDirectory) {
+  TempDir dir;
+  const LevelDbType type;
+  const std::string temp = dir.Join(".db.tmp-1-0");
+  const std::string path = dir.Join("db");
+  WriteSmallDb(temp);
+  ASSERT_TRUE(CreateDir(path).ok());
+  EXPECT_TRUE(type.CheckInstallable(path).ok());
+  ASSERT_TRUE(type.Install(temp, path).ok());
+  EXPECT_EQ(ListDir(dir.path()).value(), std::vector<std::string>{"db"});
+  EXPECT_EQ(type.Open(path, DbMode::kRead).value()->Get("k").value(), temp);
+}
+
+TEST(LevelDbTypeTest, InstallableNeedsTheParentDirectory) {
+  TempDir dir;
+  const std::string path = dir.Join("missing/node.0");
+  absl::Status status = LevelDbType().CheckInstallable(path);
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(status.message(),
+            absl::StrCat("the directory ", dir.Join("missing"),
+                         " that should hold checkpoint database ", path,
+                         " does not exist; create it first (the checkpoint "
+                         "manager does)"));
+}
+
+TEST(LevelDbTypeTest, NoOtherProcessHasADatabaseOpen) {
+  TempDir dir;
+  const std::string path = dir.Join("db");
+  EXPECT_EQ(LevelDbType().OpenInAnotherProcess(path), std::nullopt);
+  std::unique_ptr<DB> db = LevelDbType().Open(path, DbMode::kNew).value();
+  // This process's own lock does not count.
+  EXPECT_EQ(LevelDbType().OpenInAnotherProcess(path), std::nullopt);
 }
 
 }  // namespace

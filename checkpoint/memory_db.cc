@@ -16,6 +16,7 @@
 #include "absl/strings/string_view.h"
 #include "checkpoint/db.h"
 #include "checkpoint/db_registry.h"
+#include "engine/status_macros.h"
 
 namespace jobgraph {
 namespace {
@@ -31,11 +32,11 @@ struct Store {
 };
 
 // The process-wide table of databases and of which ones are open.
-class Registry {
+class Stores {
  public:
-  static Registry& Get() {
-    static Registry* registry = new Registry;  // Never destroyed.
-    return *registry;
+  static Stores& Get() {
+    static Stores* stores = new Stores;  // Never destroyed.
+    return *stores;
   }
 
   absl::StatusOr<std::shared_ptr<Store>> Acquire(const std::string& path,
@@ -91,25 +92,29 @@ class Registry {
     return absl::OkStatus();
   }
 
-  absl::Status Rename(const std::string& from, const std::string& to) {
+  // Moves the database at `from` to `to`, replacing the one there, in one
+  // step under the lock.
+  absl::Status Install(const std::string& from, const std::string& to) {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = stores_.find(from);
     if (it == stores_.end()) {
-      return absl::NotFoundError(absl::StrCat("cannot rename memory DB ", from,
-                                              " to ", to, ": ", from,
+      return absl::NotFoundError(absl::StrCat("cannot install memory DB ", from,
+                                              " as ", to, ": ", from,
                                               " does not exist"));
     }
-    if (stores_.count(to) != 0) {
-      return absl::AlreadyExistsError(absl::StrCat(
-          "cannot rename memory DB ", from, " to ", to, ": ", to, " exists"));
-    }
     if (open_.count(it->second.get()) != 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("cannot install memory DB ", from, " as ", to, ": ",
+                       from, " is open"));
+    }
+    auto old = stores_.find(to);
+    if (old != stores_.end() && open_.count(old->second.get()) != 0) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "cannot rename memory DB ", from, " to ", to, ": it is open"));
+          "cannot install memory DB ", from, " as ", to, ": ", to, " is open"));
     }
     std::shared_ptr<Store> store = std::move(it->second);
     stores_.erase(it);
-    stores_.emplace(to, std::move(store));
+    stores_.insert_or_assign(to, std::move(store));
     return absl::OkStatus();
   }
 
@@ -188,7 +193,7 @@ class MemoryDb final : public DB {
       : DB(path, mode), store_(std::move(store)), options_(options) {}
 
   ~MemoryDb() override {
-    if (!closed()) Registry::Get().Release(store_.get());
+    if (!closed()) Stores::Get().Release(store_.get());
   }
 
  protected:
@@ -210,7 +215,7 @@ class MemoryDb final : public DB {
   }
 
   absl::Status CloseImpl() override {
-    Registry::Get().Release(store_.get());
+    Stores::Get().Release(store_.get());
     return absl::OkStatus();
   }
 
@@ -219,36 +224,47 @@ class MemoryDb final : public DB {
   const DbOptions options_;
 };
 
-}  // namespace
+class MemoryDbType final : public DbType {
+ public:
+  absl::StatusOr<bool> Exists(const std::string& path) const override {
+    return Stores::Get().Exists(path);
+  }
 
-absl::StatusOr<std::unique_ptr<DB>> OpenMemoryDb(const std::string& path,
-                                                 DbMode mode,
-                                                 const DbOptions& options) {
-  absl::StatusOr<std::shared_ptr<Store>> store =
-      Registry::Get().Acquire(path, mode);
-  if (!store.ok()) return store.status();
-  return std::unique_ptr<DB>(
-      std::make_unique<MemoryDb>(path, mode, *std::move(store), options));
-}
+  // Any path can hold a memory database.
+  absl::Status CheckInstallable(const std::string& path) const override {
+    return absl::OkStatus();
+  }
+
+  absl::Status Install(const std::string& temp_path,
+                       const std::string& final_path) const override {
+    return Stores::Get().Install(temp_path, final_path);
+  }
+
+  absl::Status Remove(const std::string& path) const override {
+    return Stores::Get().Remove(path);
+  }
+
+ protected:
+  absl::StatusOr<std::unique_ptr<DB>> OpenImpl(
+      const std::string& path, DbMode mode,
+      const DbOptions& options) const override {
+    JG_ASSIGN_OR_RETURN(std::shared_ptr<Store> store,
+                        Stores::Get().Acquire(path, mode));
+    return std::unique_ptr<DB>(
+        std::make_unique<MemoryDb>(path, mode, std::move(store), options));
+  }
+};
+
+}  // namespace
 
 namespace memory_db {
 
-bool Exists(const std::string& path) { return Registry::Get().Exists(path); }
+std::vector<std::string> Paths() { return Stores::Get().Paths(); }
 
-std::vector<std::string> Paths() { return Registry::Get().Paths(); }
-
-absl::Status Remove(const std::string& path) {
-  return Registry::Get().Remove(path);
-}
-
-absl::Status Rename(const std::string& from, const std::string& to) {
-  return Registry::Get().Rename(from, to);
-}
-
-void Clear() { Registry::Get().Clear(); }
+void Clear() { Stores::Get().Clear(); }
 
 }  // namespace memory_db
 
-JG_REGISTER_DB_TYPE(kMemoryDbType, OpenMemoryDb);
+JG_REGISTER_DB_TYPE(kMemoryDbType, std::make_shared<MemoryDbType>());
 
 }  // namespace jobgraph

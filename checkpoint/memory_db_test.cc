@@ -23,6 +23,10 @@ class MemoryDbTest : public ::testing::Test {
   void SetUp() override { memory_db::Clear(); }
   void TearDown() override { memory_db::Clear(); }
 
+  static const DbType& Type() {
+    return *DbRegistry::Global().Find(kMemoryDbType).value();
+  }
+
   static void Write(const std::string& path, const std::string& key,
                     const std::string& value) {
     std::unique_ptr<DB> db =
@@ -38,38 +42,52 @@ TEST_F(MemoryDbTest, StoreIsKeyedByPath) {
   Write("/ckpt/a.0", "k", "a");
   Write("/ckpt/b.0", "k", "b");
   EXPECT_THAT(memory_db::Paths(), ElementsAre("/ckpt/a.0", "/ckpt/b.0"));
-  EXPECT_TRUE(memory_db::Exists("/ckpt/a.0"));
-  EXPECT_FALSE(memory_db::Exists("/ckpt/c.0"));
+  EXPECT_TRUE(Type().Exists("/ckpt/a.0").value());
+  EXPECT_FALSE(Type().Exists("/ckpt/c.0").value());
   std::unique_ptr<DB> db =
       DbRegistry::Global().Open("memory", "/ckpt/b.0", DbMode::kRead).value();
   EXPECT_EQ(db->Get("k").value(), "b");
 }
 
-TEST_F(MemoryDbTest, RenameAndRemove) {
+TEST_F(MemoryDbTest, InstallAndRemove) {
   Write("/ckpt/tmp", "k", "v");
   Write("/ckpt/other", "k", "o");
-  absl::Status status = memory_db::Rename("/ckpt/tmp", "/ckpt/other");
-  EXPECT_EQ(status.code(), absl::StatusCode::kAlreadyExists);
-  EXPECT_THAT(status.message(), HasSubstr("/ckpt/other"));
-  ASSERT_TRUE(memory_db::Rename("/ckpt/tmp", "/ckpt/node.0").ok());
-  EXPECT_FALSE(memory_db::Exists("/ckpt/tmp"));
+  // Install replaces the database at the final path in one step.
+  ASSERT_TRUE(Type().Install("/ckpt/tmp", "/ckpt/other").ok());
+  EXPECT_THAT(memory_db::Paths(), ElementsAre("/ckpt/other"));
+  Write("/ckpt/tmp", "k", "v2");
+  ASSERT_TRUE(Type().Install("/ckpt/tmp", "/ckpt/node.0").ok());
+  EXPECT_FALSE(Type().Exists("/ckpt/tmp").value());
   {
     std::unique_ptr<DB> db = DbRegistry::Global()
                                  .Open("memory", "/ckpt/node.0", DbMode::kRead)
                                  .value();
-    EXPECT_EQ(db->Get("k").value(), "v");
-    // An open database can be neither renamed nor removed.
-    EXPECT_EQ(memory_db::Remove("/ckpt/node.0").code(),
+    EXPECT_EQ(db->Get("k").value(), "v2");
+    // An open database can be neither installed, replaced nor removed.
+    EXPECT_EQ(Type().Remove("/ckpt/node.0").code(),
               absl::StatusCode::kFailedPrecondition);
-    EXPECT_EQ(memory_db::Rename("/ckpt/node.0", "/x").code(),
-              absl::StatusCode::kFailedPrecondition);
+    absl::Status status = Type().Install("/ckpt/node.0", "/x");
+    EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_THAT(status.message(), HasSubstr("/ckpt/node.0 is open"));
+    status = Type().Install("/ckpt/other", "/ckpt/node.0");
+    EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_THAT(status.message(), HasSubstr("/ckpt/node.0 is open"));
+    EXPECT_TRUE(Type().Exists("/ckpt/other").value());
   }
-  ASSERT_TRUE(memory_db::Remove("/ckpt/node.0").ok());
-  status = memory_db::Remove("/ckpt/node.0");
+  EXPECT_EQ(DbRegistry::Global()
+                .Open("memory", "/ckpt/other", DbMode::kRead)
+                .value()
+                ->Get("k")
+                .value(),
+            "v");
+  ASSERT_TRUE(Type().Remove("/ckpt/node.0").ok());
+  absl::Status status = Type().Remove("/ckpt/node.0");
   EXPECT_EQ(status.code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(status.message(), HasSubstr("/ckpt/node.0"));
-  EXPECT_EQ(memory_db::Rename("/nope", "/x").code(),
-            absl::StatusCode::kNotFound);
+  status = Type().Install("/nope", "/x");
+  EXPECT_EQ(status.code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(status.message(), HasSubstr("/nope"));
+  EXPECT_FALSE(Type().Exists("/x").value());
 }
 
 TEST_F(MemoryDbTest, ClearForgetsEverythingButOpenDbsKeepWorking) {

@@ -1,5 +1,5 @@
 // The checkpoint operators Save, Load, DBExists and GetAllBlobNames (Caffe2's
-// ops of the same names, reference/caffe2_semantics.md sections 1 and 8), and
+// ops of the same names, with the differences noted below), and
 // WriteCheckpointDb, the commit protocol of one database that Save runs.
 //
 // Paths. Caffe2 resolves a relative `db` against the workspace's root folder
@@ -99,33 +99,34 @@ struct CheckpointDbOptions {
   DbOptions db;
 };
 
-// Writes `blobs` into a new database of `db_type` at `path` and puts it in
+// Writes `blobs` into a new database of `type` at `path` and puts it in
 // place durably. Blobs are written in order of their names (LevelDB writes
 // sorted keys fastest), each value streamed from the serializer straight
-// into the database, then the manifest, last.
-//
-// For directory-backed types ("leveldb", "LevelDB"):
-//  1. The parent directory of `path` must exist (FailedPrecondition naming it
-//     otherwise). Whatever exists at `path` must be a LevelDB database or an
-//     empty directory (FailedPrecondition otherwise), so a wrong `path` can
-//     never make Save delete unrelated files.
+// into the database, then the manifest, last. The steps, all through `type`
+// (DbType in db.h), so that they hold for every DB type:
+//  1. CheckInstallable(path): whatever is at `path` must be a database of
+//     `type` or something it may overwrite, so a wrong `path` can never make
+//     Save delete unrelated files (LevelDB: a database or an empty
+//     directory, and the parent directory must exist); FailedPrecondition
+//     naming the path otherwise.
 //  2. The database is written to "<dir>/.<name>.tmp-<pid>-<n>" (a leftover
-//     of that exact name is removed first) and closed, which syncs every file
-//     and the directory. Failpoint "save.after_db_write".
-//  3. If nothing is at `path`, the temporary is renamed to it; otherwise the
-//     two are exchanged atomically (RENAME_EXCHANGE) and the old database,
-//     now under the temporary name, is deleted by the background deleter.
-//     The directory is synced. Failpoint "save.after_rename".
+//     of that exact name is removed first) and closed, which makes it
+//     durable. Failpoint "save.after_db_write".
+//  3. Install(temporary, path): the new database replaces the old one
+//     atomically and durably; the old one is deleted (LevelDB: by the
+//     background deleter). Failpoint "save.after_rename".
 //  On any error the temporary database is removed (best effort) and `path`
 //  is unchanged, unless the error came after step 3.
-// For "memory" the same steps run on the in-memory store (no durability to
-// provide; the old database is removed at once). Any other type is written
-// directly at `path` with DbMode::kNew, so replacing is that backend's
-// business; should the write fail, the database there lacks a manifest and
-// Load refuses it.
 //
 // Errors name the path and, for serialization errors, the blob.
 // Returns the bytes of the values written (the manifest's total_bytes).
+absl::StatusOr<int64_t> WriteCheckpointDb(const DbType& type,
+                                          const std::string& path,
+                                          std::vector<BlobToSave> blobs,
+                                          const CheckpointDbOptions& options);
+
+// The same with the type registered as `db_type` (NotFound listing the known
+// types if there is none).
 absl::StatusOr<int64_t> WriteCheckpointDb(absl::string_view db_type,
                                           const std::string& path,
                                           std::vector<BlobToSave> blobs,

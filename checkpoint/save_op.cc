@@ -1,8 +1,6 @@
 // The Save operator and WriteCheckpointDb, the commit protocol of one
 // checkpoint database (see save_load_ops.h).
 
-#include <errno.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -22,14 +20,11 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
-#include "checkpoint/background_delete.h"
 #include "checkpoint/db.h"
 #include "checkpoint/db_manifest.h"
 #include "checkpoint/db_registry.h"
 #include "checkpoint/failpoint.h"
 #include "checkpoint/file_util.h"
-#include "checkpoint/leveldb_db.h"
-#include "checkpoint/memory_db.h"
 #include "checkpoint/save_load_ops.h"
 #include "engine/blob.h"
 #include "engine/operator.h"
@@ -42,21 +37,6 @@ namespace jobgraph {
 namespace {
 
 constexpr absl::string_view kTempMarker = ".tmp-";
-
-// How a DB type stores a database, which decides how it is put in place.
-enum class Storage {
-  kDirectory,  // a directory on the file system (LevelDB)
-  kMemory,     // the in-memory store of memory_db.h
-  kOther,      // unknown: written directly under its final name
-};
-
-Storage StorageOf(absl::string_view db_type) {
-  if (db_type == kLevelDbType || db_type == kLevelDbTypeAlias) {
-    return Storage::kDirectory;
-  }
-  if (db_type == kMemoryDbType) return Storage::kMemory;
-  return Storage::kOther;
-}
 
 // Numbers the temporary databases of this process, so that concurrent saves
 // of the same path never share a temporary name.
@@ -89,64 +69,6 @@ std::string TempPath(const SplitPath& split) {
   return JoinPath(split.dir,
                   absl::StrCat(".", split.base, kTempMarker, ::getpid(), "-",
                                g_temp_sequence.fetch_add(1)));
-}
-
-absl::Status CheckParentDir(const SplitPath& split) {
-  struct stat st;
-  if (::stat(split.dir.c_str(), &st) != 0) {
-    const int error = errno;
-    if (error == ENOENT) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "the directory ", split.dir, " that should hold checkpoint database ",
-          split.path,
-          " does not exist; create it first (the checkpoint manager does)"));
-    }
-    return absl::ErrnoToStatus(error, absl::StrCat("stat ", split.dir));
-  }
-  if (!S_ISDIR(st.st_mode)) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(split.dir, ", which should hold checkpoint database ",
-                     split.path, ", is not a directory"));
-  }
-  return absl::OkStatus();
-}
-
-// What is at a directory-backed database's final path before it is replaced.
-enum class Existing { kNothing, kEmptyDir, kDatabase };
-
-absl::StatusOr<Existing> InspectFinalPath(const std::string& path) {
-  struct stat st;
-  if (::lstat(path.c_str(), &st) != 0) {
-    const int error = errno;
-    if (error == ENOENT) return Existing::kNothing;
-    return absl::ErrnoToStatus(error, absl::StrCat("lstat ", path));
-  }
-  // Replacing deletes the old copy, so only ever replace what is plainly a
-  // database: a mistyped path must not cost a user their files.
-  if (!S_ISDIR(st.st_mode)) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        path,
-        " exists and is not a directory, so it is not a database that "
-        "saving may replace; remove it or choose another path"));
-  }
-  JG_ASSIGN_OR_RETURN(std::vector<std::string> names, ListDir(path));
-  if (names.empty()) return Existing::kEmptyDir;
-  // A LevelDB database always has a LOCK file and a MANIFEST-* descriptor
-  // besides CURRENT; any of them marks it as one, so a damaged checkpoint
-  // (CURRENT lost) is still replaced when its epoch is saved again.
-  const bool is_leveldb =
-      std::any_of(names.begin(), names.end(), [](const std::string& name) {
-        return name == "CURRENT" || name == "LOCK" ||
-               absl::StartsWith(name, "MANIFEST-");
-      });
-  if (!is_leveldb) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        path,
-        " is a non-empty directory that is not a LevelDB database (no "
-        "CURRENT, LOCK or MANIFEST-* file), so saving may not replace it; "
-        "remove it or choose another path"));
-  }
-  return Existing::kDatabase;
 }
 
 CheckpointBlobInfo DescribeBlob(absl::string_view name, const Blob& blob) {
@@ -229,80 +151,46 @@ absl::StatusOr<int64_t> WriteBlobs(DB* db, const std::vector<BlobToSave>& blobs,
   return manifest.manifest().total_bytes();
 }
 
-absl::StatusOr<int64_t> OpenAndWrite(absl::string_view db_type,
+absl::StatusOr<int64_t> OpenAndWrite(const DbType& type,
                                      const std::string& path,
                                      const std::vector<BlobToSave>& blobs,
                                      const CheckpointDbOptions& options) {
-  JG_ASSIGN_OR_RETURN(
-      std::unique_ptr<DB> db,
-      DbRegistry::Global().Open(db_type, path, DbMode::kNew, options.db));
+  JG_ASSIGN_OR_RETURN(std::unique_ptr<DB> db,
+                      type.Open(path, DbMode::kNew, options.db));
   // On error `db` is destroyed without Close(): nothing is made durable.
   return WriteBlobs(db.get(), blobs, options);
 }
 
-void RemoveTemp(Storage storage, const std::string& temp) {
-  absl::Status status = storage == Storage::kMemory ? memory_db::Remove(temp)
-                                                    : RemoveRecursively(temp);
+// Removes what a failed save left at `temp`, if anything.
+void RemoveTemp(const DbType& type, const std::string& temp) {
+  absl::Status status = type.Remove(temp);
   if (!status.ok() && !absl::IsNotFound(status)) {
     LOG(WARNING) << "cannot remove the temporary database " << temp
                  << " of a failed save: " << status;
   }
 }
 
-// Writes under a temporary name and puts the result in place (steps 2 and 3
-// of WriteCheckpointDb). Returns the bytes written.
-absl::StatusOr<int64_t> WriteAndInstall(absl::string_view db_type,
-                                        Storage storage, const SplitPath& split,
+// Steps 1-3 of WriteCheckpointDb. Returns the bytes written.
+absl::StatusOr<int64_t> WriteAndInstall(const DbType& type,
+                                        const SplitPath& split,
                                         const std::vector<BlobToSave>& blobs,
                                         const CheckpointDbOptions& options) {
-  const std::string& path = split.path;
-  if (storage == Storage::kDirectory) {
-    JG_RETURN_IF_ERROR(CheckParentDir(split));
-    // Fail before writing anything if `path` holds something we must not
-    // replace.
-    JG_RETURN_IF_ERROR(InspectFinalPath(path).status());
-  }
+  // Fail before writing anything if `path` cannot take the database.
+  JG_RETURN_IF_ERROR(type.CheckInstallable(split.path));
   const std::string temp = TempPath(split);
   // Only a crashed process with the same pid leaves this exact name.
-  if (storage == Storage::kMemory) {
-    if (memory_db::Exists(temp)) JG_RETURN_IF_ERROR(memory_db::Remove(temp));
-  } else {
-    JG_ASSIGN_OR_RETURN(bool exists, PathExists(temp));
-    if (exists) JG_RETURN_IF_ERROR(RemoveRecursively(temp));
-  }
+  absl::Status stale = type.Remove(temp);
+  if (!stale.ok() && !absl::IsNotFound(stale)) return stale;
 
-  absl::StatusOr<int64_t> written = OpenAndWrite(db_type, temp, blobs, options);
+  absl::StatusOr<int64_t> written = OpenAndWrite(type, temp, blobs, options);
   absl::Status status = written.status();
   if (status.ok()) status = Failpoint("save.after_db_write");
-  bool old_copy_at_temp = false;
-  if (status.ok()) {
-    if (storage == Storage::kMemory) {
-      if (memory_db::Exists(path)) status = memory_db::Remove(path);
-      if (status.ok()) status = memory_db::Rename(temp, path);
-    } else {
-      // Looked at again: the state may have changed during the write.
-      absl::StatusOr<Existing> existing = InspectFinalPath(path);
-      if (!existing.ok()) {
-        status = existing.status();
-      } else if (*existing == Existing::kDatabase) {
-        status = ExchangeAndSync(temp, path);
-        old_copy_at_temp = status.ok();
-      } else {
-        // rename(2) replaces an empty directory.
-        status = RenameAndSync(temp, path);
-      }
-    }
-  }
+  if (status.ok()) status = type.Install(temp, split.path);
   if (!status.ok()) {
-    // If the exchange itself succeeded but its sync failed, `temp` holds the
-    // old copy; removing it is right either way.
-    RemoveTemp(storage, temp);
+    // If Install swapped the databases but could not make that durable,
+    // `temp` holds the old copy; removing it is right either way.
+    RemoveTemp(type, temp);
     return status;
-  }
-  if (old_copy_at_temp) {
-    // The new database is in place; a leftover old copy only costs space.
-    absl::Status deleting = DeleteInBackground(temp);
-    if (!deleting.ok()) LOG(WARNING) << deleting;
   }
   JG_RETURN_IF_ERROR(Failpoint("save.after_rename"));
   return *written;
@@ -326,16 +214,12 @@ bool IsSaveTempName(absl::string_view basename) {
          all_digits(suffix.substr(dash + 1));
 }
 
-absl::StatusOr<int64_t> WriteCheckpointDb(absl::string_view db_type,
+absl::StatusOr<int64_t> WriteCheckpointDb(const DbType& type,
                                           const std::string& path,
                                           std::vector<BlobToSave> blobs,
                                           const CheckpointDbOptions& options) {
   absl::StatusOr<int64_t> written = [&]() -> absl::StatusOr<int64_t> {
     JG_ASSIGN_OR_RETURN(SplitPath split, Split(path));
-    if (!DbRegistry::Global().IsRegistered(db_type)) {
-      // Open() would say the same, with the list of known types.
-      return DbRegistry::Global().Open(db_type, path, DbMode::kNew).status();
-    }
     JG_RETURN_IF_ERROR(CheckBlobs(blobs, options.serialization));
     // LevelDB writes keys that arrive in sorted order fastest (tables need
     // no compaction); blob order is all Save controls.
@@ -343,20 +227,25 @@ absl::StatusOr<int64_t> WriteCheckpointDb(absl::string_view db_type,
                      [](const BlobToSave& a, const BlobToSave& b) {
                        return a.name < b.name;
                      });
-    const Storage storage = StorageOf(db_type);
-    if (storage != Storage::kOther) {
-      return WriteAndInstall(db_type, storage, split, blobs, options);
-    }
-    JG_ASSIGN_OR_RETURN(int64_t bytes,
-                        OpenAndWrite(db_type, split.path, blobs, options));
-    JG_RETURN_IF_ERROR(Failpoint("save.after_db_write"));
-    JG_RETURN_IF_ERROR(Failpoint("save.after_rename"));
-    return bytes;
+    return WriteAndInstall(type, split, blobs, options);
   }();
   if (written.ok()) return written;
   return absl::Status(written.status().code(),
                       absl::StrCat("saving checkpoint ", path, ": ",
                                    written.status().message()));
+}
+
+absl::StatusOr<int64_t> WriteCheckpointDb(absl::string_view db_type,
+                                          const std::string& path,
+                                          std::vector<BlobToSave> blobs,
+                                          const CheckpointDbOptions& options) {
+  absl::StatusOr<const DbType*> type = DbRegistry::Global().Find(db_type);
+  if (!type.ok()) {
+    return absl::Status(type.status().code(),
+                        absl::StrCat("saving checkpoint ", path, ": ",
+                                     type.status().message()));
+  }
+  return WriteCheckpointDb(**type, path, std::move(blobs), options);
 }
 
 namespace {

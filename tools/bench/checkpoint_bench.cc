@@ -33,8 +33,8 @@
 // faults). Ratios are checkpoint MB/s over raw MB/s of the SAME run (raw time
 // / checkpoint time); the medians over runs are reported, with the range.
 // MB = 1e6 bytes of tensor data. On this VM a write runs much faster when it
-// re-uses pages freed just before than once freed pages went back to the host
-// (perf_limits.md 1.1), so whichever write comes first in a run (after the
+// re-uses pages freed just before than once freed pages went back to the host,
+// so whichever write comes first in a run (after the
 // previous run's reads and loads freed ~2 GiB) tends to be faster; compare
 // the per-run lines of each order. --churn_mib=2048 (touch and free that
 // much memory before every timed write) gives both writes the same warm
@@ -51,7 +51,7 @@
 // Extra rows (--variants) call WriteCheckpointDb (what the Save op runs) with
 // other options, each into its own path (deleted before it is rewritten, as
 // above), e.g. --variants=flush=0,wbs=64,wbs=128/flush=0,chunk=4 (flush:
-// LevelDbTuning::flush_memtable_on_close; wbs, mfs: write buffer and table
+// LevelDbOptions::flush_memtable_on_close; wbs, mfs: write buffer and table
 // size in MiB; batch: writer_batch_bytes in MiB; chunk: chunk_bytes in MiB),
 // each followed by a warm load of what it wrote; --load_noverify adds a Load
 // with verify_checksums 0. CPU is user + system time of the whole process.
@@ -94,6 +94,7 @@
 #include "absl/strings/string_view.h"
 #include "checkpoint/db.h"
 #include "checkpoint/file_util.h"
+#include "checkpoint/leveldb_db.h"
 #include "checkpoint/manifest.h"
 #include "checkpoint/save_load_ops.h"
 #include "engine/blob.h"
@@ -296,6 +297,7 @@ struct Sample {
 struct Variant {
   std::string label;
   CheckpointDbOptions options;
+  LevelDbOptions leveldb;
 };
 
 std::vector<Variant> ParseVariants(const std::string& text) {
@@ -308,11 +310,11 @@ std::vector<Variant> ParseVariants(const std::string& text) {
       int64_t x = 0;
       CHECK(absl::SimpleAtoi(p.second, &x)) << "bad variant " << spec;
       if (p.first == "flush") {
-        v.options.db.leveldb.flush_memtable_on_close = x != 0;
+        v.leveldb.flush_memtable_on_close = x != 0;
       } else if (p.first == "wbs") {
-        v.options.db.leveldb.write_buffer_size = static_cast<size_t>(x) << 20;
+        v.leveldb.write_buffer_size = static_cast<size_t>(x) << 20;
       } else if (p.first == "mfs") {
-        v.options.db.leveldb.max_file_size = static_cast<size_t>(x) << 20;
+        v.leveldb.max_file_size = static_cast<size_t>(x) << 20;
       } else if (p.first == "batch") {
         v.options.db.writer_batch_bytes = static_cast<size_t>(x) << 20;
       } else if (p.first == "chunk") {
@@ -570,7 +572,9 @@ class Case {
     Settle();
     const double cpu = CpuSeconds();
     const auto start = Clock::now();
-    Check(WriteCheckpointDb("leveldb", db, std::move(blobs), options).status());
+    Check(
+        WriteCheckpointDb(LevelDbType(v.leveldb), db, std::move(blobs), options)
+            .status());
     Add("variant " + v.label, Seconds(start));
     Add("cpu variant " + v.label, CpuSeconds() - cpu);
     // A warm load of the variant (verify_checksums 1), which shows what the
@@ -789,9 +793,9 @@ int Main() {
   std::printf(
       "checkpoint_bench: dir %s; LevelDB with the Save op's defaults "
       "(write_buffer %zu MiB, max_file %zu MiB, flush on close %d)\n",
-      dir.c_str(), DbOptions().leveldb.write_buffer_size >> 20,
-      DbOptions().leveldb.max_file_size >> 20,
-      DbOptions().leveldb.flush_memtable_on_close ? 1 : 0);
+      dir.c_str(), LevelDbOptions().write_buffer_size >> 20,
+      LevelDbOptions().max_file_size >> 20,
+      LevelDbOptions().flush_memtable_on_close ? 1 : 0);
 
   double save = 0, load = 0, small_save = 0;
   if (absl::GetFlag(FLAGS_large)) {

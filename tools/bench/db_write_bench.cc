@@ -1,14 +1,14 @@
 // db_write_bench: the checkpoint DB layer against the raw disk, in one run.
 //
 // Writes N values of M MiB (default 64 x 16 MiB = 1 GiB) with sorted keys
-// through the LevelDB DB (DbRegistry "leveldb", tuned defaults) up to a
+// through the LevelDB adapter (LevelDbType, tuned defaults) up to a
 // durable Close(), and, as the baseline, the same bytes to one file with
 // write() + fsync. Each run does these three, in an order that rotates from
 // run to run, each after deleting its previous output and `sync; sleep 1`:
 //
 //   raw       one file, 16 MiB write()s, fsync, close
 //   ldb       Open(kNew) + Puts + Close() with the memtable flush (default)
-//   ldb_nofl  the same with LevelDbTuning::flush_memtable_on_close = false:
+//   ldb_nofl  the same with LevelDbOptions::flush_memtable_on_close = false:
 //             Close() only fsyncs every file, leaving the tail in the log
 //
 // then reads everything back from the warm page cache into a preallocated
@@ -45,8 +45,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
 #include "checkpoint/db.h"
-#include "checkpoint/db_registry.h"
 #include "checkpoint/file_util.h"
+#include "checkpoint/leveldb_db.h"
 #include "glog/logging.h"
 
 ABSL_FLAG(std::string, dir, "",
@@ -56,7 +56,7 @@ ABSL_FLAG(int, values, 64, "Number of values.");
 ABSL_FLAG(int, value_mib, 16, "Size of each value in MiB.");
 ABSL_FLAG(int, runs, 3, "Repetitions; medians are reported.");
 ABSL_FLAG(int, write_buffer_mib, 0,
-          "LevelDbTuning::write_buffer_size in MiB for both LevelDB variants; "
+          "LevelDbOptions::write_buffer_size in MiB for both LevelDB variants; "
           "0 keeps the default.");
 ABSL_FLAG(bool, drop_caches, false,
           "Also time cold reads (writes /proc/sys/vm/drop_caches; needs "
@@ -82,7 +82,7 @@ double CpuSeconds() {
 
 void Check(const absl::Status& status) { CHECK(status.ok()) << status; }
 
-// Settles the page cache between measurements, as perf_limits.md does.
+// Lets the disk and the page cache settle between measurements.
 void Settle() {
   ::sync();
   std::this_thread::sleep_for(std::chrono::seconds(1));
@@ -179,11 +179,9 @@ class Bench {
     double close;  // Close(): memtable flush (if on) + fsync pass.
   };
 
-  WriteTimes WriteDb(const std::string& path, const DbOptions& options) {
+  WriteTimes WriteDb(const std::string& path, const LevelDbType& type) {
     const auto start = Clock::now();
-    std::unique_ptr<DB> db = DbRegistry::Global()
-                                 .Open("leveldb", path, DbMode::kNew, options)
-                                 .value();
+    std::unique_ptr<DB> db = type.Open(path, DbMode::kNew).value();
     {
       std::unique_ptr<Writer> writer = db->NewWriter().value();
       for (int i = 0; i < num_values_; ++i)
@@ -205,9 +203,8 @@ class Bench {
     DbOptions options;
     options.verify_checksums = verify;
     const auto start = Clock::now();
-    std::unique_ptr<DB> db = DbRegistry::Global()
-                                 .Open("leveldb", path, DbMode::kRead, options)
-                                 .value();
+    std::unique_ptr<DB> db =
+        LevelDbType().Open(path, DbMode::kRead, options).value();
     const double open = Seconds(start);
     const auto scan_start = Clock::now();
     size_t done = 0;
@@ -277,23 +274,25 @@ int Main() {
   const std::string raw_path = JoinPath(dir, "raw.bin");
   const std::string db_path = JoinPath(dir, "bench.db");
   const std::string db_nofl_path = JoinPath(dir, "bench_noflush.db");
-  DbOptions flush_options;  // The defaults under test.
+  LevelDbOptions flush_options;  // The defaults under test.
   if (absl::GetFlag(FLAGS_write_buffer_mib) > 0) {
-    flush_options.leveldb.write_buffer_size =
+    flush_options.write_buffer_size =
         static_cast<size_t>(absl::GetFlag(FLAGS_write_buffer_mib)) << 20;
   }
-  DbOptions noflush_options = flush_options;
-  noflush_options.leveldb.flush_memtable_on_close = false;
+  LevelDbOptions noflush_options = flush_options;
+  noflush_options.flush_memtable_on_close = false;
+  const LevelDbType flush_type(flush_options);
+  const LevelDbType noflush_type(noflush_options);
   std::printf("LevelDB write_buffer_size %zu MiB, max_file_size %zu MiB\n",
-              flush_options.leveldb.write_buffer_size >> 20,
-              flush_options.leveldb.max_file_size >> 20);
+              flush_options.write_buffer_size >> 20,
+              flush_options.max_file_size >> 20);
 
   std::map<std::string, Sample> s;
   std::string layout_flush, layout_noflush;
   bool cold = absl::GetFlag(FLAGS_drop_caches);
   // Run -1 is a warm-up whose figures are dropped: from then on every write
-  // is preceded by deleting its own output of the previous run, as in
-  // perf_limits.md (`rm; sync; sleep 1`), so all three start from the same
+  // is preceded by deleting its own output of the previous run
+  // (`rm; sync; sleep 1`), so all three start from the same
   // page-cache state. (On this VM a write is much faster when it re-uses pages
   // freed just before, and slower once freed pages went back to the host.)
   for (int run = -1; run < runs; ++run) {
@@ -315,7 +314,7 @@ int Main() {
           add("cpu raw", CpuSeconds() - cpu);
           break;
         case 1: {
-          Bench::WriteTimes w = bench.WriteDb(db_path, flush_options);
+          Bench::WriteTimes w = bench.WriteDb(db_path, flush_type);
           add("cpu ldb", CpuSeconds() - cpu);
           add("w ldb", w.total);
           add("w ldb puts", w.puts);
@@ -323,7 +322,7 @@ int Main() {
           break;
         }
         case 2: {
-          Bench::WriteTimes w = bench.WriteDb(db_nofl_path, noflush_options);
+          Bench::WriteTimes w = bench.WriteDb(db_nofl_path, noflush_type);
           add("cpu nofl", CpuSeconds() - cpu);
           add("w nofl", w.total);
           add("w nofl puts", w.puts);

@@ -1,6 +1,5 @@
 #include "tools/ckpt/checkpoint_dir.h"
 
-#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -15,6 +14,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "checkpoint/db.h"
+#include "checkpoint/db_registry.h"
 #include "checkpoint/file_util.h"
 #include "checkpoint/manifest.h"
 #include "checkpoint/save_load_ops.h"
@@ -102,7 +103,7 @@ std::string CheckpointDir::DbType() const {
   if (manifest_status.ok() && !manifest.db_type().empty()) {
     return manifest.db_type();
   }
-  return "leveldb";
+  return kDefaultDbType;
 }
 
 absl::StatusOr<CheckpointDir> ScanCheckpointDir(const std::string& dir) {
@@ -124,10 +125,8 @@ absl::StatusOr<CheckpointDir> ScanCheckpointDir(const std::string& dir) {
   }
 
   JG_ASSIGN_OR_RETURN(std::vector<std::string> names, ListDir(dir));
-  bool looks_like_database = false;
   for (const std::string& name : names) {
     const std::string path = JoinPath(dir, name);
-    if (name == "CURRENT") looks_like_database = true;
     if (std::optional<DbName> db = ParseDbName(name)) {
       JG_ASSIGN_OR_RETURN(FileType t, TypeOf(path));
       if (t == FileType::kDirectory) {
@@ -157,7 +156,12 @@ absl::StatusOr<CheckpointDir> ScanCheckpointDir(const std::string& dir) {
     std::string message =
         absl::StrCat(dir, " is not a jobgraph checkpoint directory: it has no ",
                      kManifestFileName, " and no <node>.<epoch> databases");
-    if (looks_like_database) {
+    // Only a hint: any error just leaves it out.
+    absl::StatusOr<const DbType*> type =
+        DbRegistry::Global().Find(result.DbType());
+    absl::StatusOr<bool> is_database =
+        type.ok() ? (*type)->Exists(dir) : type.status();
+    if (is_database.ok() && *is_database) {
       absl::StrAppend(&message,
                       " (it looks like one database: use `ckpt show` on it)");
     }
@@ -168,7 +172,7 @@ absl::StatusOr<CheckpointDir> ScanCheckpointDir(const std::string& dir) {
 
 std::optional<std::string> TempInUse(const std::string& path,
                                      std::optional<int64_t> pid,
-                                     bool is_database) {
+                                     const DbType* db_type) {
   // kill(0) or kill(-1) would mean process groups; only real pids count.
   if (pid.has_value() && *pid > 0 && *pid <= INT_MAX) {
     const pid_t p = static_cast<pid_t>(*pid);
@@ -176,20 +180,9 @@ std::optional<std::string> TempInUse(const std::string& path,
       return absl::StrCat("process ", *pid, " that made it is running");
     }
   }
-  if (is_database) {
-    // LevelDB holds a POSIX write lock on LOCK while the database is open.
-    const std::string lock = JoinPath(path, "LOCK");
-    const int fd = ::open(lock.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
-      struct flock query = {};
-      query.l_type = F_WRLCK;
-      query.l_whence = SEEK_SET;
-      const bool locked =
-          ::fcntl(fd, F_GETLK, &query) == 0 && query.l_type != F_UNLCK;
-      ::close(fd);
-      if (locked) {
-        return absl::StrCat("process ", query.l_pid, " has the database open");
-      }
+  if (db_type != nullptr) {
+    if (std::optional<int64_t> holder = db_type->OpenInAnotherProcess(path)) {
+      return absl::StrCat("process ", *holder, " has the database open");
     }
   }
   return std::nullopt;

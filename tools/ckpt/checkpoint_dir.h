@@ -19,6 +19,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "checkpoint/db.h"
 #include "proto/jobgraph.pb.h"
 
 namespace jobgraph {
@@ -80,7 +81,7 @@ struct CheckpointDir {
 
   // True when the manifest lists `node` in epoch `epoch`.
   bool IsCommitted(const std::string& node, int64_t epoch) const;
-  // The db_type to open databases with: the manifest's, else "leveldb".
+  // The db_type to open databases with: the manifest's, else kDefaultDbType.
   std::string DbType() const;
 };
 
@@ -92,18 +93,19 @@ struct CheckpointDir {
 absl::StatusOr<CheckpointDir> ScanCheckpointDir(const std::string& dir);
 
 // Whether a process that may still be using a temporary is alive: `pid`
-// exists on this machine, or (for a save's temporary database) LevelDB's LOCK
-// file inside `path` is locked by a process. Returns the reason, or nullopt
-// when neither holds. A checkpoint directory shared between machines can
-// only be judged by its LOCK files (and only where the file system keeps
-// POSIX locks across machines), so `gc` is meant for when no job writes to
-// the directory.
+// exists on this machine, or (for a save's temporary database, whose type is
+// `db_type`; null for other temporaries) the DB type says another process
+// has the database open (DbType::OpenInAnotherProcess). Returns the reason,
+// or nullopt when neither holds. A checkpoint directory shared between
+// machines can only be judged by the DB type's locks (and only where the
+// file system keeps them across machines), so `gc` is meant for when no job
+// writes to the directory.
 std::optional<std::string> TempInUse(const std::string& path,
                                      std::optional<int64_t> pid,
-                                     bool is_database);
+                                     const DbType* db_type);
 
-// The size of the regular files directly inside `dir` (a LevelDB database
-// has no subdirectories), or of the file at `dir`.
+// The size of the regular files directly inside `dir` (the databases of
+// directory-backed types keep no subdirectories), or of the file at `dir`.
 absl::StatusOr<int64_t> DiskBytes(const std::string& dir);
 
 }  // namespace ckpt

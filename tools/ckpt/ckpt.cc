@@ -14,6 +14,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "checkpoint/db_registry.h"
 #include "checkpoint/file_util.h"
 #include "engine/status_macros.h"
 
@@ -219,7 +220,7 @@ absl::StatusOr<int> Dispatch(const std::vector<std::string>& args,
 }  // namespace
 
 std::string Usage() {
-  return R"(usage: ckpt <command> [arguments] [flags]
+  return absl::StrCat(R"(usage: ckpt <command> [arguments] [flags]
 
 Inspects, verifies and cleans jobgraph checkpoints (checkpoint/FORMAT.md).
 
@@ -250,11 +251,12 @@ commands:
       DIR.
 
 flags for every command that opens databases:
-  --db_type=T    database type (default: the manifest's, else leveldb)
+  --db_type=T    database type (default: the manifest's, else )",
+                      kDefaultDbType, R"()
 
 exit codes: 0 success; 1 damage found (verify, dump) or databases differ
 (diff); 2 bad usage or input that cannot be read.
-)";
+)");
 }
 
 int RunCkpt(const std::vector<std::string>& args,

@@ -11,7 +11,7 @@
 //   ckpt gc DIR --keep_last=N [--keep_every=K] [--dry_run] [--force]
 //                                          retention and leftover temporaries
 //   --db_type=T overrides the database type (default: the manifest's, else
-//   "leveldb").
+//   kDefaultDbType).
 //
 // Exit codes: kExitOk; kExitProblem when verification finds damage (or a
 // committed database is missing) or diff finds a difference; kExitUsage for
@@ -22,13 +22,14 @@
 // `err` and returns the exit code, so tests run them in-process. RunCkpt
 // parses a command line into them.
 //
-// Reading a LevelDB database opens it, and opening makes LevelDB write a new
-// MANIFEST-* and log file inside the database directory (db.h); the values
-// and their table files are left untouched. A database that a running job
-// has open cannot be opened (LevelDB's lock) and is reported as such.
+// Reading a database opens it, which some DB types record inside it (LevelDB
+// writes a new descriptor and log file, leveldb_db.h); the values are left
+// untouched. A database that a running job has open cannot be opened and is
+// reported as such.
 //
 // Thread-compatible: commands share no state, but two commands must not open
-// the same database at once (LevelDB allows one open per process).
+// the same database at once (a path may be open through one DB at a time,
+// db.h).
 
 #ifndef JOBGRAPH_TOOLS_CKPT_CKPT_H_
 #define JOBGRAPH_TOOLS_CKPT_CKPT_H_
@@ -38,6 +39,8 @@
 #include <ostream>
 #include <string>
 #include <vector>
+
+#include "checkpoint/db_registry.h"
 
 namespace jobgraph {
 namespace ckpt {
@@ -51,7 +54,7 @@ enum class OutputFormat { kText, kJson };
 struct ListOptions {
   std::string dir;
   OutputFormat format = OutputFormat::kText;
-  std::string db_type;  // empty: the manifest's, else "leveldb"
+  std::string db_type;  // empty: the manifest's, else kDefaultDbType
 };
 int List(const ListOptions& options, std::ostream& out, std::ostream& err);
 
@@ -61,7 +64,7 @@ struct ShowOptions {
   // Text: also one row per database key with its size and CRC-32C (JSON
   // always lists them).
   bool keys = false;
-  std::string db_type = "leveldb";
+  std::string db_type = kDefaultDbType;
 };
 int Show(const ShowOptions& options, std::ostream& out, std::ostream& err);
 
@@ -70,7 +73,7 @@ struct DumpOptions {
   std::string blob;
   // Tensor elements (and, for strings, 8 times as many bytes) printed.
   int64_t max_elements = 20;
-  std::string db_type = "leveldb";
+  std::string db_type = kDefaultDbType;
 };
 int Dump(const DumpOptions& options, std::ostream& out, std::ostream& err);
 
@@ -78,14 +81,14 @@ struct VerifyOptions {
   std::string dir;
   std::optional<int64_t> epoch;  // unset: every committed epoch
   OutputFormat format = OutputFormat::kText;
-  std::string db_type;  // empty: the manifest's, else "leveldb"
+  std::string db_type;  // empty: the manifest's, else kDefaultDbType
 };
 int Verify(const VerifyOptions& options, std::ostream& out, std::ostream& err);
 
 struct DiffOptions {
   std::string db1;
   std::string db2;
-  std::string db_type = "leveldb";
+  std::string db_type = kDefaultDbType;
 };
 int Diff(const DiffOptions& options, std::ostream& out, std::ostream& err);
 

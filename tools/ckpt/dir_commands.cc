@@ -14,7 +14,9 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "checkpoint/db.h"
 #include "checkpoint/db_manifest.h"
+#include "checkpoint/db_registry.h"
 #include "checkpoint/file_util.h"
 #include "checkpoint/manifest.h"
 #include "proto/jobgraph.pb.h"
@@ -477,6 +479,15 @@ int Gc(const GcOptions& options, std::ostream& out, std::ostream& err) {
         << "; gc removes nothing\n";
     return kExitUsage;
   }
+  // Save temporaries are databases of the directory's type, which knows
+  // whether one is open and how to delete it.
+  absl::StatusOr<const DbType*> db_type =
+      DbRegistry::Global().Find(dir->DbType());
+  if (!db_type.ok()) {
+    err << "ckpt: " << dir->path << ": " << db_type.status().message()
+        << "; gc removes nothing\n";
+    return kExitUsage;
+  }
   const absl::string_view verb = options.dry_run ? "would remove" : "removed";
   int removed = 0;
   int64_t removed_bytes = 0;
@@ -551,11 +562,12 @@ int Gc(const GcOptions& options, std::ostream& out, std::ostream& err) {
 
   // 2. Leftover temporaries: jobgraph's own names only.
   int skipped = 0;
+  // `temp_type` is the DB type of a temporary database, null for a file.
   auto remove_temp = [&](const std::string& path, const std::string& basename,
-                         std::optional<int64_t> pid, bool is_database,
+                         std::optional<int64_t> pid, const DbType* temp_type,
                          absl::string_view what) -> bool {
     if (!options.force) {
-      if (std::optional<std::string> busy = TempInUse(path, pid, is_database)) {
+      if (std::optional<std::string> busy = TempInUse(path, pid, temp_type)) {
         out << "kept " << what << " " << Printable(basename) << ": " << *busy
             << " (--force removes it anyway)\n";
         ++skipped;
@@ -564,7 +576,8 @@ int Gc(const GcOptions& options, std::ostream& out, std::ostream& err) {
     }
     const int64_t bytes = bytes_of(path);
     if (!options.dry_run) {
-      absl::Status status = RemoveRecursively(path);
+      absl::Status status = temp_type != nullptr ? temp_type->Remove(path)
+                                                 : RemoveRecursively(path);
       if (!status.ok() && !absl::IsNotFound(status)) {
         err << "ckpt: " << status.message() << "\n";
         return false;
@@ -576,14 +589,14 @@ int Gc(const GcOptions& options, std::ostream& out, std::ostream& err) {
     return true;
   };
   for (const CheckpointDir::SaveTemp& temp : dir->save_temps) {
-    if (!remove_temp(temp.path, temp.basename, temp.parsed.pid,
-                     /*is_database=*/true, "temporary database")) {
+    if (!remove_temp(temp.path, temp.basename, temp.parsed.pid, *db_type,
+                     "temporary database")) {
       return kExitUsage;
     }
   }
   for (const CheckpointDir::ManifestTemp& temp : dir->manifest_temps) {
     if (!remove_temp(temp.path, temp.basename, temp.pid,
-                     /*is_database=*/false, "temporary manifest")) {
+                     /*temp_type=*/nullptr, "temporary manifest")) {
       return kExitUsage;
     }
   }
