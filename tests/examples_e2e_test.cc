@@ -26,10 +26,8 @@ using ::jobgraph::testing::RunBinaryKilledAt;
 using ::jobgraph::testing::RunfilesPath;
 using ::testing::HasSubstr;
 
-ChildRun SumPipeline(const std::vector<std::string>& args,
-                     int kill_after_ms = -1) {
-  return RunBinary(RunfilesPath("examples/sum_pipeline"), args, {},
-                   kill_after_ms);
+ChildRun SumPipeline(const std::vector<std::string>& args) {
+  return RunBinary(RunfilesPath("examples/sum_pipeline"), args);
 }
 
 ChildRun Ckpt(const std::vector<std::string>& args) {
@@ -75,37 +73,36 @@ TEST(SumPipeline, ThreeNodes) {
   EXPECT_EQ(LastLine(resumed), "result: epochs=4 totals=145,145,145");
 }
 
-// Killed at random moments (several trials, fixed seed), then resumed from
+// Killed at a random epoch's log line (several trials, fixed seed): the line
+// is logged once the epoch is committed, and the kill lands wherever the run
+// has got to by then (sleeping, or saving the next epoch). Then resumed from
 // the newest committed epoch: always the uninterrupted result, and the
-// checkpoint directory always verifies.
-TEST(SumPipeline, SigkillAtRandomMomentsThenResumeLatest) {
+// checkpoint directory always verifies. No step depends on timing.
+TEST(SumPipeline, SigkillAtRandomEpochsThenResumeLatest) {
   std::mt19937 rng(20261122);
-  std::uniform_int_distribution<int> delay_ms(30, 450);
+  std::uniform_int_distribution<int> epoch(0, 3);
   for (int trial = 0; trial < 5; ++trial) {
     const std::string dir = NewTempDir("sum_kill");
     const std::vector<std::string> args = {
         "--nodes=2", "--checkpoint_dir=" + dir, "--epoch_delay_ms=60"};
-    const int kill_after = delay_ms(rng);
-    ChildRun killed = SumPipeline(args, kill_after);
-    SCOPED_TRACE(
-        absl::StrCat("trial ", trial, ", killed after ", kill_after, " ms"));
-    bool committed = false;
-    if (killed.killed()) {
-      ChildRun verify = Ckpt({"verify", dir});
-      // Nothing committed yet is a clean "no checkpoint" (exit 2); anything
-      // committed must verify.
-      EXPECT_TRUE(verify.exit_code() == 0 || verify.exit_code() == 2)
-          << verify.Describe();
-      committed = verify.exit_code() == 0;
-    }
+    const int kill_at = epoch(rng);
+    const std::string line = kill_at == 0
+                                 ? "epoch 0 (init): "
+                                 : absl::StrCat("epoch ", kill_at, ": ");
+    SCOPED_TRACE(absl::StrCat("trial ", trial, ", killed at '", line, "'"));
+    ChildRun killed =
+        RunBinaryKilledAt(RunfilesPath("examples/sum_pipeline"), args, line);
+    ASSERT_TRUE(killed.killed()) << killed.Describe();
+    ASSERT_TRUE(PathExists(JoinPath(dir, "MANIFEST.jobgraph")).value());
+    ChildRun verify = Ckpt({"verify", dir});
+    EXPECT_EQ(verify.exit_code(), 0) << verify.Describe();
     std::vector<std::string> resume_args = args;
     resume_args.push_back("--resume_from_epoch=latest");
     ChildRun resumed = SumPipeline(resume_args);
     ASSERT_TRUE(resumed.exited_ok()) << resumed.Describe();
-    // With a committed epoch the run must really resume, not start over.
-    if (committed && killed.killed()) {
-      EXPECT_THAT(resumed.log, HasSubstr("resumed from epoch"));
-    }
+    // The run resumes from the epoch it was killed at or a later one that
+    // was committed before the kill landed; it never starts over.
+    EXPECT_THAT(resumed.log, HasSubstr("resumed from epoch"));
     EXPECT_THAT(LastLine(resumed),
                 ::testing::MatchesRegex("result: epochs=[45] totals=145,145"));
   }
@@ -123,9 +120,8 @@ TEST(SumPipeline, MetricsOutWritesOneJsonLinePerEpoch) {
       SumPipeline({"--checkpoint_dir=" + JoinPath(dir, "ckpt"),
                    "--metrics_out=" + metrics, "--resume_from_epoch=2"});
   ASSERT_TRUE(resumed.exited_ok()) << resumed.Describe();
-  const std::vector<std::string> lines =
-      absl::StrSplit(ReadFileToString(metrics).value(), '\n',
-                     absl::SkipEmpty());
+  const std::vector<std::string> lines = absl::StrSplit(
+      ReadFileToString(metrics).value(), '\n', absl::SkipEmpty());
   const std::vector<std::string> expected = {
       R"({"epoch":0,"run_micros":0,"saved":true,"save_micros":T,"save_bytes":291,"resumed_from":null})",
       R"({"epoch":1,"run_micros":T,"records":3,"saved":true,"save_micros":T,"save_bytes":291,"resumed_from":null})",
@@ -138,11 +134,38 @@ TEST(SumPipeline, MetricsOutWritesOneJsonLinePerEpoch) {
   ASSERT_EQ(lines.size(), expected.size()) << ReadFileToString(metrics).value();
   for (size_t i = 0; i < lines.size(); ++i) {
     // Every time is a positive number of microseconds.
-    const std::string timeless =
-        std::regex_replace(lines[i], std::regex(R"(_micros":[1-9][0-9]*)"),
-                           "_micros\":T");
+    const std::string timeless = std::regex_replace(
+        lines[i], std::regex(R"(_micros":[1-9][0-9]*)"), "_micros\":T");
     EXPECT_EQ(timeless, expected[i]) << lines[i];
   }
+}
+
+// A second run started into the directory of a running one (a requeue racing
+// the job it replaces) refuses at once and names the running one.
+TEST(SumPipeline, ASecondRunIntoTheSameDirectoryIsRefused) {
+  const std::string dir = NewTempDir("sum_twice");
+  ChildRun second;
+  ChildRun first = RunBinaryKilledAt(
+      RunfilesPath("examples/sum_pipeline"),
+      {"--checkpoint_dir=" + dir, "--epoch_delay_ms=100000"}, "epoch 0 (init)",
+      [&] { second = SumPipeline({"--checkpoint_dir=" + dir}); });
+  EXPECT_TRUE(first.killed()) << first.Describe();
+  EXPECT_EQ(second.exit_code(), 1) << second.Describe();
+  EXPECT_THAT(second.log,
+              HasSubstr(absl::StrCat("node 'trainer_0' of checkpoint "
+                                     "directory ",
+                                     dir, " is in use by another run (host ")));
+  EXPECT_EQ(second.Result(), std::nullopt);
+  // The refused run changed nothing: only epoch 0 of the first is there,
+  // with the lock file the killed run left behind.
+  EXPECT_THAT(ListDir(dir).value(),
+              ::testing::ElementsAre("MANIFEST.jobgraph", "trainer_0.0",
+                                     "trainer_0.lock"));
+  // With the first run gone, the job resumes.
+  ChildRun resumed =
+      SumPipeline({"--checkpoint_dir=" + dir, "--resume_from_epoch=latest"});
+  ASSERT_TRUE(resumed.exited_ok()) << resumed.Describe();
+  EXPECT_EQ(LastLine(resumed), "result: epochs=4 totals=145");
 }
 
 TEST(SumPipeline, BadFlagsFailWithAClearMessage) {

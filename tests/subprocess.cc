@@ -79,7 +79,8 @@ namespace {
 // (when non-negative / non-empty) decide when it is sent SIGKILL.
 ChildRun Run(const std::string& binary, const std::vector<std::string>& args,
              const std::vector<std::string>& extra_env, int kill_after_ms,
-             const std::string& kill_at_log_text) {
+             const std::string& kill_at_log_text,
+             const std::function<void()>& at_log_text) {
   static int counter = 0;
   const std::string out_dir = NewTempDir("child_output");
   const std::string out = JoinPath(out_dir, absl::StrCat("out", ++counter));
@@ -144,6 +145,7 @@ ChildRun Run(const std::string& binary, const std::vector<std::string>& args,
       }
       absl::StatusOr<std::string> log = ReadFileToString(err);
       if (log.ok() && absl::StrContains(*log, kill_at_log_text)) {
+        if (at_log_text) at_log_text();
         CHECK_EQ(::kill(pid, SIGKILL), 0);
         break;
       }
@@ -168,13 +170,14 @@ ChildRun RunBinary(const std::string& binary,
                    const std::vector<std::string>& args,
                    const std::vector<std::string>& extra_env,
                    int kill_after_ms) {
-  return Run(binary, args, extra_env, kill_after_ms, "");
+  return Run(binary, args, extra_env, kill_after_ms, "", nullptr);
 }
 
 ChildRun RunBinaryKilledAt(const std::string& binary,
                            const std::vector<std::string>& args,
-                           const std::string& log_text) {
-  return Run(binary, args, {}, -1, log_text);
+                           const std::string& log_text,
+                           const std::function<void()>& at_log_text) {
+  return Run(binary, args, {}, -1, log_text, at_log_text);
 }
 
 }  // namespace testing

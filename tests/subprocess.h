@@ -9,6 +9,7 @@
 
 #include <sys/wait.h>
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -62,9 +63,12 @@ ChildRun RunBinary(const std::string& binary,
 // Like RunBinary, but sends SIGKILL as soon as the child's standard error
 // contains `log_text` (a deterministic point, unlike a delay). If the child
 // ends first, it is not killed.
+// With `at_log_text`, that function runs first (while the child is still
+// alive at that point), and the child is killed when it returns.
 ChildRun RunBinaryKilledAt(const std::string& binary,
                            const std::vector<std::string>& args,
-                           const std::string& log_text);
+                           const std::string& log_text,
+                           const std::function<void()>& at_log_text = nullptr);
 
 }  // namespace testing
 }  // namespace jobgraph

@@ -9,7 +9,7 @@
 // "Save" op (db, db_type "leveldb", absolute_path 1, node, epoch), Net::Run
 // (WriteCheckpointDb: serialize, LevelDB writes, Close() = memtable flush +
 // fsync of every file + the directory, rename into place + fsync of the
-// checkpoint directory), then ManifestHandler::Write, which commits the epoch
+// checkpoint directory), then CommitEpoch, which commits the epoch
 // in MANIFEST.jobgraph (temp file, fsync, rename, fsync dir).
 // Baseline: the same tensor bytes written to one new file with 4 MiB write()s,
 // then fsync.
@@ -92,10 +92,12 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "checkpoint/checkpoint_paths.h"
+#include "checkpoint/commit_log.h"
 #include "checkpoint/db.h"
+#include "checkpoint/db_registry.h"
 #include "checkpoint/file_util.h"
 #include "checkpoint/leveldb_db.h"
-#include "checkpoint/manifest.h"
 #include "checkpoint/save_load_ops.h"
 #include "engine/blob.h"
 #include "engine/net.h"
@@ -369,7 +371,6 @@ class Case {
       for (absl::string_view v : views_) gathered_.append(v.data(), v.size());
     }
     std::memset(read_buffer_.data(), 1, read_buffer_.size());
-    handler_ = std::make_unique<ManifestHandler>();
   }
 
   double mb() const { return total_bytes_ / 1e6; }
@@ -470,7 +471,6 @@ class Case {
     RemoveIfExists(ckpt_dir_);
     Check(CreateDir(ckpt_dir_));
     Check(FsyncDir(dir_));
-    Check(handler_->SetParams(ckpt_dir_, "leveldb", {kNode}));
   }
 
   NetDef SaveNet(int epoch) const {
@@ -480,7 +480,7 @@ class Case {
     op->set_type("Save");
     for (const std::string& name : names_) op->add_input(name);
     *op->add_arg() = MakeArg("db", CheckpointDbPath(ckpt_dir_, kNode, epoch));
-    *op->add_arg() = MakeArg("db_type", "leveldb");
+    *op->add_arg() = MakeArg("db_type", kDefaultDbType);
     *op->add_arg() = MakeArg("absolute_path", 1);
     *op->add_arg() = MakeArg("node", kNode);
     *op->add_arg() = MakeArg("epoch", static_cast<int64_t>(epoch));
@@ -494,19 +494,20 @@ class Case {
     op->set_type("Load");
     for (const std::string& name : names_) op->add_output(name);
     *op->add_arg() = MakeArg("db", db);
-    *op->add_arg() = MakeArg("db_type", "leveldb");
+    *op->add_arg() = MakeArg("db_type", kDefaultDbType);
     *op->add_arg() = MakeArg("absolute_path", 1);
     *op->add_arg() = MakeArg("verify_checksums", verify ? 1 : 0);
     return def;
   }
 
-  // The commit that follows a save: ManifestHandler::Write.
+  // The commit that follows a save (what Checkpointer::SaveEpoch does).
   void Commit(int epoch, double save_seconds) {
-    CheckpointStats stats;
-    stats.dbs[CheckpointDbPath(ckpt_dir_, kNode, epoch)] = {
-        kNode, static_cast<int64_t>(total_bytes_)};
-    stats.wall_micros = static_cast<int64_t>(save_seconds * 1e6);
-    Check(handler_->Write(epoch, stats));
+    Check(
+        CommitEpoch(ckpt_dir_, kDefaultDbType,
+                    {.epoch = epoch,
+                     .nodes = {kNode},
+                     .total_bytes = static_cast<int64_t>(total_bytes_),
+                     .save_micros = static_cast<int64_t>(save_seconds * 1e6)}));
   }
 
   void TimeSave(int epoch) {
@@ -756,7 +757,6 @@ class Case {
   std::string gathered_;
   std::vector<char> read_buffer_;
   std::vector<char> scratch_;
-  std::unique_ptr<ManifestHandler> handler_;
   bool record_ = false;
   std::map<std::string, Sample> s_;
   std::string layout_;

@@ -14,10 +14,11 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "checkpoint/checkpoint_paths.h"
+#include "checkpoint/commit_log.h"
 #include "checkpoint/db.h"
 #include "checkpoint/db_registry.h"
 #include "checkpoint/file_util.h"
-#include "checkpoint/manifest.h"
 #include "checkpoint/save_load_ops.h"
 #include "engine/status_macros.h"
 
@@ -78,7 +79,7 @@ SaveTempName ParseSaveTempName(absl::string_view basename) {
 }
 
 std::optional<int64_t> ParseManifestTempName(absl::string_view basename) {
-  const std::string prefix = absl::StrCat(kManifestFileName, ".tmp-");
+  const std::string prefix = absl::StrCat(kCommitLogFileName, ".tmp-");
   if (!absl::ConsumePrefix(&basename, prefix)) return std::nullopt;
   const size_t dash = basename.find('-');
   std::optional<int64_t> pid = ParseCanonicalInt(basename.substr(0, dash));
@@ -117,7 +118,7 @@ absl::StatusOr<CheckpointDir> ScanCheckpointDir(const std::string& dir) {
   }
   CheckpointDir result;
   result.path = dir;
-  absl::StatusOr<CheckpointManifest> manifest = ReadManifest(dir);
+  absl::StatusOr<CheckpointManifest> manifest = ReadCommitLog(dir);
   if (manifest.ok()) {
     result.manifest = *std::move(manifest);
   } else {
@@ -155,7 +156,7 @@ absl::StatusOr<CheckpointDir> ScanCheckpointDir(const std::string& dir) {
       result.save_temps.empty() && result.manifest_temps.empty()) {
     std::string message =
         absl::StrCat(dir, " is not a jobgraph checkpoint directory: it has no ",
-                     kManifestFileName, " and no <node>.<epoch> databases");
+                     kCommitLogFileName, " and no <node>.<epoch> databases");
     // Only a hint: any error just leaves it out.
     absl::StatusOr<const DbType*> type =
         DbRegistry::Global().Find(result.DbType());

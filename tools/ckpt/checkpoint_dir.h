@@ -43,7 +43,7 @@ struct SaveTempName {
 };
 SaveTempName ParseSaveTempName(absl::string_view basename);
 
-// "MANIFEST.jobgraph.tmp-<pid>" (WriteManifest) or
+// "MANIFEST.jobgraph.tmp-<pid>" (WriteCommitLog) or
 // "MANIFEST.jobgraph.tmp-<pid>-<n>" (WriteFileAtomically); the pid, or
 // nullopt when `basename` is not such a name.
 std::optional<int64_t> ParseManifestTempName(absl::string_view basename);

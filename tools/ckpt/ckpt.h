@@ -94,7 +94,7 @@ int Diff(const DiffOptions& options, std::ostream& out, std::ostream& err);
 
 struct GcOptions {
   std::string dir;
-  // Retention (checkpoint/manifest.h): keep the newest keep_last committed
+  // Retention (checkpoint/retention.h): keep the newest keep_last committed
   // epochs (0: all) and every epoch divisible by keep_every (0: none extra).
   int keep_last = 0;
   int keep_every = 0;

@@ -13,8 +13,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "checkpoint/checkpoint_paths.h"
+#include "checkpoint/commit_log.h"
 #include "checkpoint/file_util.h"
-#include "checkpoint/manifest.h"
 #include "checkpoint/save_load_ops.h"
 #include "checkpoint/test_util.h"
 #include "engine/blob.h"
@@ -112,7 +113,7 @@ TEST(CkptCliTest, ExitCodesOutputStreamsAndWorkingDirectory) {
     e->set_epoch(epoch);
     e->add_node("trainer_0");
   }
-  ASSERT_TRUE(WriteManifest(dir, manifest).ok());
+  ASSERT_TRUE(WriteCommitLog(dir, manifest, /*is_commit=*/true).ok());
 
   // Relative to BUILD_WORKING_DIRECTORY, not to the process's directory.
   Result r = RunBinary({"verify", "ck"}, scratch.path(), base.path(), scratch);

@@ -25,7 +25,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "checkpoint/background_delete.h"
-#include "checkpoint/checkpoint_manager.h"
+#include "checkpoint/checkpoint_paths.h"
+#include "checkpoint/checkpointer.h"
+#include "checkpoint/commit_log.h"
 #include "checkpoint/crc32c.h"
 #include "checkpoint/db.h"
 #include "checkpoint/db_manifest.h"
@@ -33,7 +35,6 @@
 #include "checkpoint/file_util.h"
 #include "checkpoint/job.h"
 #include "checkpoint/job_runner.h"
-#include "checkpoint/manifest.h"
 #include "checkpoint/test_util.h"
 #include "engine/blob.h"
 #include "engine/counter.h"
@@ -372,7 +373,8 @@ class CkptTest : public ::testing::Test {
       e->set_committed_unix_micros(kCommitTime + epoch * 1000000);
       e->set_save_micros(1500 + epoch);
     }
-    absl::Status status = WriteManifest(dir_.path(), manifest);
+    absl::Status status =
+        WriteCommitLog(dir_.path(), manifest, /*is_commit=*/true);
     ASSERT_TRUE(status.ok()) << status;
   }
 
@@ -932,7 +934,7 @@ TEST_F(CkptTest, VerifyReportsMissingDatabasesAndADamagedManifest) {
   EXPECT_EQ(r.code, kExitProblem);
   EXPECT_THAT(
       Lines(r.out),
-      ElementsAre(absl::StrCat("DAMAGED manifest: checkpoint manifest ",
+      ElementsAre(absl::StrCat("DAMAGED manifest: commit log ",
                                Path("MANIFEST.jobgraph"),
                                " cannot be parsed; the file is damaged"),
                   absl::StrCat("FAILED: the committed epochs of ", dir_.path(),
@@ -1080,7 +1082,7 @@ TEST_F(CkptTest, GcAppliesRetentionAndRemovesOnlyJobgraphsLeftovers) {
               ElementsAre(".hidden.tmp-1", live_temp, "MANIFEST.jobgraph",
                           "notes.txt", "other", "trainer_0.0", "trainer_0.3",
                           "trainer_0.4", "trainer_0.9"));
-  absl::StatusOr<CheckpointManifest> manifest = ReadManifest(dir_.path());
+  absl::StatusOr<CheckpointManifest> manifest = ReadCommitLog(dir_.path());
   ASSERT_TRUE(manifest.ok());
   ASSERT_EQ(manifest->epoch_size(), 3);
   EXPECT_EQ(manifest->epoch(2).epoch(), 4);
@@ -1236,7 +1238,7 @@ TEST_F(CkptTest, InspectsTheCheckpointsOfAJob) {
   Result list = RunTool({"list", dir_.path()});
   EXPECT_EQ(list.code, kExitOk) << list.err;
   // Epoch 0 is saved after init, then one per epoch run.
-  absl::StatusOr<CheckpointManifest> manifest = ReadManifest(dir_.path());
+  absl::StatusOr<CheckpointManifest> manifest = ReadCommitLog(dir_.path());
   ASSERT_TRUE(manifest.ok()) << manifest.status();
   const int epochs = manifest->epoch_size();
   ASSERT_EQ(epochs, 5);  // 0 (after init) through 4, no retention

@@ -14,11 +14,14 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "checkpoint/checkpoint_paths.h"
+#include "checkpoint/commit_log.h"
 #include "checkpoint/db.h"
 #include "checkpoint/db_manifest.h"
 #include "checkpoint/db_registry.h"
 #include "checkpoint/file_util.h"
-#include "checkpoint/manifest.h"
+#include "checkpoint/retention.h"
+#include "checkpoint/verify.h"
 #include "proto/jobgraph.pb.h"
 #include "tools/ckpt/checkpoint_dir.h"
 #include "tools/ckpt/ckpt.h"
@@ -41,12 +44,6 @@ std::optional<CheckpointDir> Scan(const std::string& dir, std::ostream& err) {
 
 std::string DbTypeFor(const CheckpointDir& dir, const std::string& flag) {
   return flag.empty() ? dir.DbType() : flag;
-}
-
-std::string CommittedEpochList(const CheckpointManifest& manifest) {
-  std::vector<int64_t> epochs;
-  for (const CommittedEpoch& e : manifest.epoch()) epochs.push_back(e.epoch());
-  return epochs.empty() ? "none" : absl::StrJoin(epochs, ", ");
 }
 
 // ---------------------------------------------------------------------------
@@ -182,7 +179,7 @@ void PrintListText(const CheckpointDir& dir, const std::string& db_type,
   if (dir.manifest_status.ok()) {
     out << db_type << ", format version " << dir.manifest.format_version();
   } else {
-    out << "no " << kManifestFileName << ": nothing is committed";
+    out << "no " << kCommitLogFileName << ": nothing is committed";
   }
   out << ")\n";
   TextTable table({"EPOCH", "STATE", "NODES", "BLOBS", "BYTES", "SAVE", "TIME"},
@@ -440,7 +437,7 @@ int Verify(const VerifyOptions& options, std::ostream& out, std::ostream& err) {
     return kExitProblem;
   }
   if (absl::IsNotFound(manifest_status)) {
-    out << dir->path << " has no committed epoch (no " << kManifestFileName
+    out << dir->path << " has no committed epoch (no " << kCommitLogFileName
         << "); nothing to verify\n";
     return kExitOk;
   }
@@ -498,7 +495,7 @@ int Gc(const GcOptions& options, std::ostream& out, std::ostream& err) {
 
   // 1. Retention, exactly as ApplyRetention decides it.
   if (!dir->manifest_status.ok() && options.keep_last > 0) {
-    out << "no " << kManifestFileName
+    out << "no " << kCommitLogFileName
         << ": nothing is committed, so retention removes nothing\n";
   }
   if (dir->manifest_status.ok() && options.keep_last > 0) {
