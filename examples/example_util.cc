@@ -5,6 +5,9 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <utility>
@@ -21,7 +24,6 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "checkpoint/epoch_metrics.h"
-#include "checkpoint/file_util.h"
 #include "engine/blob.h"
 #include "engine/operator.h"
 #include "engine/status_macros.h"
@@ -189,7 +191,9 @@ absl::StatusOr<std::string> ResolvePath(absl::string_view flag,
   // `bazel run` starts the binary in its runfiles tree; the user meant the
   // directory the command was typed in.
   const char* base = std::getenv("BUILD_WORKING_DIRECTORY");
-  if (base != nullptr && base[0] != '\0') return JoinPath(base, path);
+  if (base != nullptr && base[0] != '\0') {
+    return (std::filesystem::path(base) / std::string(path)).string();
+  }
   char cwd[4096];
   if (getcwd(cwd, sizeof(cwd)) == nullptr) {
     return absl::InvalidArgumentError(
@@ -197,7 +201,7 @@ absl::StatusOr<std::string> ResolvePath(absl::string_view flag,
                      ": cannot resolve a relative path (getcwd failed); "
                      "give an absolute path"));
   }
-  return JoinPath(cwd, path);
+  return (std::filesystem::path(cwd) / std::string(path)).string();
 }
 
 absl::StatusOr<CommonOptions> ReadCommonFlags() {
@@ -265,12 +269,13 @@ std::optional<int> HandlePlanFlags(const Job& job,
         absl::StrCat("cannot build the job's plan: ", def.status().message())));
   }
   if (!options.plan_dot.empty()) {
-    absl::Status written =
-        WriteFileAtomically(options.plan_dot, JobToDot(*def));
-    if (!written.ok()) {
-      return RunError(absl::Status(
-          written.code(), absl::StrCat("--plan_dot=", options.plan_dot, ": ",
-                                       written.message())));
+    std::ofstream out(options.plan_dot, std::ios::trunc);
+    out << JobToDot(*def);
+    out.close();
+    if (!out) {
+      return RunError(absl::UnavailableError(
+          absl::StrCat("--plan_dot=", options.plan_dot, ": cannot write ",
+                       options.plan_dot, ": ", std::strerror(errno))));
     }
     LOG(INFO) << "wrote the job's graph to " << options.plan_dot;
   }

@@ -35,8 +35,10 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -45,7 +47,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "checkpoint/file_util.h"
+#include "checkpoint/db_registry.h"
 #include "checkpoint/job.h"
 #include "engine/data/dataset.h"
 #include "engine/data/pipe.h"
@@ -138,9 +140,10 @@ absl::StatusOr<Options> ReadFlags() {
                       ResolvePath("model_out", absl::GetFlag(FLAGS_model_out)));
   if (!o.model_out.empty()) {
     // Checked now rather than after training: Save needs the directory.
-    const std::string parent = ParentDir(o.model_out);
-    absl::StatusOr<bool> exists = PathExists(parent);
-    if (!exists.ok() || !*exists) {
+    const std::string parent =
+        std::filesystem::path(o.model_out).parent_path().string();
+    std::error_code error;
+    if (!std::filesystem::is_directory(parent, error)) {
       return absl::InvalidArgumentError(
           absl::StrCat("--model_out=", o.model_out, ": directory ", parent,
                        " does not exist"));
@@ -210,7 +213,7 @@ void BuildJob(Job& job, const Options& o, int64_t epoch_delay_ms) {
     Task& save = job.exit_group().NewTask(node, {.name = "save_model"});
     save.net().Op(
         "Save", {final_w, final_b}, {},
-        {MakeArg("db", o.model_out), MakeArg("db_type", "leveldb"),
+        {MakeArg("db", o.model_out), MakeArg("db_type", kDefaultDbType),
          MakeArg("blob_name_overrides", std::vector<std::string>{"W", "b"}),
          MakeArg("node", std::string(kNode))});
   }
