@@ -1,4 +1,4 @@
-// Helpers shared by the serialization tests.
+// Helpers shared by the serialization tests. Test-only; stateless.
 
 #ifndef JOBGRAPH_ENGINE_SERIALIZATION_TEST_UTIL_H_
 #define JOBGRAPH_ENGINE_SERIALIZATION_TEST_UTIL_H_
