@@ -56,7 +56,7 @@ std::string Blob::TypeNameOf(std::type_index type) {
 std::string Blob::TypeName() const { return TypeNameOf(type_); }
 
 // Caffe2's names, so that checkpoints list familiar types.
-JG_REGISTER_BLOB_TYPE(Tensor, "Tensor");
-JG_REGISTER_BLOB_TYPE(std::string, "std::string");
+JG_REGISTER_BLOB_TYPE(Tensor, kTensorTypeName);
+JG_REGISTER_BLOB_TYPE(std::string, kStringTypeName);
 
 }  // namespace jobgraph

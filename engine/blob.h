@@ -81,6 +81,11 @@ class Blob {
   std::type_index type_ = std::type_index(typeid(void));
 };
 
+// The stable names of the built-in blob types. Checkpoints store them
+// (BlobProto.type), so they are Caffe2's and never change.
+inline constexpr char kTensorTypeName[] = "Tensor";
+inline constexpr char kStringTypeName[] = "std::string";
+
 // Gives blob type T a stable name. Registering two names for one type, or one
 // name for two types, is a fatal error at start-up.
 void RegisterBlobTypeName(std::type_index type, const std::string& name);

@@ -1,9 +1,13 @@
 #include "engine/operator.h"
 
+#include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "engine/status_macros.h"
 
 namespace jobgraph {
 
@@ -22,14 +26,89 @@ OperatorBase::OperatorBase(const OperatorDef& def, Workspace* ws)
   }
 }
 
-absl::StatusOr<const Tensor*> OperatorBase::Input(int i) const {
-  const Blob* blob = inputs_[i];
-  if (!blob->IsType<Tensor>()) {
-    return Error(absl::StatusCode::kFailedPrecondition,
-                 absl::StrCat("input '", InputName(i), "' holds ",
-                              blob->TypeName(), ", not a Tensor"));
+namespace {
+
+// "2", "2 to 3" or "at least 2".
+std::string CountRange(int min, int max) {
+  if (min == max) return absl::StrCat(min);
+  if (max == OperatorBase::kUnbounded) return absl::StrCat("at least ", min);
+  return absl::StrCat(min, " to ", max);
+}
+
+bool InRange(int n, int min, int max) {
+  return n >= min && (max == OperatorBase::kUnbounded || n <= max);
+}
+
+// "a 2-D tensor of float" or "a tensor of float".
+std::string TensorDescription(DataType dtype, int ndim) {
+  return absl::StrCat(
+      "a ", ndim == OperatorBase::kAnyRank ? "" : absl::StrCat(ndim, "-D "),
+      "tensor of ", DataTypeName(dtype));
+}
+
+}  // namespace
+
+absl::Status OperatorBase::CheckArity(int min_inputs, int max_inputs,
+                                      int min_outputs, int max_outputs) const {
+  if (!InRange(InputSize(), min_inputs, max_inputs)) {
+    return Error(absl::StatusCode::kInvalidArgument,
+                 absl::StrCat("expects ", CountRange(min_inputs, max_inputs),
+                              " input(s), got ", InputSize()));
   }
-  return &blob->Get<Tensor>();
+  if (!InRange(OutputSize(), min_outputs, max_outputs)) {
+    return Error(absl::StatusCode::kInvalidArgument,
+                 absl::StrCat("expects ", CountRange(min_outputs, max_outputs),
+                              " output(s), got ", OutputSize()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status OperatorBase::CheckInPlace(int output, int input) const {
+  if (OutputName(output) == InputName(input)) return absl::OkStatus();
+  return Error(absl::StatusCode::kInvalidArgument,
+               absl::StrCat("output ", output, " ('", OutputName(output),
+                            "') must be input ", input, " ('", InputName(input),
+                            "'): the op updates it in place"));
+}
+
+std::string OperatorBase::WrongInputType(int i, absl::string_view what,
+                                         absl::string_view creator) const {
+  std::string message = absl::StrCat("input '", InputName(i), "' holds ",
+                                     inputs_[i]->TypeName(), ", not a ", what);
+  if (!creator.empty()) {
+    absl::StrAppend(&message, " (create it with ", creator, ")");
+  }
+  return message;
+}
+
+absl::StatusOr<const Tensor*> OperatorBase::Input(int i) const {
+  JG_ASSIGN_OR_RETURN(const Tensor* tensor, InputAs<Tensor>(i, "Tensor", ""));
+  return tensor;
+}
+
+absl::StatusOr<const Tensor*> OperatorBase::Input(int i, DataType dtype,
+                                                  int ndim) const {
+  JG_ASSIGN_OR_RETURN(const Tensor* t, Input(i));
+  if (t->dtype() != dtype || (ndim != kAnyRank && t->ndim() != ndim)) {
+    return Error(absl::StatusCode::kInvalidArgument,
+                 absl::StrCat("input '", InputName(i), "' must be ",
+                              TensorDescription(dtype, ndim), ", got ",
+                              t->DebugString(4)));
+  }
+  return t;
+}
+
+absl::StatusOr<const Tensor*> OperatorBase::ScalarInput(int i,
+                                                        DataType dtype) const {
+  JG_ASSIGN_OR_RETURN(const Tensor* t, Input(i));
+  if (t->dtype() != dtype || t->numel() != 1) {
+    return Error(
+        absl::StatusCode::kInvalidArgument,
+        absl::StrCat("input '", InputName(i),
+                     "' must be a single-element tensor of ",
+                     DataTypeName(dtype), ", got ", t->DebugString(4)));
+  }
+  return t;
 }
 
 const Argument* OperatorBase::FindArg(absl::string_view name) const {
@@ -128,6 +207,64 @@ std::vector<std::string> OperatorBase::GetRepeatedArg<std::string>(
   return {arg->strings().begin(), arg->strings().end()};
 }
 
+absl::StatusOr<std::string> OperatorBase::GetRequiredStringArg(
+    absl::string_view name, absl::string_view what) const {
+  std::string value = GetArg<std::string>(name, "");
+  if (value.empty()) {
+    return Error(absl::StatusCode::kInvalidArgument,
+                 absl::StrCat("argument '", name, "'",
+                              what.empty() ? "" : absl::StrCat(" (", what, ")"),
+                              " is required"));
+  }
+  return value;
+}
+
+template <>
+absl::StatusOr<int64_t> OperatorBase::GetPositiveArg<int64_t>(
+    absl::string_view name, int64_t default_value) const {
+  const int64_t value = GetArg<int64_t>(name, default_value);
+  if (value <= 0) {
+    return Error(
+        absl::StatusCode::kInvalidArgument,
+        absl::StrCat("argument '", name, "' must be positive, got ", value));
+  }
+  return value;
+}
+
+template <>
+absl::StatusOr<double> OperatorBase::GetPositiveArg<double>(
+    absl::string_view name, double default_value) const {
+  const double value = GetArg<double>(name, default_value);
+  if (!(value > 0) || !std::isfinite(value)) {
+    return Error(absl::StatusCode::kInvalidArgument,
+                 absl::StrCat("argument '", name,
+                              "' must be positive and finite, got ", value));
+  }
+  return value;
+}
+
+template <>
+absl::StatusOr<int64_t> OperatorBase::GetNonNegativeArg<int64_t>(
+    absl::string_view name, int64_t default_value) const {
+  const int64_t value = GetArg<int64_t>(name, default_value);
+  if (value < 0) {
+    return Error(absl::StatusCode::kInvalidArgument,
+                 absl::StrCat(name, " must be >= 0, got ", value));
+  }
+  return value;
+}
+
+template <>
+absl::StatusOr<double> OperatorBase::GetNonNegativeArg<double>(
+    absl::string_view name, double default_value) const {
+  const double value = GetArg<double>(name, default_value);
+  if (!(value >= 0)) {  // NaN too
+    return Error(absl::StatusCode::kInvalidArgument,
+                 absl::StrCat(name, " must be >= 0, got ", value));
+  }
+  return value;
+}
+
 std::string OperatorBase::Describe() const {
   return absl::StrCat(def_.type(), "(", absl::StrJoin(def_.input(), ", "),
                       " -> ", absl::StrJoin(def_.output(), ", "), ")");
@@ -136,6 +273,35 @@ std::string OperatorBase::Describe() const {
 absl::Status OperatorBase::Error(absl::StatusCode code,
                                  absl::string_view message) const {
   return absl::Status(code, absl::StrCat("op ", Describe(), ": ", message));
+}
+
+absl::Status OperatorBase::Annotate(const absl::Status& status,
+                                    absl::string_view context) const {
+  if (status.ok()) return status;
+  if (context.empty()) return Error(status.code(), status.message());
+  return Error(status.code(), absl::StrCat(context, ": ", status.message()));
+}
+
+void PrepareOutput(Tensor* out, DataType dtype,
+                   absl::Span<const int64_t> shape) {
+  if (HasTypeAndShape(*out, dtype, shape)) return;
+  // Copy the shape before assigning: it may live inside *out.
+  std::vector<int64_t> new_shape(shape.begin(), shape.end());
+  *out = Tensor::Uninitialized(dtype, std::move(new_shape));
+}
+
+void CopyTensor(const Tensor& src, Tensor* dst) {
+  if (&src == dst) return;
+  if (!HasTypeAndShape(*dst, src.dtype(), src.shape())) {
+    *dst = src;
+    return;
+  }
+  if (src.dtype() == STRING) {
+    std::copy_n(src.data<std::string>(), src.numel(),
+                dst->mutable_data<std::string>());
+  } else if (src.nbytes() > 0) {
+    std::memcpy(dst->raw_mutable_data(), src.raw_data(), src.nbytes());
+  }
 }
 
 OperatorRegistry& OperatorRegistry::Global() {

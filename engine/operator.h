@@ -6,14 +6,28 @@
 // them. Run() reads inputs and writes outputs and returns a Status whose
 // message names what went wrong.
 //
+// OperatorBase also carries the plumbing every op needs: checks of how it is
+// wired, typed arguments and inputs, and errors that name the op and the
+// blob. Ops of every package use it, so they read and fail the same way.
+//
 // Built-in and user operators register the same way:
 //
-//   class MyOp final : public OperatorBase {
+//   class ScaleOp final : public OperatorBase {
 //    public:
 //     using OperatorBase::OperatorBase;
-//     absl::Status Run() override { ... }
+//     absl::Status Init() override {
+//       JG_RETURN_IF_ERROR(CheckArity(1, 1, 1, 1));
+//       JG_ASSIGN_OR_RETURN(factor_, GetPositiveArg<double>("factor", 1.0));
+//       return absl::OkStatus();
+//     }
+//     absl::Status Run() override {
+//       JG_ASSIGN_OR_RETURN(const Tensor* x, Input(0, FLOAT));
+//       ...
+//     }
+//    private:
+//     double factor_ = 1;
 //   };
-//   JG_REGISTER_OPERATOR(MyOp, MyOp);
+//   JG_REGISTER_OPERATOR(Scale, ScaleOp);
 //
 // The registry is thread-safe. An operator instance is used by one thread at
 // a time; the blobs it reads may be shared (see Workspace).
@@ -26,12 +40,14 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "engine/blob.h"
 #include "engine/tensor.h"
 #include "engine/workspace.h"
@@ -41,6 +57,11 @@ namespace jobgraph {
 
 class OperatorBase {
  public:
+  // As `max` of CheckArity: no upper limit.
+  static constexpr int kUnbounded = -1;
+  // As `ndim` of Input(i, dtype, ndim): any number of dimensions.
+  static constexpr int kAnyRank = -1;
+
   // Called by the registry after the inputs were checked and outputs created.
   OperatorBase(const OperatorDef& def, Workspace* ws);
   OperatorBase(const OperatorBase&) = delete;
@@ -63,10 +84,19 @@ class OperatorBase {
   Blob* InputBlob(int i) const { return inputs_[i]; }
   Blob* OutputBlob(int i) const { return outputs_[i]; }
 
-  // Input i as a tensor; an error naming the blob if it holds anything else.
-  absl::StatusOr<const Tensor*> Input(int i) const;
-  // Output i as a tensor (the blob is made to hold one).
-  Tensor* Output(int i) const { return outputs_[i]->GetMutable<Tensor>(); }
+  // --- Wiring, checked in Init(): the registry does not know how an op is
+  // wired, and Run() must not index past the end.
+
+  // InvalidArgument unless the op has `min_inputs` to `max_inputs` inputs and
+  // `min_outputs` to `max_outputs` outputs (kUnbounded: no maximum), e.g.
+  // "expects 2 to 3 input(s), got 1".
+  absl::Status CheckArity(int min_inputs, int max_inputs, int min_outputs,
+                          int max_outputs) const;
+  // InvalidArgument unless output `output` names the same blob as input
+  // `input`, for ops that update a blob in place.
+  absl::Status CheckInPlace(int output, int input) const;
+
+  // --- Arguments.
 
   bool HasArg(absl::string_view name) const;
   // Typed arguments. T is one of bool, int, int64_t, float, double,
@@ -76,9 +106,67 @@ class OperatorBase {
   // Repeated arguments. T is one of int64_t, float, double, std::string.
   template <typename T>
   std::vector<T> GetRepeatedArg(absl::string_view name) const;
+  // String argument `name`, or InvalidArgument when it is absent or empty:
+  // "argument 'path' (the text file to read) is required", where `what`
+  // (may be empty) says what the argument is.
+  absl::StatusOr<std::string> GetRequiredStringArg(
+      absl::string_view name, absl::string_view what) const;
+  // Argument `name` (default `default_value`), or InvalidArgument unless it
+  // is > 0 ("argument 'batch_size' must be positive, got 0"), and for double
+  // also finite. T is int64_t or double.
+  template <typename T>
+  absl::StatusOr<T> GetPositiveArg(absl::string_view name,
+                                   T default_value) const;
+  // Argument `name` (default `default_value`), or InvalidArgument unless it
+  // is >= 0 ("limit must be >= 0, got -1"). T is int64_t or double.
+  template <typename T>
+  absl::StatusOr<T> GetNonNegativeArg(absl::string_view name,
+                                      T default_value) const;
+
+  // --- Inputs. Errors name the op and the blob. A blob of the wrong type is
+  // FailedPrecondition (an earlier op did not make it); a tensor of the wrong
+  // element type or shape is InvalidArgument.
+
+  // Input i as a tensor.
+  absl::StatusOr<const Tensor*> Input(int i) const;
+  // Input i as a tensor of `dtype` with `ndim` dimensions (any number for
+  // kAnyRank): "input 'x' must be a 2-D tensor of float, got float[3] {...}".
+  absl::StatusOr<const Tensor*> Input(int i, DataType dtype,
+                                      int ndim = kAnyRank) const;
+  // Input i as a tensor of `dtype` holding one element (shape [] or [1], ...).
+  absl::StatusOr<const Tensor*> ScalarInput(int i, DataType dtype) const;
+  // Input i as a T (a counter, a cursor, ...). `what` names a T for users;
+  // `creator`, if not empty, names the op that makes one: "input 'c' holds
+  // Tensor, not a counter (create it with CreateCounter)".
+  template <typename T>
+  absl::StatusOr<T*> InputAs(int i, absl::string_view what,
+                             absl::string_view creator) const {
+    Blob* blob = inputs_[i];
+    if (!blob->IsType<T>()) {
+      return Error(absl::StatusCode::kFailedPrecondition,
+                   WrongInputType(i, what, creator));
+    }
+    return blob->GetMutable<T>();
+  }
+  // The message of InputAs for input i, without the op's description, for
+  // callers that add their own.
+  std::string WrongInputType(int i, absl::string_view what,
+                             absl::string_view creator) const;
+
+  // --- Outputs.
+
+  // Output i as a tensor (the blob is made to hold one).
+  Tensor* Output(int i) const { return outputs_[i]->GetMutable<Tensor>(); }
+
+  // --- Errors.
 
   // An error of `code` whose message starts with this op's description.
   absl::Status Error(absl::StatusCode code, absl::string_view message) const;
+  // `status` with this op's description, then `context` if not empty, in
+  // front of its message, keeping its code; OK stays OK. For errors from what
+  // the op calls: "op ReadLines(c -> l): cursor 'c': <message>".
+  absl::Status Annotate(const absl::Status& status,
+                        absl::string_view context = "") const;
   // "Add(a, b -> c)".
   std::string Describe() const;
 
@@ -91,6 +179,32 @@ class OperatorBase {
   std::vector<Blob*> inputs_;
   std::vector<Blob*> outputs_;
 };
+
+// Writing output tensors without reallocating: a net runs the same ops again
+// and again, so an output that already has the right type and shape keeps its
+// storage and steady-state runs do not allocate.
+
+// True when `t` already has `dtype` and `shape`.
+inline bool HasTypeAndShape(const Tensor& t, DataType dtype,
+                            absl::Span<const int64_t> shape) {
+  return t.dtype() == dtype && absl::MakeConstSpan(t.shape()) == shape;
+}
+
+// Makes `out` a tensor of `dtype` and `shape`, keeping its storage when it
+// already has both. Element values are unspecified afterwards; the caller
+// overwrites all of them. `shape` may point into `out` itself.
+void PrepareOutput(Tensor* out, DataType dtype,
+                   absl::Span<const int64_t> shape);
+
+// Sets `out` to the scalar `value`.
+template <typename T>
+void SetScalar(Tensor* out, T value) {
+  PrepareOutput(out, DataTypeOf<T>::value, {});
+  out->mutable_data<T>()[0] = std::move(value);
+}
+
+// Deep-copies `src` into `dst`. A no-op when they are the same tensor.
+void CopyTensor(const Tensor& src, Tensor* dst);
 
 using OperatorFactory = std::function<std::unique_ptr<OperatorBase>(
     const OperatorDef& def, Workspace* ws)>;

@@ -10,10 +10,11 @@
 // types are stored under the bare blob name, one value each.
 //
 // Which types can be serialized is decided by a registry of BlobSerializers,
-// keyed both by C++ type (to write) and by BlobProto.type (to read). Built-in:
-//   Tensor   "Tensor"                              chunked, as above
-//   std::string  "std::string"                     bytes in `content`
-//   Counter  "std::unique_ptr<Counter<int64_t>>"   `tensor`: dims [1], INT64
+// keyed both by C++ type (to write) and by BlobProto.type (to read), which is
+// the type's registered blob type name. Built-in:
+//   Tensor       kTensorTypeName  (blob.h)          chunked, as above
+//   std::string  kStringTypeName  (blob.h)          bytes in `content`
+//   Counter      kCounterTypeName (counter_type.h)  `tensor`: dims [1], INT64
 //
 // Copies (the checkpoint hot path). Saving a fixed-width tensor chunk copies
 // its element bytes exactly once: a small header BlobProto (name, type, dims,
@@ -26,6 +27,12 @@
 // parses only the small remaining fields; the elements are then copied once,
 // straight into the target tensor. Strings are likewise encoded and decoded
 // by hand, with one copy of their bytes each way.
+//
+// The pieces, each in a file of its own: the chunk layout (chunking.h), the
+// hand-written wire format (wire_format.h), writing tensors
+// (tensor_serializer.h), reading them (tensor_reader.h), the std::string and
+// Counter serializers (single_value_serializers.cc), BlobAssembler
+// (blob_assembler.cc) and the registry and entry points (serialization.cc).
 //
 // Thread-safety: the registry may be used from any thread. SerializeBlob only
 // reads the blob (callers must keep writers away while it runs) and may run
@@ -77,9 +84,6 @@ inline constexpr int64_t kMaxChunkBytes = int64_t{1} << 30;
 
 // Separates a blob name from the chunk index in a tensor chunk's key.
 inline constexpr absl::string_view kChunkSeparator = "#%";
-
-// BlobProto.type of tensors.
-inline constexpr absl::string_view kTensorTypeName = "Tensor";
 
 struct SerializationOptions {
   // Most bytes of element data in one tensor chunk; must be in

@@ -168,9 +168,13 @@ bool Tensor::BitwiseEquals(const Tensor& other) const {
   return n == 0 || std::memcmp(bytes_.get(), other.bytes_.get(), n) == 0;
 }
 
+std::string ShapeString(absl::Span<const int64_t> shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ","), "]");
+}
+
 std::string Tensor::DebugString(int64_t max_elements) const {
-  std::string out = absl::StrCat(DataTypeName(dtype_), "[",
-                                 absl::StrJoin(shape_, ","), "] {");
+  std::string out =
+      absl::StrCat(DataTypeName(dtype_), ShapeString(shape_), " {");
   const int64_t shown = std::min(numel_, max_elements);
   DispatchDataType(dtype_, [&](auto zero) {
     using T = decltype(zero);

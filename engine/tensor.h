@@ -178,6 +178,9 @@ class Tensor {
 // Number of elements of `shape`; 1 for [].
 int64_t NumElements(absl::Span<const int64_t> shape);
 
+// "[2,3]" ("[]" for a scalar), as messages and DebugString() show shapes.
+std::string ShapeString(absl::Span<const int64_t> shape);
+
 template <typename T>
 Tensor Tensor::FromVector(const std::vector<T>& values,
                           std::vector<int64_t> shape) {

@@ -85,27 +85,17 @@ class CountRowsOp final : public OperatorBase {
   using OperatorBase::OperatorBase;
 
   absl::Status Init() override {
-    if (InputSize() != 2 || OutputSize() != 1 ||
-        OutputName(0) != InputName(0)) {
-      return Error(absl::StatusCode::kInvalidArgument,
-                   "expects CountRows(counter, batch) -> counter");
-    }
-    return absl::OkStatus();
+    JG_RETURN_IF_ERROR(CheckArity(2, 2, 1, 1));
+    return CheckInPlace(0, 0);
   }
 
   absl::Status Run() override {
     JG_ASSIGN_OR_RETURN(const Tensor* batch, Input(1));
     const int64_t rows = batch->ndim() == 0 ? 1 : batch->dim(0);
     absl::MutexLock lock(&mu_);
-    Blob* blob = InputBlob(0);
-    if (!blob->IsType<Tensor>() || blob->Get<Tensor>().dtype() != INT64 ||
-        blob->Get<Tensor>().numel() != 1) {
-      return Error(absl::StatusCode::kFailedPrecondition,
-                   absl::StrCat("counter '", InputName(0),
-                                "' must be an int64 scalar, but holds ",
-                                blob->TypeName()));
-    }
-    blob->GetMutable<Tensor>()->mutable_data<int64_t>()[0] += rows;
+    JG_RETURN_IF_ERROR(ScalarInput(0, INT64).status());
+    // Output 0 is input 0 (CheckInPlace), now known to be an int64 scalar.
+    Output(0)->mutable_data<int64_t>()[0] += rows;
     return absl::OkStatus();
   }
 
@@ -123,11 +113,7 @@ class SleepMsOp final : public OperatorBase {
   using OperatorBase::OperatorBase;
 
   absl::Status Init() override {
-    ms_ = GetArg<int64_t>("ms", 0);
-    if (ms_ < 0) {
-      return Error(absl::StatusCode::kInvalidArgument,
-                   absl::StrCat("ms must be >= 0, got ", ms_));
-    }
+    JG_ASSIGN_OR_RETURN(ms_, GetNonNegativeArg<int64_t>("ms", 0));
     return absl::OkStatus();
   }
 

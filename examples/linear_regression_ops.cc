@@ -1,6 +1,5 @@
 #include "examples/linear_regression_ops.h"
 
-#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -41,48 +40,18 @@ LinearData GenerateLinearData(uint64_t seed, int64_t num_samples,
 
 namespace {
 
-// Error unless input `i` is a tensor of `dtype` with `ndim` dimensions.
-absl::StatusOr<const Tensor*> TypedInput(const OperatorBase& op, int i,
-                                         DataType dtype, int ndim) {
-  JG_ASSIGN_OR_RETURN(const Tensor* t, op.Input(i));
-  if (t->dtype() != dtype || t->ndim() != ndim) {
-    return op.Error(
-        absl::StatusCode::kInvalidArgument,
-        absl::StrCat("input '", op.InputName(i), "' must be a ", ndim, "-D ",
-                     DataTypeName(dtype), " tensor, got ", t->DebugString(4)));
-  }
-  return t;
-}
-
-// Error unless output `out` names the same blob as input `in` (in place).
-absl::Status CheckInPlace(const OperatorBase& op, int out, int in) {
-  if (op.OutputName(out) == op.InputName(in)) return absl::OkStatus();
-  return op.Error(absl::StatusCode::kInvalidArgument,
-                  absl::StrCat("output ", out, " ('", op.OutputName(out),
-                               "') must be input ", in, " ('", op.InputName(in),
-                               "'): the op updates it in place"));
-}
-
 class SyntheticLinearDataOp final : public OperatorBase {
  public:
   using OperatorBase::OperatorBase;
 
   absl::Status Init() override {
-    if (InputSize() != 0 || OutputSize() != 4) {
-      return Error(absl::StatusCode::kInvalidArgument,
-                   "expects SyntheticLinearData() -> x, y, true_W, true_b");
-    }
+    JG_RETURN_IF_ERROR(CheckArity(0, 0, 4, 4));
     seed_ = GetArg<int64_t>("seed", 0);
-    num_samples_ = GetArg<int64_t>("num_samples", 0);
-    num_features_ = GetArg<int64_t>("num_features", 0);
-    noise_ = GetArg<double>("noise", 0.0);
-    if (num_samples_ < 1 || num_features_ < 1 || !(noise_ >= 0)) {
-      return Error(
-          absl::StatusCode::kInvalidArgument,
-          absl::StrCat("needs num_samples >= 1, num_features >= 1 "
-                       "and noise >= 0; got ",
-                       num_samples_, ", ", num_features_, ", ", noise_));
-    }
+    JG_ASSIGN_OR_RETURN(num_samples_,
+                        GetPositiveArg<int64_t>("num_samples", 0));
+    JG_ASSIGN_OR_RETURN(num_features_,
+                        GetPositiveArg<int64_t>("num_features", 0));
+    JG_ASSIGN_OR_RETURN(noise_, GetNonNegativeArg<double>("noise", 0.0));
     return absl::OkStatus();
   }
 
@@ -110,32 +79,24 @@ class LinearRegressionSGDStepOp final : public OperatorBase {
   using OperatorBase::OperatorBase;
 
   absl::Status Init() override {
-    if (InputSize() != 7 || OutputSize() != 4) {
-      return Error(absl::StatusCode::kInvalidArgument,
-                   "expects LinearRegressionSGDStep(W, b, x, y, sse, count, "
-                   "done) -> W, b, sse, count");
-    }
-    JG_RETURN_IF_ERROR(CheckInPlace(*this, 0, 0));
-    JG_RETURN_IF_ERROR(CheckInPlace(*this, 1, 1));
-    JG_RETURN_IF_ERROR(CheckInPlace(*this, 2, 4));
-    JG_RETURN_IF_ERROR(CheckInPlace(*this, 3, 5));
-    lr_ = GetArg<double>("lr", 0.0);
-    if (!(lr_ > 0) || !std::isfinite(lr_)) {
-      return Error(absl::StatusCode::kInvalidArgument,
-                   absl::StrCat("lr must be a positive number, got ", lr_));
-    }
+    JG_RETURN_IF_ERROR(CheckArity(7, 7, 4, 4));
+    JG_RETURN_IF_ERROR(CheckInPlace(0, 0));
+    JG_RETURN_IF_ERROR(CheckInPlace(1, 1));
+    JG_RETURN_IF_ERROR(CheckInPlace(2, 4));
+    JG_RETURN_IF_ERROR(CheckInPlace(3, 5));
+    JG_ASSIGN_OR_RETURN(lr_, GetPositiveArg<double>("lr", 0.0));
     return absl::OkStatus();
   }
 
   absl::Status Run() override {
-    JG_ASSIGN_OR_RETURN(const Tensor* done, TypedInput(*this, 6, BOOL, 0));
+    JG_ASSIGN_OR_RETURN(const Tensor* done, Input(6, BOOL, 0));
     if (done->scalar<bool>()) return absl::OkStatus();
-    JG_ASSIGN_OR_RETURN(const Tensor* w, TypedInput(*this, 0, FLOAT, 1));
-    JG_ASSIGN_OR_RETURN(const Tensor* b, TypedInput(*this, 1, FLOAT, 0));
-    JG_ASSIGN_OR_RETURN(const Tensor* x, TypedInput(*this, 2, FLOAT, 2));
-    JG_ASSIGN_OR_RETURN(const Tensor* y, TypedInput(*this, 3, FLOAT, 1));
-    JG_ASSIGN_OR_RETURN(const Tensor* sse, TypedInput(*this, 4, DOUBLE, 0));
-    JG_ASSIGN_OR_RETURN(const Tensor* count, TypedInput(*this, 5, INT64, 0));
+    JG_ASSIGN_OR_RETURN(const Tensor* w, Input(0, FLOAT, 1));
+    JG_ASSIGN_OR_RETURN(const Tensor* b, Input(1, FLOAT, 0));
+    JG_ASSIGN_OR_RETURN(const Tensor* x, Input(2, FLOAT, 2));
+    JG_ASSIGN_OR_RETURN(const Tensor* y, Input(3, FLOAT, 1));
+    JG_ASSIGN_OR_RETURN(const Tensor* sse, Input(4, DOUBLE, 0));
+    JG_ASSIGN_OR_RETURN(const Tensor* count, Input(5, INT64, 0));
     const int64_t m = x->dim(0);
     const int64_t d = w->dim(0);
     if (x->dim(1) != d || y->dim(0) != m) {
@@ -187,30 +148,23 @@ class FinishLinearRegressionEpochOp final : public OperatorBase {
   using OperatorBase::OperatorBase;
 
   absl::Status Init() override {
-    if (InputSize() != 5 || OutputSize() != 4) {
-      return Error(absl::StatusCode::kInvalidArgument,
-                   "expects FinishLinearRegressionEpoch(sse, count, "
-                   "epoch_count, done, last_loss) -> epoch_count, done, "
-                   "last_loss, stop");
-    }
-    JG_RETURN_IF_ERROR(CheckInPlace(*this, 0, 2));
-    JG_RETURN_IF_ERROR(CheckInPlace(*this, 1, 3));
-    JG_RETURN_IF_ERROR(CheckInPlace(*this, 2, 4));
-    max_epochs_ = GetArg<int64_t>("max_epochs", 0);
-    loss_threshold_ = GetArg<double>("loss_threshold", 0.0);
-    if (max_epochs_ < 0 || !(loss_threshold_ >= 0)) {
-      return Error(absl::StatusCode::kInvalidArgument,
-                   "max_epochs and loss_threshold must be >= 0");
-    }
+    JG_RETURN_IF_ERROR(CheckArity(5, 5, 4, 4));
+    JG_RETURN_IF_ERROR(CheckInPlace(0, 2));
+    JG_RETURN_IF_ERROR(CheckInPlace(1, 3));
+    JG_RETURN_IF_ERROR(CheckInPlace(2, 4));
+    JG_ASSIGN_OR_RETURN(max_epochs_,
+                        GetNonNegativeArg<int64_t>("max_epochs", 0));
+    JG_ASSIGN_OR_RETURN(loss_threshold_,
+                        GetNonNegativeArg<double>("loss_threshold", 0.0));
     return absl::OkStatus();
   }
 
   absl::Status Run() override {
-    JG_ASSIGN_OR_RETURN(const Tensor* sse, TypedInput(*this, 0, DOUBLE, 0));
-    JG_ASSIGN_OR_RETURN(const Tensor* count, TypedInput(*this, 1, INT64, 0));
-    JG_ASSIGN_OR_RETURN(const Tensor* epochs, TypedInput(*this, 2, INT64, 0));
-    JG_ASSIGN_OR_RETURN(const Tensor* done, TypedInput(*this, 3, BOOL, 0));
-    JG_RETURN_IF_ERROR(TypedInput(*this, 4, DOUBLE, 0).status());
+    JG_ASSIGN_OR_RETURN(const Tensor* sse, Input(0, DOUBLE, 0));
+    JG_ASSIGN_OR_RETURN(const Tensor* count, Input(1, INT64, 0));
+    JG_ASSIGN_OR_RETURN(const Tensor* epochs, Input(2, INT64, 0));
+    JG_ASSIGN_OR_RETURN(const Tensor* done, Input(3, BOOL, 0));
+    JG_RETURN_IF_ERROR(Input(4, DOUBLE, 0).status());
     bool stop = done->scalar<bool>();
     if (!stop) {
       const int64_t epoch_count = epochs->scalar<int64_t>() + 1;

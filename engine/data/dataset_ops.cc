@@ -22,7 +22,6 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "engine/data/file_cursor.h"
-#include "engine/data/op_checks.h"
 #include "engine/data/rows.h"
 #include "engine/data/shuffle_cursor.h"
 #include "engine/data/tree_cursor.h"
@@ -32,11 +31,18 @@
 namespace jobgraph {
 namespace {
 
-using data_internal::CheckArity;
 using data_internal::CommonRowCount;
-using data_internal::CursorError;
-using data_internal::InputOfType;
-using data_internal::PositiveArg;
+
+// Checks the wiring of an op that reads (cursor, fields...) into one output
+// per field.
+absl::Status CheckBatchArity(const OperatorBase& op) {
+  JG_RETURN_IF_ERROR(
+      op.CheckArity(2, OperatorBase::kUnbounded, 1, OperatorBase::kUnbounded));
+  if (op.OutputSize() == op.InputSize() - 1) return absl::OkStatus();
+  return op.Error(absl::StatusCode::kInvalidArgument,
+                  absl::StrCat("reads ", op.InputSize() - 1, " fields into ",
+                               op.OutputSize(), " outputs; they must match"));
+}
 
 // InvalidArgument unless the cursor was made for as many fields as the op
 // reads: reading a different record with a cursor is a wiring bug.
@@ -57,7 +63,7 @@ class CreateTreeCursorOp final : public OperatorBase {
   using OperatorBase::OperatorBase;
 
   absl::Status Init() override {
-    JG_RETURN_IF_ERROR(CheckArity(*this, 0, 0, 1, 1));
+    JG_RETURN_IF_ERROR(CheckArity(0, 0, 1, 1));
     fields_ = GetRepeatedArg<std::string>("fields");
     return absl::OkStatus();
   }
@@ -78,25 +84,23 @@ class ReadNextBatchOp final : public OperatorBase {
   using OperatorBase::OperatorBase;
 
   absl::Status Init() override {
-    JG_RETURN_IF_ERROR(CheckArity(*this, 2, -1, 1, -1));
-    if (OutputSize() != InputSize() - 1) {
-      return Error(absl::StatusCode::kInvalidArgument,
-                   absl::StrCat("reads ", InputSize() - 1, " fields into ",
-                                OutputSize(), " outputs; they must match"));
-    }
-    JG_ASSIGN_OR_RETURN(batch_size_, PositiveArg(*this, "batch_size", 1));
+    JG_RETURN_IF_ERROR(CheckBatchArity(*this));
+    JG_ASSIGN_OR_RETURN(batch_size_, GetPositiveArg<int64_t>("batch_size", 1));
     enforce_batch_size_ = GetArg<bool>("enforce_batch_size", false);
     return absl::OkStatus();
   }
 
   absl::Status Run() override {
     JG_ASSIGN_OR_RETURN(TreeCursor * cursor,
-                        InputOfType<TreeCursor>(*this, 0, "CreateTreeCursor"));
+                        InputAs<TreeCursor>(0, "cursor", "CreateTreeCursor"));
     JG_RETURN_IF_ERROR(CheckFieldCount(*this, cursor->fields()));
     JG_ASSIGN_OR_RETURN(const int64_t num_rows, CommonRowCount(*this, 1));
     absl::StatusOr<std::pair<int64_t, int64_t>> range =
         cursor->Advance(batch_size_, num_rows);
-    if (!range.ok()) return CursorError(*this, 0, range.status());
+    if (!range.ok()) {
+      return Annotate(range.status(),
+                      absl::StrCat("cursor '", InputName(0), "'"));
+    }
     auto [begin, end] = *range;
     // Caffe2: with enforce_batch_size a partial batch reads as the end of
     // the data (the cursor has moved past it all the same).
@@ -118,7 +122,7 @@ class ResetCursorOp final : public OperatorBase {
  public:
   using OperatorBase::OperatorBase;
 
-  absl::Status Init() override { return CheckArity(*this, 1, 1, 0, 0); }
+  absl::Status Init() override { return CheckArity(1, 1, 0, 0); }
 
   absl::Status Run() override {
     Blob* blob = InputBlob(0);
@@ -126,9 +130,10 @@ class ResetCursorOp final : public OperatorBase {
       blob->GetMutable<TreeCursor>()->set_offset(0);
       return absl::OkStatus();
     }
-    JG_ASSIGN_OR_RETURN(FileCursor * cursor,
-                        InputOfType<FileCursor>(
-                            *this, 0, "CreateTreeCursor or CreateFileCursor"));
+    JG_ASSIGN_OR_RETURN(
+        FileCursor * cursor,
+        InputAs<FileCursor>(0, "cursor",
+                            "CreateTreeCursor or CreateFileCursor"));
     cursor->set_offset(0);
     return absl::OkStatus();
   }
@@ -140,7 +145,7 @@ class CreateShuffleCursorOp final : public OperatorBase {
   using OperatorBase::OperatorBase;
 
   absl::Status Init() override {
-    JG_RETURN_IF_ERROR(CheckArity(*this, 0, 0, 1, 1));
+    JG_RETURN_IF_ERROR(CheckArity(0, 0, 1, 1));
     fields_ = GetRepeatedArg<std::string>("fields");
     // The seed travels as the int64 with the same bits.
     seed_ = static_cast<uint64_t>(GetArg<int64_t>("seed", 0));
@@ -165,24 +170,20 @@ class ReadNextShuffledBatchOp final : public OperatorBase {
   using OperatorBase::OperatorBase;
 
   absl::Status Init() override {
-    JG_RETURN_IF_ERROR(CheckArity(*this, 2, -1, 1, -1));
-    if (OutputSize() != InputSize() - 1) {
-      return Error(absl::StatusCode::kInvalidArgument,
-                   absl::StrCat("reads ", InputSize() - 1, " fields into ",
-                                OutputSize(), " outputs; they must match"));
-    }
-    JG_ASSIGN_OR_RETURN(batch_size_, PositiveArg(*this, "batch_size", 1));
+    JG_RETURN_IF_ERROR(CheckBatchArity(*this));
+    JG_ASSIGN_OR_RETURN(batch_size_, GetPositiveArg<int64_t>("batch_size", 1));
     return absl::OkStatus();
   }
 
   absl::Status Run() override {
     JG_ASSIGN_OR_RETURN(
         ShuffleCursor * cursor,
-        InputOfType<ShuffleCursor>(*this, 0, "CreateShuffleCursor"));
+        InputAs<ShuffleCursor>(0, "cursor", "CreateShuffleCursor"));
     JG_RETURN_IF_ERROR(CheckFieldCount(*this, cursor->fields()));
     JG_ASSIGN_OR_RETURN(const int64_t num_rows, CommonRowCount(*this, 1));
-    JG_RETURN_IF_ERROR(CursorError(
-        *this, 0, cursor->NextBatch(batch_size_, num_rows, &rows_)));
+    JG_RETURN_IF_ERROR(
+        Annotate(cursor->NextBatch(batch_size_, num_rows, &rows_),
+                 absl::StrCat("cursor '", InputName(0), "'")));
     for (int i = 0; i < OutputSize(); ++i) {
       JG_ASSIGN_OR_RETURN(const Tensor* field, Input(i + 1));
       data_internal::GatherRows(*field, rows_, Output(i));
@@ -200,12 +201,12 @@ class StartNextShuffleEpochOp final : public OperatorBase {
  public:
   using OperatorBase::OperatorBase;
 
-  absl::Status Init() override { return CheckArity(*this, 1, 1, 0, 0); }
+  absl::Status Init() override { return CheckArity(1, 1, 0, 0); }
 
   absl::Status Run() override {
     JG_ASSIGN_OR_RETURN(
         ShuffleCursor * cursor,
-        InputOfType<ShuffleCursor>(*this, 0, "CreateShuffleCursor"));
+        InputAs<ShuffleCursor>(0, "cursor", "CreateShuffleCursor"));
     cursor->StartNextEpoch(GetArg<bool>("only_if_exhausted", false));
     return absl::OkStatus();
   }

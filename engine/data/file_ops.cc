@@ -13,30 +13,22 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "engine/data/file_cursor.h"
-#include "engine/data/op_checks.h"
 #include "engine/operator.h"
 #include "engine/status_macros.h"
 
 namespace jobgraph {
 namespace {
 
-using data_internal::CheckArity;
-using data_internal::CursorError;
-using data_internal::InputOfType;
-using data_internal::PositiveArg;
-
 class CreateFileCursorOp final : public OperatorBase {
  public:
   using OperatorBase::OperatorBase;
 
   absl::Status Init() override {
-    JG_RETURN_IF_ERROR(CheckArity(*this, 0, 0, 1, 1));
-    path_ = GetArg<std::string>("path", "");
-    if (path_.empty()) {
-      return Error(absl::StatusCode::kInvalidArgument,
-                   "argument 'path' (the text file to read) is required");
-    }
+    JG_RETURN_IF_ERROR(CheckArity(0, 0, 1, 1));
+    JG_ASSIGN_OR_RETURN(path_,
+                        GetRequiredStringArg("path", "the text file to read"));
     return absl::OkStatus();
   }
 
@@ -57,23 +49,22 @@ class ReadLinesOp final : public OperatorBase {
   using OperatorBase::OperatorBase;
 
   absl::Status Init() override {
-    JG_RETURN_IF_ERROR(CheckArity(*this, 1, 1, 1, 1));
-    JG_ASSIGN_OR_RETURN(batch_size_, PositiveArg(*this, "batch_size", 1));
-    JG_ASSIGN_OR_RETURN(buffer_bytes_,
-                        PositiveArg(*this, "buffer_bytes", int64_t{64} << 10));
+    JG_RETURN_IF_ERROR(CheckArity(1, 1, 1, 1));
+    JG_ASSIGN_OR_RETURN(batch_size_, GetPositiveArg<int64_t>("batch_size", 1));
+    JG_ASSIGN_OR_RETURN(buffer_bytes_, GetPositiveArg<int64_t>(
+                                           "buffer_bytes", int64_t{64} << 10));
     return absl::OkStatus();
   }
 
   absl::Status Run() override {
     JG_ASSIGN_OR_RETURN(FileCursor * cursor,
-                        InputOfType<FileCursor>(*this, 0, "CreateFileCursor"));
-    JG_RETURN_IF_ERROR(CursorError(
-        *this, 0, cursor->ReadLines(batch_size_, buffer_bytes_, &lines_)));
+                        InputAs<FileCursor>(0, "cursor", "CreateFileCursor"));
+    JG_RETURN_IF_ERROR(
+        Annotate(cursor->ReadLines(batch_size_, buffer_bytes_, &lines_),
+                 absl::StrCat("cursor '", InputName(0), "'")));
     Tensor* out = Output(0);
     const int64_t n = static_cast<int64_t>(lines_.size());
-    if (out->dtype() != STRING || out->shape() != std::vector<int64_t>{n}) {
-      *out = Tensor(STRING, {n});
-    }
+    PrepareOutput(out, STRING, {n});
     std::string* data = out->mutable_data<std::string>();
     for (int64_t i = 0; i < n; ++i) data[i] = std::move(lines_[i]);
     return absl::OkStatus();

@@ -9,8 +9,6 @@
 #include <mutex>
 
 #include "absl/status/status.h"
-#include "absl/strings/str_cat.h"
-#include "engine/data/op_checks.h"
 #include "engine/operator.h"
 #include "engine/status_macros.h"
 
@@ -29,27 +27,14 @@ class AtomicOrOp final : public OperatorBase {
   using OperatorBase::OperatorBase;
 
   absl::Status Init() override {
-    JG_RETURN_IF_ERROR(data_internal::CheckArity(*this, 2, 2, 1, 1));
-    if (OutputName(0) != InputName(0)) {
-      return Error(absl::StatusCode::kInvalidArgument,
-                   "the output must be the first input (x = x OR cond)");
-    }
-    return absl::OkStatus();
+    JG_RETURN_IF_ERROR(CheckArity(2, 2, 1, 1));
+    return CheckInPlace(0, 0);
   }
 
   absl::Status Run() override {
     std::lock_guard<std::mutex> lock(AtomicOrMutex());
-    JG_ASSIGN_OR_RETURN(const Tensor* x, Input(0));
-    JG_ASSIGN_OR_RETURN(const Tensor* cond, Input(1));
-    for (int i = 0; i < 2; ++i) {
-      const Tensor* t = i == 0 ? x : cond;
-      if (t->dtype() != BOOL || t->numel() != 1) {
-        return Error(
-            absl::StatusCode::kInvalidArgument,
-            absl::StrCat("input '", InputName(i),
-                         "' must be a bool scalar, got ", t->DebugString(4)));
-      }
-    }
+    JG_RETURN_IF_ERROR(ScalarInput(0, BOOL).status());
+    JG_ASSIGN_OR_RETURN(const Tensor* cond, ScalarInput(1, BOOL));
     if (cond->data<bool>()[0]) Output(0)->mutable_data<bool>()[0] = true;
     return absl::OkStatus();
   }

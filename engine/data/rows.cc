@@ -12,14 +12,6 @@ namespace jobgraph {
 namespace data_internal {
 namespace {
 
-// Makes `out` a tensor of `dtype` and `shape`, keeping its storage when it
-// already is one: a reader's batch blob has the same shape on every full
-// batch, so steady-state reads do not allocate.
-void Prepare(Tensor* out, DataType dtype, std::vector<int64_t> shape) {
-  if (out->dtype() == dtype && out->shape() == shape) return;
-  *out = Tensor::Uninitialized(dtype, std::move(shape));
-}
-
 std::vector<int64_t> BatchShape(const Tensor& src, int64_t rows) {
   std::vector<int64_t> shape = src.shape();
   shape[0] = rows;
@@ -59,7 +51,7 @@ absl::StatusOr<int64_t> CommonRowCount(const OperatorBase& op, int first) {
 void SliceRows(const Tensor& src, int64_t begin, int64_t end, Tensor* out) {
   CHECK(0 <= begin && begin <= end && end <= src.dim(0))
       << "rows [" << begin << ", " << end << ") of " << src.DebugString(0);
-  Prepare(out, src.dtype(), BatchShape(src, end - begin));
+  PrepareOutput(out, src.dtype(), BatchShape(src, end - begin));
   const int64_t row = RowSize(src);
   if (src.dtype() == STRING) {
     const std::string* in = src.data<std::string>() + begin * row;
@@ -77,7 +69,8 @@ void SliceRows(const Tensor& src, int64_t begin, int64_t end, Tensor* out) {
 
 void GatherRows(const Tensor& src, absl::Span<const int64_t> rows,
                 Tensor* out) {
-  Prepare(out, src.dtype(), BatchShape(src, static_cast<int64_t>(rows.size())));
+  PrepareOutput(out, src.dtype(),
+                BatchShape(src, static_cast<int64_t>(rows.size())));
   const int64_t row = RowSize(src);
   for (int64_t r : rows) {
     CHECK(0 <= r && r < src.dim(0))

@@ -1,5 +1,5 @@
 // Comparisons LT, LE, GT, GE, EQ, NE (a, b -> bool c) with the scalar
-// broadcasting of op_util.h. The ordering comparisons take the arithmetic
+// broadcasting of elementwise.h. The ordering comparisons take the arithmetic
 // types; EQ and NE also take bool and string tensors.
 
 #include <string>
@@ -8,7 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "engine/operator.h"
-#include "engine/ops/op_util.h"
+#include "engine/ops/elementwise.h"
 #include "engine/status_macros.h"
 #include "engine/tensor.h"
 
@@ -16,7 +16,7 @@ namespace jobgraph {
 namespace {
 
 using ops_internal::ApplyBinary;
-using ops_internal::Broadcast;
+using ops_internal::SameTypeOperands;
 
 struct LtFn {
   static constexpr const char* kName = "LT";
@@ -72,38 +72,33 @@ class CompareOp final : public OperatorBase {
  public:
   using OperatorBase::OperatorBase;
 
-  absl::Status Init() override {
-    JG_RETURN_IF_ERROR(ops_internal::CheckNumInputs(*this, 2, 2));
-    return ops_internal::CheckNumOutputs(*this, 1, 1);
-  }
+  absl::Status Init() override { return CheckArity(2, 2, 1, 1); }
 
   absl::Status Run() override {
-    JG_ASSIGN_OR_RETURN(const Tensor* a, Input(0));
-    JG_ASSIGN_OR_RETURN(const Tensor* b, Input(1));
-    JG_RETURN_IF_ERROR(ops_internal::CheckSameType(*this, *a, *b));
-    JG_ASSIGN_OR_RETURN(const Broadcast bc,
-                        ops_internal::BroadcastShapes(*this, *a, *b));
+    JG_ASSIGN_OR_RETURN(const SameTypeOperands in,
+                        ops_internal::GetSameTypeOperands(*this));
+    const DataType dtype = in.a->dtype();
     Tensor* out = Output(0);
     const auto apply = [&](auto zero) {
       using T = decltype(zero);
-      ApplyBinary<T, bool>(*a, *b, bc, out, Fn());
+      ApplyBinary<T, bool>(*in.a, *in.b, in.bc, out, Fn());
     };
-    if (ops_internal::DispatchArithmetic(a->dtype(), apply)) {
+    if (ops_internal::DispatchArithmetic(dtype, apply)) {
       return absl::OkStatus();
     }
     if constexpr (Fn::kEquality) {
-      if (a->dtype() == BOOL) {
+      if (dtype == BOOL) {
         apply(bool{});
         return absl::OkStatus();
       }
-      if (a->dtype() == STRING) {
+      if (dtype == STRING) {
         apply(std::string{});
         return absl::OkStatus();
       }
     }
     return Error(absl::StatusCode::kInvalidArgument,
                  absl::StrCat(Fn::kName, " does not support ",
-                              DataTypeName(a->dtype()), " tensors"));
+                              DataTypeName(dtype), " tensors"));
   }
 };
 

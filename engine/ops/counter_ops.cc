@@ -10,37 +10,19 @@
 #include "engine/blob.h"
 #include "engine/counter.h"
 #include "engine/operator.h"
-#include "engine/ops/op_util.h"
 #include "engine/status_macros.h"
 
 namespace jobgraph {
 namespace {
 
-using ops_internal::CheckNumInputs;
-using ops_internal::CheckNumOutputs;
-using ops_internal::SetScalar;
-
 // `init_count`, which Caffe2 requires to be >= 0.
 absl::StatusOr<int64_t> InitCount(const OperatorBase& op) {
-  const int64_t n = op.GetArg<int64_t>("init_count", 0);
-  if (n < 0) {
-    return op.Error(absl::StatusCode::kInvalidArgument,
-                    absl::StrCat("init_count must be >= 0, got ", n));
-  }
-  return n;
+  return op.GetNonNegativeArg<int64_t>("init_count", 0);
 }
 
-// The counter held by input 0, or FailedPrecondition naming the blob.
+// The counter held by input 0.
 absl::StatusOr<Counter*> InputCounter(const OperatorBase& op) {
-  Blob* blob = op.InputBlob(0);
-  if (!blob->IsType<Counter>()) {
-    return op.Error(
-        absl::StatusCode::kFailedPrecondition,
-        absl::StrCat("input '", op.InputName(0), "' holds ", blob->TypeName(),
-                     ", not a counter (create it with "
-                     "CreateCounter)"));
-  }
-  return blob->GetMutable<Counter>();
+  return op.InputAs<Counter>(0, "counter", "CreateCounter");
 }
 
 class CreateCounterOp final : public OperatorBase {
@@ -48,8 +30,7 @@ class CreateCounterOp final : public OperatorBase {
   using OperatorBase::OperatorBase;
 
   absl::Status Init() override {
-    JG_RETURN_IF_ERROR(CheckNumInputs(*this, 0, 0));
-    JG_RETURN_IF_ERROR(CheckNumOutputs(*this, 1, 1));
+    JG_RETURN_IF_ERROR(CheckArity(0, 0, 1, 1));
     JG_ASSIGN_OR_RETURN(init_count_, InitCount(*this));
     return absl::OkStatus();
   }
@@ -78,8 +59,7 @@ class ResetCounterOp final : public OperatorBase {
   using OperatorBase::OperatorBase;
 
   absl::Status Init() override {
-    JG_RETURN_IF_ERROR(CheckNumInputs(*this, 1, 1));
-    JG_RETURN_IF_ERROR(CheckNumOutputs(*this, 0, 1));
+    JG_RETURN_IF_ERROR(CheckArity(1, 1, 0, 1));
     JG_ASSIGN_OR_RETURN(init_count_, InitCount(*this));
     return absl::OkStatus();
   }
@@ -103,10 +83,7 @@ class CounterQueryOp final : public OperatorBase {
  public:
   using OperatorBase::OperatorBase;
 
-  absl::Status Init() override {
-    JG_RETURN_IF_ERROR(CheckNumInputs(*this, 1, 1));
-    return CheckNumOutputs(*this, 1, 1);
-  }
+  absl::Status Init() override { return CheckArity(1, 1, 1, 1); }
 
   absl::Status Run() override {
     JG_ASSIGN_OR_RETURN(Counter * counter, InputCounter(*this));

@@ -13,18 +13,11 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "engine/operator.h"
-#include "engine/ops/op_util.h"
 #include "engine/status_macros.h"
 #include "engine/tensor.h"
 
 namespace jobgraph {
 namespace {
-
-using ops_internal::CheckNumInputs;
-using ops_internal::CheckNumOutputs;
-using ops_internal::CopyTensor;
-using ops_internal::PrepareOutput;
-using ops_internal::ShapeString;
 
 // InvalidArgument unless every dimension of `shape` is >= 0; Tensor would
 // CHECK-fail on a negative one.
@@ -59,8 +52,7 @@ class ConstantFillOp final : public OperatorBase {
   using OperatorBase::OperatorBase;
 
   absl::Status Init() override {
-    JG_RETURN_IF_ERROR(CheckNumInputs(*this, 0, 1));
-    JG_RETURN_IF_ERROR(CheckNumOutputs(*this, 1, 1));
+    JG_RETURN_IF_ERROR(CheckArity(0, 1, 1, 1));
     if (GetArg<int>("input_as_shape", 0) != 0) {
       return Error(absl::StatusCode::kUnimplemented,
                    "input_as_shape=1 (shape given by the input's values) is "
@@ -160,8 +152,7 @@ class GivenTensorFillOp final : public OperatorBase {
   using OperatorBase::OperatorBase;
 
   absl::Status Init() override {
-    JG_RETURN_IF_ERROR(CheckNumInputs(*this, 0, 0));
-    JG_RETURN_IF_ERROR(CheckNumOutputs(*this, 1, 1));
+    JG_RETURN_IF_ERROR(CheckArity(0, 0, 1, 1));
     const std::vector<Arg> values = GetRepeatedArg<Arg>("values");
     // An explicit empty `shape` means a scalar (Const(5) has shape ()).
     std::vector<int64_t> shape =

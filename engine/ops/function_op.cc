@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "engine/status_macros.h"
 #include "glog/logging.h"
 
 namespace jobgraph {
@@ -37,9 +38,7 @@ absl::StatusOr<const Tensor*> FunctionContext::Input(int i) const {
   // Not op_.Input(i): its message already names the op, and the op adds its
   // description again to whatever the callable returns.
   if (!blob->IsType<Tensor>()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("input '", op_.InputName(i), "' holds ", blob->TypeName(),
-                     ", not a Tensor"));
+    return absl::FailedPreconditionError(op_.WrongInputType(i, "Tensor", ""));
   }
   return &blob->Get<Tensor>();
 }
@@ -105,22 +104,18 @@ class FunctionOp final : public OperatorBase {
   using OperatorBase::OperatorBase;
 
   absl::Status Init() override {
-    const std::string name = GetArg<std::string>("func", "");
-    if (name.empty()) {
-      return Error(absl::StatusCode::kInvalidArgument,
-                   "the 'func' argument must name a registered function");
-    }
+    JG_ASSIGN_OR_RETURN(
+        const std::string name,
+        GetRequiredStringArg("func", "the name of a registered function"));
     absl::StatusOr<OpFunction> fn = FunctionRegistry::Global().Get(name);
-    if (!fn.ok()) return Error(fn.status().code(), fn.status().message());
+    if (!fn.ok()) return Annotate(fn.status());
     fn_ = *std::move(fn);
     return absl::OkStatus();
   }
 
   absl::Status Run() override {
     FunctionContext context(this);
-    absl::Status status = fn_(context);
-    if (status.ok()) return status;
-    return Error(status.code(), status.message());
+    return Annotate(fn_(context));
   }
 
  private:

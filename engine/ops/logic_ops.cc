@@ -1,12 +1,12 @@
 // Boolean logic: And, Or (a, b -> c, with the scalar broadcasting of
-// op_util.h) and Not (a -> b), on bool tensors only. Or(stop, b -> stop) is
+// elementwise.h) and Not (a -> b), on bool tensors only. Or(stop, b -> stop) is
 // how NetBuilder.stop_if accumulates its stop blob, so the output may be an
 // input.
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "engine/operator.h"
-#include "engine/ops/op_util.h"
+#include "engine/ops/elementwise.h"
 #include "engine/status_macros.h"
 #include "engine/tensor.h"
 
@@ -15,7 +15,6 @@ namespace {
 
 using ops_internal::ApplyBinary;
 using ops_internal::Broadcast;
-using ops_internal::PrepareOutput;
 
 // InvalidArgument naming input `i` unless `t` is a bool tensor.
 absl::Status CheckBool(const OperatorBase& op, int i, const Tensor& t) {
@@ -38,10 +37,7 @@ class BinaryLogicOp final : public OperatorBase {
  public:
   using OperatorBase::OperatorBase;
 
-  absl::Status Init() override {
-    JG_RETURN_IF_ERROR(ops_internal::CheckNumInputs(*this, 2, 2));
-    return ops_internal::CheckNumOutputs(*this, 1, 1);
-  }
+  absl::Status Init() override { return CheckArity(2, 2, 1, 1); }
 
   absl::Status Run() override {
     JG_ASSIGN_OR_RETURN(const Tensor* a, Input(0));
@@ -62,10 +58,7 @@ class NotOp final : public OperatorBase {
  public:
   using OperatorBase::OperatorBase;
 
-  absl::Status Init() override {
-    JG_RETURN_IF_ERROR(ops_internal::CheckNumInputs(*this, 1, 1));
-    return ops_internal::CheckNumOutputs(*this, 1, 1);
-  }
+  absl::Status Init() override { return CheckArity(1, 1, 1, 1); }
 
   absl::Status Run() override {
     JG_ASSIGN_OR_RETURN(const Tensor* in, Input(0));

@@ -1,5 +1,5 @@
 // Element-wise arithmetic: Add, Sub, Mul, Div (a, b -> c) on uint8, int32,
-// int64, float and double, with scalar broadcasting (op_util.h). The output
+// int64, float and double, with scalar broadcasting (elementwise.h). The output
 // may be one of the inputs, as in Add(total, val -> total).
 //
 // Integer arithmetic wraps around on overflow (as numpy does) instead of being
@@ -13,7 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "engine/operator.h"
-#include "engine/ops/op_util.h"
+#include "engine/ops/elementwise.h"
 #include "engine/status_macros.h"
 #include "engine/tensor.h"
 
@@ -21,7 +21,7 @@ namespace jobgraph {
 namespace {
 
 using ops_internal::ApplyBinary;
-using ops_internal::Broadcast;
+using ops_internal::SameTypeOperands;
 
 // Two's-complement wrap-around for signed integers; plain arithmetic for the
 // rest (uint8 promotes to int, so it cannot overflow before the narrowing).
@@ -97,17 +97,13 @@ class ArithmeticOp final : public OperatorBase {
  public:
   using OperatorBase::OperatorBase;
 
-  absl::Status Init() override {
-    JG_RETURN_IF_ERROR(ops_internal::CheckNumInputs(*this, 2, 2));
-    return ops_internal::CheckNumOutputs(*this, 1, 1);
-  }
+  absl::Status Init() override { return CheckArity(2, 2, 1, 1); }
 
   absl::Status Run() override {
-    JG_ASSIGN_OR_RETURN(const Tensor* a, Input(0));
-    JG_ASSIGN_OR_RETURN(const Tensor* b, Input(1));
-    JG_RETURN_IF_ERROR(ops_internal::CheckSameType(*this, *a, *b));
-    JG_ASSIGN_OR_RETURN(const Broadcast bc,
-                        ops_internal::BroadcastShapes(*this, *a, *b));
+    JG_ASSIGN_OR_RETURN(const SameTypeOperands in,
+                        ops_internal::GetSameTypeOperands(*this));
+    const Tensor* a = in.a;
+    const Tensor* b = in.b;
     Tensor* out = Output(0);
     absl::Status status;
     const bool supported =
@@ -117,7 +113,7 @@ class ArithmeticOp final : public OperatorBase {
             status = CheckNoZeroDivisor<T>(*this, *b);
             if (!status.ok()) return;
           }
-          ApplyBinary<T, T>(*a, *b, bc, out, Fn());
+          ApplyBinary<T, T>(*a, *b, in.bc, out, Fn());
         });
     if (!supported) {
       return Error(absl::StatusCode::kInvalidArgument,

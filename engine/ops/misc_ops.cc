@@ -13,7 +13,6 @@
 #include "engine/blob.h"
 #include "engine/counter.h"
 #include "engine/operator.h"
-#include "engine/ops/op_util.h"
 #include "engine/status_macros.h"
 #include "engine/tensor.h"
 #include "glog/logging.h"
@@ -21,21 +20,15 @@
 namespace jobgraph {
 namespace {
 
-using ops_internal::CheckNumInputs;
-using ops_internal::CheckNumOutputs;
-
 class CopyOp final : public OperatorBase {
  public:
   using OperatorBase::OperatorBase;
 
-  absl::Status Init() override {
-    JG_RETURN_IF_ERROR(CheckNumInputs(*this, 1, 1));
-    return CheckNumOutputs(*this, 1, 1);
-  }
+  absl::Status Init() override { return CheckArity(1, 1, 1, 1); }
 
   absl::Status Run() override {
     JG_ASSIGN_OR_RETURN(const Tensor* in, Input(0));
-    ops_internal::CopyTensor(*in, Output(0));
+    CopyTensor(*in, Output(0));
     return absl::OkStatus();
   }
 };
@@ -45,15 +38,12 @@ class IsEmptyOp final : public OperatorBase {
  public:
   using OperatorBase::OperatorBase;
 
-  absl::Status Init() override {
-    JG_RETURN_IF_ERROR(CheckNumInputs(*this, 1, 1));
-    return CheckNumOutputs(*this, 1, 1);
-  }
+  absl::Status Init() override { return CheckArity(1, 1, 1, 1); }
 
   absl::Status Run() override {
     JG_ASSIGN_OR_RETURN(const Tensor* in, Input(0));
     const bool empty = in->numel() == 0;
-    ops_internal::SetScalar(Output(0), empty);
+    SetScalar(Output(0), empty);
     return absl::OkStatus();
   }
 };
@@ -68,14 +58,9 @@ class PrintOp final : public OperatorBase {
   using OperatorBase::OperatorBase;
 
   absl::Status Init() override {
-    JG_RETURN_IF_ERROR(CheckNumInputs(*this, 1, 1));
-    JG_RETURN_IF_ERROR(CheckNumOutputs(*this, 0, 0));
+    JG_RETURN_IF_ERROR(CheckArity(1, 1, 0, 0));
     to_stdout_ = GetArg<bool>("to_stdout", false);
-    limit_ = GetArg<int64_t>("limit", 1000);
-    if (limit_ < 0) {
-      return Error(absl::StatusCode::kInvalidArgument,
-                   absl::StrCat("limit must be >= 0, got ", limit_));
-    }
+    JG_ASSIGN_OR_RETURN(limit_, GetNonNegativeArg<int64_t>("limit", 1000));
     return absl::OkStatus();
   }
 

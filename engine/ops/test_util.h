@@ -31,6 +31,14 @@ Argument DoublesArg(absl::string_view name, const std::vector<double>& values);
 Argument StringsArg(absl::string_view name,
                     const std::vector<std::string>& values);
 
+// An op that is never registered, only constructed, to give the helpers under
+// test an OperatorBase for their messages.
+class NoOp final : public OperatorBase {
+ public:
+  using OperatorBase::OperatorBase;
+  absl::Status Run() override { return absl::OkStatus(); }
+};
+
 OperatorDef MakeOp(absl::string_view type,
                    const std::vector<std::string>& inputs,
                    const std::vector<std::string>& outputs,

@@ -6,7 +6,6 @@
 #include "absl/strings/str_cat.h"
 #include "engine/blob.h"
 #include "engine/operator.h"
-#include "engine/ops/op_util.h"
 #include "engine/status_macros.h"
 #include "engine/tensor.h"
 #include "glog/logging.h"
@@ -57,25 +56,9 @@ JG_REGISTER_BLOB_TYPE(TimerInstance, "TimerInstance*");
 
 namespace {
 
-using ops_internal::CheckNumInputs;
-using ops_internal::CheckNumOutputs;
-
-// `status` with this op's description in front, keeping its code.
-absl::Status Prefixed(const OperatorBase& op, const absl::Status& status) {
-  if (status.ok()) return status;
-  return op.Error(status.code(), status.message());
-}
-
-// The timer held by input 0, or FailedPrecondition naming the blob.
+// The timer held by input 0.
 absl::StatusOr<TimerInstance*> InputTimer(const OperatorBase& op) {
-  Blob* blob = op.InputBlob(0);
-  if (!blob->IsType<TimerInstance>()) {
-    return op.Error(
-        absl::StatusCode::kFailedPrecondition,
-        absl::StrCat("input '", op.InputName(0), "' holds ", blob->TypeName(),
-                     ", not a timer (create it with TimerBegin)"));
-  }
-  return blob->GetMutable<TimerInstance>();
+  return op.InputAs<TimerInstance>(0, "timer", "TimerBegin");
 }
 
 // TimerBegin([] -> t): starts the timer in t, making one on first use. Caffe2
@@ -87,8 +70,7 @@ class TimerBeginOp final : public OperatorBase {
   using OperatorBase::OperatorBase;
 
   absl::Status Init() override {
-    JG_RETURN_IF_ERROR(CheckNumInputs(*this, 0, 0));
-    JG_RETURN_IF_ERROR(CheckNumOutputs(*this, 1, 1));
+    JG_RETURN_IF_ERROR(CheckArity(0, 0, 1, 1));
     name_ = GetArg<std::string>("counter_name", OutputName(0));
     return absl::OkStatus();
   }
@@ -99,7 +81,7 @@ class TimerBeginOp final : public OperatorBase {
         blob->IsType<TimerInstance>()
             ? blob->GetMutable<TimerInstance>()
             : blob->Reset(std::make_unique<TimerInstance>(name_));
-    return Prefixed(*this, timer->Begin());
+    return Annotate(timer->Begin());
   }
 
  private:
@@ -112,15 +94,12 @@ class TimerEndOp final : public OperatorBase {
  public:
   using OperatorBase::OperatorBase;
 
-  absl::Status Init() override {
-    JG_RETURN_IF_ERROR(CheckNumInputs(*this, 1, 1));
-    return CheckNumOutputs(*this, 0, 0);
-  }
+  absl::Status Init() override { return CheckArity(1, 1, 0, 0); }
 
   absl::Status Run() override {
     JG_ASSIGN_OR_RETURN(TimerInstance * timer, InputTimer(*this));
     absl::StatusOr<int64_t> elapsed = timer->End();
-    if (!elapsed.ok()) return Prefixed(*this, elapsed.status());
+    if (!elapsed.ok()) return Annotate(elapsed.status());
     // Caffe2 publishes a stat here; jobgraph has no stats registry yet.
     VLOG(1) << "timer " << timer->name() << ": " << *elapsed << " ns";
     return absl::OkStatus();
@@ -135,19 +114,16 @@ class TimerGetOp final : public OperatorBase {
  public:
   using OperatorBase::OperatorBase;
 
-  absl::Status Init() override {
-    JG_RETURN_IF_ERROR(CheckNumInputs(*this, 1, 1));
-    return CheckNumOutputs(*this, 1, 1);
-  }
+  absl::Status Init() override { return CheckArity(1, 1, 1, 1); }
 
   absl::Status Run() override {
     JG_ASSIGN_OR_RETURN(TimerInstance * timer, InputTimer(*this));
     absl::StatusOr<int64_t> elapsed =
         kEnd ? timer->End() : timer->ElapsedNanos();
-    if (!elapsed.ok()) return Prefixed(*this, elapsed.status());
+    if (!elapsed.ok()) return Annotate(elapsed.status());
     static constexpr int64_t kShape[] = {1};
     Tensor* out = Output(0);
-    ops_internal::PrepareOutput(
+    PrepareOutput(
         out, INT64,
         kEnd ? absl::Span<const int64_t>(kShape) : absl::Span<const int64_t>());
     out->mutable_data<int64_t>()[0] = *elapsed;

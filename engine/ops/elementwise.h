@@ -1,12 +1,13 @@
-// Helpers shared by the operators of this package: arity checks, output
-// preparation that reuses storage, numeric-type dispatch and Caffe2-style
-// scalar broadcasting for binary ops.
+// The element-wise kernels of the binary operators (arithmetic, comparison,
+// logic): numeric-type dispatch and Caffe2-style scalar broadcasting. The
+// plumbing every op shares (wiring, arguments, inputs, errors, outputs) is on
+// OperatorBase (engine/operator.h).
 //
 // Internal to //engine/ops. Stateless; every function is thread-compatible
 // (callers own the tensors they pass).
 
-#ifndef JOBGRAPH_ENGINE_OPS_OP_UTIL_H_
-#define JOBGRAPH_ENGINE_OPS_OP_UTIL_H_
+#ifndef JOBGRAPH_ENGINE_OPS_ELEMENTWISE_H_
+#define JOBGRAPH_ENGINE_OPS_ELEMENTWISE_H_
 
 #include <cstdint>
 #include <string>
@@ -23,36 +24,6 @@
 
 namespace jobgraph {
 namespace ops_internal {
-
-// InvalidArgument naming the op unless it has between `min` and `max` inputs
-// (resp. outputs). The registry does not know operator arity, so every op
-// checks it in Init() rather than indexing past the end at Run().
-absl::Status CheckNumInputs(const OperatorBase& op, int min, int max);
-absl::Status CheckNumOutputs(const OperatorBase& op, int min, int max);
-
-// True when `t` already has `dtype` and `shape`.
-inline bool HasTypeAndShape(const Tensor& t, DataType dtype,
-                            absl::Span<const int64_t> shape) {
-  return t.dtype() == dtype && absl::MakeConstSpan(t.shape()) == shape;
-}
-
-// Makes `out` a tensor of `dtype` and `shape`, keeping its storage when it
-// already has both, so steady-state Runs do not allocate. Element values are
-// unspecified afterwards; the caller overwrites all of them. `shape` may point
-// into `out` itself.
-void PrepareOutput(Tensor* out, DataType dtype,
-                   absl::Span<const int64_t> shape);
-
-// Sets `out` to the scalar `value`, reusing its storage when possible.
-template <typename T>
-void SetScalar(Tensor* out, T value) {
-  PrepareOutput(out, DataTypeOf<T>::value, {});
-  out->mutable_data<T>()[0] = std::move(value);
-}
-
-// Deep-copies `src` into `dst`, reusing dst's storage when dtype and shape
-// already match. A no-op when they are the same tensor.
-void CopyTensor(const Tensor& src, Tensor* dst);
 
 // Calls f(T{}) for the arithmetic element types (uint8, int32, int64, float,
 // double) and returns true; returns false for the others.
@@ -101,8 +72,16 @@ absl::StatusOr<Broadcast> BroadcastShapes(const OperatorBase& op,
 absl::Status CheckSameType(const OperatorBase& op, const Tensor& a,
                            const Tensor& b);
 
-// "[2,3]" for messages.
-std::string ShapeString(absl::Span<const int64_t> shape);
+// The operands of a binary op whose inputs must have one dtype.
+struct SameTypeOperands {
+  const Tensor* a = nullptr;  // input 0
+  const Tensor* b = nullptr;  // input 1
+  Broadcast bc;
+};
+
+// Inputs 0 and 1 of `op` as tensors of one dtype and shapes that broadcast;
+// otherwise the error of Input, CheckSameType or BroadcastShapes.
+absl::StatusOr<SameTypeOperands> GetSameTypeOperands(const OperatorBase& op);
 
 // out[i] = fn(a[i], b[i]) with `bc` applied. `out` must already have the
 // result's shape and may be the same storage as a or b: element i of each is
@@ -147,4 +126,4 @@ void ApplyBinary(const Tensor& a, const Tensor& b, const Broadcast& bc,
 }  // namespace ops_internal
 }  // namespace jobgraph
 
-#endif  // JOBGRAPH_ENGINE_OPS_OP_UTIL_H_
+#endif  // JOBGRAPH_ENGINE_OPS_ELEMENTWISE_H_

@@ -1,0 +1,166 @@
+#include "engine/wire_format.h"
+
+#include <climits>
+#include <cstdint>
+
+#include "absl/strings/str_cat.h"
+#include "google/protobuf/io/coded_stream.h"
+
+namespace jobgraph {
+namespace serialization_internal {
+namespace {
+
+// Wire types (the low three bits of a tag).
+constexpr int kWireVarint = 0;
+constexpr int kWireFixed64 = 1;
+constexpr int kWireLengthDelimited = 2;
+constexpr int kWireFixed32 = 5;
+
+size_t VarintSize(uint64_t value) {
+  size_t n = 1;
+  while (value >= 0x80) {
+    value >>= 7;
+    ++n;
+  }
+  return n;
+}
+
+void AppendVarint(uint64_t value, std::string* out) {
+  char buf[10];
+  int n = 0;
+  while (value >= 0x80) {
+    buf[n++] = static_cast<char>(value | 0x80);
+    value >>= 7;
+  }
+  buf[n++] = static_cast<char>(value);
+  out->append(buf, n);
+}
+
+// Skips the payload of a field of `wire_type` whose tag was just read.
+bool SkipPayload(google::protobuf::io::CodedInputStream* in, int wire_type) {
+  switch (wire_type) {
+    case kWireVarint: {
+      uint64_t v;
+      return in->ReadVarint64(&v);
+    }
+    case kWireFixed64: {
+      uint64_t v;
+      return in->ReadLittleEndian64(&v);
+    }
+    case kWireLengthDelimited: {
+      uint32_t length;
+      return in->ReadVarint32(&length) && length <= INT_MAX &&
+             in->Skip(static_cast<int>(length));
+    }
+    case kWireFixed32: {
+      uint32_t v;
+      return in->ReadLittleEndian32(&v);
+    }
+    default:  // groups: jobgraph.proto has none
+      return false;
+  }
+}
+
+// Reads the length of a length-delimited field and returns its payload as a
+// view into `value`, skipping it.
+bool ReadPayloadView(google::protobuf::io::CodedInputStream* in,
+                     absl::string_view value, absl::string_view* payload) {
+  uint32_t length;
+  if (!in->ReadVarint32(&length) || length > INT_MAX ||
+      static_cast<int>(length) > in->BytesUntilLimit()) {
+    return false;
+  }
+  *payload = value.substr(in->CurrentPosition(), length);
+  return in->Skip(static_cast<int>(length));
+}
+
+// Scans the fields of one TensorProto occurrence up to the current limit:
+// bulk fields become views, the others are appended to `rest` as encoded.
+bool ScanTensorProto(google::protobuf::io::CodedInputStream* in,
+                     absl::string_view value, std::string* rest,
+                     ScannedBlobProto* out) {
+  while (in->BytesUntilLimit() > 0) {
+    const int start = in->CurrentPosition();
+    const uint32_t tag = in->ReadTag();
+    if (tag == 0) return false;
+    const int field = static_cast<int>(tag >> 3);
+    const int wire_type = static_cast<int>(tag & 7);
+    absl::string_view payload;
+    if (field == kTensorProtoRawDataField &&
+        wire_type == kWireLengthDelimited) {
+      if (!ReadPayloadView(in, value, &payload)) return false;
+      out->raw_data = payload;  // the last occurrence wins, as in protobuf
+    } else if (field == kTensorProtoStringDataField &&
+               wire_type == kWireLengthDelimited) {
+      if (!ReadPayloadView(in, value, &payload)) return false;
+      out->string_data.push_back(payload);
+    } else {
+      if (!SkipPayload(in, wire_type)) return false;
+      rest->append(value.data() + start, in->CurrentPosition() - start);
+    }
+  }
+  return true;
+}
+
+bool ScanBlobProtoFields(absl::string_view value, ScannedBlobProto* out) {
+  // The array constructor implies PushLimit(value.size()).
+  google::protobuf::io::CodedInputStream in(
+      reinterpret_cast<const uint8_t*>(value.data()),
+      static_cast<int>(value.size()));
+  std::string blob_rest;    // encoded BlobProto fields other than `tensor`
+  std::string tensor_rest;  // encoded TensorProto fields other than bulk data
+  bool saw_tensor = false;
+  while (in.BytesUntilLimit() > 0) {
+    const int start = in.CurrentPosition();
+    const uint32_t tag = in.ReadTag();
+    if (tag == 0) return false;
+    const int field = static_cast<int>(tag >> 3);
+    const int wire_type = static_cast<int>(tag & 7);
+    if (field == kBlobProtoTensorField && wire_type == kWireLengthDelimited) {
+      uint32_t length;
+      if (!in.ReadVarint32(&length) || length > INT_MAX ||
+          static_cast<int>(length) > in.BytesUntilLimit()) {
+        return false;
+      }
+      const auto limit = in.PushLimit(static_cast<int>(length));
+      if (!ScanTensorProto(&in, value, &tensor_rest, out)) return false;
+      in.PopLimit(limit);
+      saw_tensor = true;
+    } else {
+      if (!SkipPayload(&in, wire_type)) return false;
+      blob_rest.append(value.data() + start, in.CurrentPosition() - start);
+    }
+  }
+  if (!out->header.ParseFromString(blob_rest)) return false;
+  if (saw_tensor &&
+      !out->header.mutable_tensor()->MergeFromString(tensor_rest)) {
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+size_t LengthDelimitedSize(size_t payload) {
+  return 1 + VarintSize(payload) + payload;
+}
+
+void AppendLengthDelimitedHeader(int field, size_t length, std::string* out) {
+  AppendVarint((static_cast<uint32_t>(field) << 3) | kWireLengthDelimited, out);
+  AppendVarint(length, out);
+}
+
+absl::Status ScanBlobProto(absl::string_view value, ScannedBlobProto* out) {
+  out->header.Clear();
+  out->raw_data.reset();
+  out->string_data.clear();
+  if (value.size() > static_cast<size_t>(INT_MAX) ||
+      !ScanBlobProtoFields(value, out)) {
+    return absl::DataLossError(absl::StrCat("a value of ", value.size(),
+                                            " bytes is not a valid BlobProto"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace serialization_internal
+}  // namespace jobgraph
