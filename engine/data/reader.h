@@ -29,11 +29,14 @@
 #ifndef JOBGRAPH_ENGINE_DATA_READER_H_
 #define JOBGRAPH_ENGINE_DATA_READER_H_
 
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/string_view.h"
 #include "engine/data/record.h"
 #include "engine/net_builder.h"
 
@@ -63,6 +66,16 @@ class ReaderImpl {
                             NetBuilder& body) const = 0;
   virtual void Reset(NetBuilder& net) const = 0;
   virtual std::vector<BlobRef> TaskOutputs() const { return {}; }
+
+  // "<name()>/<kind>" the first time, then "<name()>/<kind>:1", ":2"...: a
+  // name for a reader built on this one (a limit), unique among those of
+  // the same kind, and the same every time the job is built in the same
+  // order, so checkpoints made by one build resume in another.
+  std::string DerivedName(absl::string_view kind) const;
+
+ private:
+  mutable std::mutex derived_mu_;
+  mutable std::map<std::string, int> derived_counts_;
 };
 
 class Reader {

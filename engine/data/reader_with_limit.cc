@@ -16,7 +16,7 @@ class ReaderWithLimitImpl final : public ReaderImpl {
       : inner_(std::move(inner)),
         num_iter_(num_iter.has_value() && *num_iter < 0 ? std::nullopt
                                                         : num_iter),
-        name_(name.empty() ? absl::StrCat(inner_.name(), "/limit")
+        name_(name.empty() ? inner_.impl().DerivedName("limit")
                            : std::move(name)),
         data_finished_(absl::StrCat(name_, "/data_finished"), inner_.node()),
         counter_(absl::StrCat(name_, "/counter"), inner_.node()),

@@ -31,7 +31,8 @@
 // pre-creates it there and the PRIVATE task's writes reach it. It is the
 // blob a job uses as its stop condition.
 //
-// Blob names derive from `name` (default "<inner reader name>/limit"):
+// Blob names derive from `name` (default "<inner reader name>/limit", then
+// "<inner reader name>/limit:1", ... for further limits over the same reader):
 //   "<name>/data_finished", "<name>/counter" (task workspace),
 //   "<name>/status" (instance workspace).
 //

@@ -296,3 +296,44 @@ TEST(ReaderWithLimitTest, NamesAreDeterministic) {
 
 }  // namespace
 }  // namespace jobgraph
+
+namespace jobgraph {
+namespace {
+
+// Two limits over one reader each get their own blobs: before they were
+// told apart, both created "<reader>/limit/counter" and raced on it.
+TEST(ReaderWithLimitNames, TwoLimitsOverOneReaderHaveTheirOwnBlobs) {
+  TaskGroup init("init", GLOBAL);
+  TaskGroup epoch("epoch", PRIVATE);
+  Task& task = init.NewTask(Node(kNode));
+  Record rec = ConstRecord(task.net(), {{"val", Tensor::Iota<int64_t>(10)}});
+  Reader reader = Dataset(rec, "dataset:0").NewReader(task.net());
+  const BlobRef total_a = task.net().Const<int64_t>("total_a", {0});
+  const BlobRef total_b = task.net().Const<int64_t>("total_b", {0});
+  ReaderWithLimit three(reader, 3);
+  ReaderWithLimit two(reader, 2);
+  EXPECT_EQ(three.counter().name(), "dataset:0/limit/counter");
+  EXPECT_EQ(two.counter().name(), "dataset:0/limit:1/counter");
+  EXPECT_EQ(two.data_finished().name(), "dataset:0/limit:1/data_finished");
+  // A name given explicitly is used as it is.
+  EXPECT_EQ(ReaderWithLimit(reader, 1, "mine").counter().name(),
+            "mine/counter");
+  for (const auto& [limit, total] :
+       {std::pair<ReaderWithLimit, BlobRef>{three, total_a},
+        std::pair<ReaderWithLimit, BlobRef>{two, total_b}}) {
+    const BlobRef sum = total;
+    Pipe(epoch, Node(kNode), limit, [sum](NetBuilder& net, const Record& row) {
+      net.Add(sum, row.Field("val"), sum);
+    });
+  }
+  LocalSession session;
+  ASSERT_TRUE(session.Run(init).ok());
+  ASSERT_TRUE(session.Run(epoch).ok());
+  // Five rows in all (which pipe read which depends on scheduling): 0..4.
+  EXPECT_EQ(FetchInt(session, kNode, "total_a").value() +
+                FetchInt(session, kNode, "total_b").value(),
+            0 + 1 + 2 + 3 + 4);
+}
+
+}  // namespace
+}  // namespace jobgraph
