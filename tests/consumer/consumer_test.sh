@@ -49,7 +49,9 @@ flock -w 900 9 || fail "another consumer_test has held ${cache}/lock for 15 minu
 ws="${cache}/consumer"
 rm -rf "${ws}"
 mkdir -p "${ws}"
-cp -R "${src_root}/examples/consumer/." "${ws}/"
+# Not the bazel-* symlinks of a build made inside examples/consumer.
+find "${src_root}/examples/consumer" -mindepth 1 -maxdepth 1 ! -name 'bazel-*' \
+  -exec cp -R {} "${ws}/" \;
 grep -q '^    path = "\.\./\.\.",$' "${ws}/WORKSPACE" ||
   fail "examples/consumer/WORKSPACE no longer has the line '    path = \"../..\",' that this test rewrites; update the sed below"
 escaped=${src_root//\\/\\\\}
@@ -78,7 +80,7 @@ trap shutdown_nested EXIT
 start=${SECONDS}
 if ! nested_bazel build //:main >>"${log}" 2>&1; then
   tail -n 40 "${log}" >&2
-  fail "the nested 'bazel build //:main' in ${ws} failed (log above; full log: ${log})"
+  fail "the nested 'bazel build //:main' in ${ws} failed (log above; the whole log is nested_bazel.log in bazel-testlogs/tests/consumer/consumer_test/test.outputs)"
 fi
 echo "consumer_test: nested build of //:main: $((SECONDS - start)) s"
 
