@@ -1,0 +1,157 @@
+// A program in another Bazel workspace that uses jobgraph through
+// @jobgraph//:jobgraph only. It sums the values 0..9, four per epoch, into a
+// total checkpointed after every epoch:
+//   epoch 1 adds 0..3 (total 6), epoch 2 adds 4..7 (28), epoch 3 adds 8 and
+//   9 (45) and finds the data finished, which ends the job.
+//
+//   bazel run //:main -- --checkpoint_dir=/tmp/consumer
+//     result: epochs=3 total=45
+//
+// Interrupt it after an epoch, as a preemption would, then resume from the
+// newest checkpoint; the resumed run ends exactly where an uninterrupted one
+// does:
+//   bazel run //:main -- --checkpoint_dir=/tmp/c --stop_after_epoch=2
+//     result: epochs=2 total=28 (stopped)
+//   bazel run //:main -- --checkpoint_dir=/tmp/c --resume_from_epoch=latest
+//     result: epochs=3 total=45 (resumed from epoch 2)
+//
+// Exit status: 0 on success (a requested stop included), 2 for bad
+// arguments, 1 when the job fails.
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "checkpoint/checkpoint_manager.h"
+#include "checkpoint/job.h"
+#include "checkpoint/job_runner.h"
+#include "engine/data/dataset.h"
+#include "engine/data/pipe.h"
+#include "engine/data/reader_with_limit.h"
+#include "engine/data/record.h"
+#include "engine/session.h"
+#include "engine/tensor.h"
+#include "glog/logging.h"
+
+namespace {
+
+constexpr char kUsage[] =
+    "usage: main --checkpoint_dir=/ABSOLUTE/DIR [--resume_from_epoch=latest|N] "
+    "[--stop_after_epoch=N]\n";
+
+struct Args {
+  std::string checkpoint_dir;
+  std::string resume_from_epoch;  // "" starts from scratch
+  int64_t stop_after_epoch = 0;   // 0: run to the end
+};
+
+[[noreturn]] void UsageError(const std::string& message) {
+  std::fprintf(stderr, "main: %s\n%s", message.c_str(), kUsage);
+  std::exit(2);
+}
+
+// Takes "--name=value" arguments; prints the usage and exits with status 2
+// on anything else.
+Args ParseArgs(int argc, char** argv) {
+  Args args;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    const size_t eq = arg.find('=');
+    const std::string name = arg.substr(0, eq);
+    const std::string value = eq == std::string::npos ? "" : arg.substr(eq + 1);
+    if (name == "--checkpoint_dir") {
+      args.checkpoint_dir = value;
+    } else if (name == "--resume_from_epoch") {
+      args.resume_from_epoch = value;
+    } else if (name == "--stop_after_epoch") {
+      char* end = nullptr;
+      args.stop_after_epoch = std::strtoll(value.c_str(), &end, 10);
+      if (value.empty() || *end != '\0' || args.stop_after_epoch < 1) {
+        UsageError("--stop_after_epoch must be an epoch number >= 1, got '" +
+                   value + "'");
+      }
+    } else {
+      UsageError("unknown argument '" + arg + "'");
+    }
+  }
+  // `bazel run` starts the program in its runfiles tree, where a relative
+  // directory would be lost.
+  if (args.checkpoint_dir.empty() || args.checkpoint_dir[0] != '/') {
+    UsageError("--checkpoint_dir must be an absolute path, got '" +
+               args.checkpoint_dir + "'");
+  }
+  return args;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  FLAGS_logtostderr = true;
+  google::InitGoogleLogging(argv[0]);
+  const Args args = ParseArgs(argc, argv);
+
+  // The data, the reader's position and the total are made by the init
+  // group, so they live in the node's root workspace and are checkpointed.
+  jobgraph::Job job;
+  jobgraph::Node node("worker");
+  jobgraph::Task& init = job.init_group().NewTask(node);
+  jobgraph::Record data = jobgraph::ConstRecord(
+      init.net(), {{"value", jobgraph::Tensor::Iota<int64_t>(10)}});
+  jobgraph::Reader reader =
+      jobgraph::Dataset(data, "values").NewReader(init.net());
+  jobgraph::BlobRef total = init.net().Const<int64_t>("total", {0});
+
+  jobgraph::ReaderWithLimit four_per_epoch(reader, /*num_iter=*/4);
+  jobgraph::Pipe(
+      job.epoch_group(), node, four_per_epoch,
+      [total](jobgraph::NetBuilder& net, const jobgraph::Record& row) {
+        net.Add(total, row.Field("value"), total);
+      });
+  job.AddStopCondition(four_per_epoch.data_finished());
+
+  jobgraph::LocalSession session;
+  jobgraph::CheckpointOptions checkpoint_options;
+  checkpoint_options.directory = args.checkpoint_dir;
+  jobgraph::CheckpointManager checkpoints(checkpoint_options);
+  jobgraph::JobRunnerOptions runner_options;
+  runner_options.resume_from_epoch = args.resume_from_epoch;
+  // Stands in for a preemption: the epoch is saved, then the session refuses
+  // to run anything more.
+  int64_t last_saved = 0;
+  runner_options.on_epoch_end = [&](const jobgraph::EpochStats& stats) {
+    last_saved = stats.epoch;
+    if (args.stop_after_epoch > 0 && stats.epoch == args.stop_after_epoch) {
+      session.RequestStop();
+    }
+  };
+  jobgraph::JobRunner runner(job, &checkpoints, runner_options);
+  absl::StatusOr<int64_t> epochs = runner.Train(session);
+  const bool stopped = !epochs.ok() && absl::IsCancelled(epochs.status()) &&
+                       session.StopRequested();
+  if (!epochs.ok() && !stopped) {
+    std::fprintf(stderr, "main: the job failed: %s\n",
+                 epochs.status().ToString().c_str());
+    return 1;
+  }
+
+  absl::StatusOr<jobgraph::Tensor> sum = session.FetchBlob("worker", "total");
+  if (!sum.ok()) {
+    std::fprintf(stderr, "main: cannot fetch the total: %s\n",
+                 sum.status().ToString().c_str());
+    return 1;
+  }
+  std::string how;
+  if (stopped) {
+    how = " (stopped)";
+  } else if (runner.stats().resumed_from.has_value()) {
+    how = " (resumed from epoch " +
+          std::to_string(*runner.stats().resumed_from) + ")";
+  }
+  std::printf("result: epochs=%lld total=%lld%s\n",
+              static_cast<long long>(stopped ? last_saved : *epochs),
+              static_cast<long long>(sum->data<int64_t>()[0]), how.c_str());
+  return 0;
+}
