@@ -25,9 +25,10 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "checkpoint/checkpoint_manager.h"
+#include "checkpoint/checkpointer.h"
 #include "checkpoint/job.h"
 #include "checkpoint/job_runner.h"
+#include "checkpoint/resume_from.h"
 #include "engine/data/dataset.h"
 #include "engine/data/pipe.h"
 #include "engine/data/reader_with_limit.h"
@@ -44,8 +45,8 @@ constexpr char kUsage[] =
 
 struct Args {
   std::string checkpoint_dir;
-  std::string resume_from_epoch;  // "" starts from scratch
-  int64_t stop_after_epoch = 0;   // 0: run to the end
+  jobgraph::ResumeFrom resume_from;  // from scratch unless given
+  int64_t stop_after_epoch = 0;      // 0: run to the end
 };
 
 [[noreturn]] void UsageError(const std::string& message) {
@@ -65,7 +66,10 @@ Args ParseArgs(int argc, char** argv) {
     if (name == "--checkpoint_dir") {
       args.checkpoint_dir = value;
     } else if (name == "--resume_from_epoch") {
-      args.resume_from_epoch = value;
+      absl::StatusOr<jobgraph::ResumeFrom> resume =
+          jobgraph::ResumeFrom::Parse(value);
+      if (!resume.ok()) UsageError(std::string(resume.status().message()));
+      args.resume_from = *resume;
     } else if (name == "--stop_after_epoch") {
       char* end = nullptr;
       args.stop_after_epoch = std::strtoll(value.c_str(), &end, 10);
@@ -115,9 +119,9 @@ int main(int argc, char** argv) {
   jobgraph::LocalSession session;
   jobgraph::CheckpointOptions checkpoint_options;
   checkpoint_options.directory = args.checkpoint_dir;
-  jobgraph::CheckpointManager checkpoints(checkpoint_options);
+  jobgraph::Checkpointer checkpoints(checkpoint_options);
   jobgraph::JobRunnerOptions runner_options;
-  runner_options.resume_from_epoch = args.resume_from_epoch;
+  runner_options.resume_from = args.resume_from;
   // Stands in for a preemption: the epoch is saved, then the session refuses
   // to run anything more.
   int64_t last_saved = 0;
