@@ -236,7 +236,7 @@ absl::StatusOr<CheckpointStats> Checkpointer::Restore(Session& session,
   CheckpointStats stats;
   stats.epoch = epoch;
   stats.num_dbs = static_cast<int>(nodes_.size());
-  absl::StatusOr<CheckpointManifest> log = ReadCommitLog(options_.directory);
+  absl::StatusOr<CommitLog> log = ReadCommitLog(options_.directory);
   const CommittedEpoch* entry =
       log.ok() ? FindCommittedEpoch(*log, epoch) : nullptr;
   if (entry != nullptr) stats.bytes = entry->total_bytes();

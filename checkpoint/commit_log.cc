@@ -12,14 +12,14 @@
 
 namespace jobgraph {
 
-absl::StatusOr<CheckpointManifest> ReadCommitLog(const std::string& dir) {
+absl::StatusOr<CommitLog> ReadCommitLog(const std::string& dir) {
   const std::string path = JoinPath(dir, kCommitLogFileName);
   JG_ASSIGN_OR_RETURN(bool exists, PathExists(path));
   if (!exists) {
     return absl::NotFoundError(absl::StrCat("no commit log at ", path));
   }
   JG_ASSIGN_OR_RETURN(std::string bytes, ReadFileToString(path));
-  CheckpointManifest log;
+  CommitLog log;
   if (!log.ParseFromString(bytes)) {
     return absl::DataLossError(absl::StrCat(
         "commit log ", path, " cannot be parsed; the file is damaged"));
@@ -39,8 +39,8 @@ absl::StatusOr<CheckpointManifest> ReadCommitLog(const std::string& dir) {
   return log;
 }
 
-absl::Status WriteCommitLog(const std::string& dir,
-                            const CheckpointManifest& log, bool is_commit) {
+absl::Status WriteCommitLog(const std::string& dir, const CommitLog& log,
+                            bool is_commit) {
   std::string bytes;
   if (!log.SerializeToString(&bytes)) {
     return absl::InternalError(
@@ -58,8 +58,8 @@ absl::Status WriteCommitLog(const std::string& dir,
 
 absl::Status CommitEpoch(const std::string& dir, const std::string& db_type,
                          const EpochCommit& commit) {
-  CheckpointManifest log;
-  absl::StatusOr<CheckpointManifest> existing = ReadCommitLog(dir);
+  CommitLog log;
+  absl::StatusOr<CommitLog> existing = ReadCommitLog(dir);
   if (existing.ok()) {
     log = *std::move(existing);
   } else if (!absl::IsNotFound(existing.status())) {
@@ -83,15 +83,14 @@ absl::Status CommitEpoch(const std::string& dir, const std::string& db_type,
   return WriteCommitLog(dir, log, /*is_commit=*/true);
 }
 
-const CommittedEpoch* FindCommittedEpoch(const CheckpointManifest& log,
-                                         int64_t epoch) {
+const CommittedEpoch* FindCommittedEpoch(const CommitLog& log, int64_t epoch) {
   for (const CommittedEpoch& e : log.epoch()) {
     if (e.epoch() == epoch) return &e;
   }
   return nullptr;
 }
 
-std::string CommittedEpochList(const CheckpointManifest& log) {
+std::string CommittedEpochList(const CommitLog& log) {
   std::vector<int64_t> epochs;
   for (const CommittedEpoch& e : log.epoch()) epochs.push_back(e.epoch());
   return epochs.empty() ? "none" : absl::StrJoin(epochs, ", ");

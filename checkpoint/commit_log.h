@@ -1,4 +1,4 @@
-// The commit log: the file "<dir>/MANIFEST.jobgraph" (a CheckpointManifest
+// The commit log: the file "<dir>/MANIFEST.jobgraph" (a CommitLog
 // proto, see checkpoint/FORMAT.md) that says which epochs of a checkpoint
 // directory are complete.
 //
@@ -31,14 +31,14 @@ inline constexpr int kCommitLogFormatVersion = 1;
 // The commit log of `dir`: NotFound if the directory has none yet, DataLoss
 // if it cannot be parsed or has no version, FailedPrecondition for a newer
 // format. Messages name the file.
-absl::StatusOr<CheckpointManifest> ReadCommitLog(const std::string& dir);
+absl::StatusOr<CommitLog> ReadCommitLog(const std::string& dir);
 
 // Replaces the commit log of `dir` atomically. The commit failpoints
 // ("commit.before_manifest", "commit.after_manifest_tmp",
 // "commit.after_manifest") fire only when `is_commit` is set, so that
 // retention's rewrite of the log does not trigger them.
-absl::Status WriteCommitLog(const std::string& dir,
-                            const CheckpointManifest& log, bool is_commit);
+absl::Status WriteCommitLog(const std::string& dir, const CommitLog& log,
+                            bool is_commit);
 
 // What a commit records about one epoch.
 struct EpochCommit {
@@ -59,11 +59,10 @@ absl::Status CommitEpoch(const std::string& dir, const std::string& db_type,
                          const EpochCommit& commit);
 
 // The entry of `epoch`, or null.
-const CommittedEpoch* FindCommittedEpoch(const CheckpointManifest& log,
-                                         int64_t epoch);
+const CommittedEpoch* FindCommittedEpoch(const CommitLog& log, int64_t epoch);
 
 // "0, 1, 2" or "none", for messages.
-std::string CommittedEpochList(const CheckpointManifest& log);
+std::string CommittedEpochList(const CommitLog& log);
 
 }  // namespace jobgraph
 

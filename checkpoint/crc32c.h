@@ -1,5 +1,5 @@
 // CRC-32C (Castagnoli, polynomial 0x1EDC6F41, reflected, initial and final
-// value 0xFFFFFFFF): the checksum of checkpoint manifests and values.
+// value 0xFFFFFFFF): the checksum of commit logs, blob indexes and values.
 //
 // Abseil 20220623 has no CRC-32C and Debian's LevelDB does not install its
 // own, so this is the project's. On x86-64 CPUs with SSE4.2 (checked at run

@@ -8,8 +8,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "checkpoint/blob_index.h"
 #include "checkpoint/db.h"
-#include "checkpoint/db_manifest.h"
 #include "checkpoint/db_registry.h"
 #include "checkpoint/save_load_ops.h"
 #include "engine/operator.h"
@@ -62,7 +62,7 @@ class DbExistsOp final : public OperatorBase {
   }
 
  private:
-  // Whether an error while opening the database or reading its manifest
+  // Whether an error while opening the database or reading its blob index
   // means "there is no usable database" (missing, unfinished or damaged;
   // the LevelDB adapter reports unreadable data of a finished database as
   // DataLoss) rather than "no answer is possible" (an I/O error, the
@@ -75,7 +75,7 @@ class DbExistsOp final : public OperatorBase {
 
   absl::StatusOr<bool> Exists() const {
     DbOptions options;
-    // Only the manifest's presence matters here; checking the checksums of
+    // Only the blob index's presence matters here; checking the checksums of
     // the block that holds it would make the answer depend on which values
     // share that block. Load and VerifyDb check every value.
     options.verify_checksums = false;
@@ -87,11 +87,11 @@ class DbExistsOp final : public OperatorBase {
           << "DBExists: " << db.status();
       return false;
     }
-    absl::StatusOr<std::string> manifest = (*db)->Get(kDbManifestKey);
-    if (!manifest.ok()) {
-      if (!MeansAbsent(manifest.status())) return manifest.status();
-      LOG_IF(WARNING, !absl::IsNotFound(manifest.status()))
-          << "DBExists: " << manifest.status();
+    absl::StatusOr<std::string> index = (*db)->Get(kBlobIndexKey);
+    if (!index.ok()) {
+      if (!MeansAbsent(index.status())) return index.status();
+      LOG_IF(WARNING, !absl::IsNotFound(index.status()))
+          << "DBExists: " << index.status();
       return false;
     }
     return true;

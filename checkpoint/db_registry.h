@@ -33,7 +33,7 @@
 namespace jobgraph {
 
 // The DB type used when nobody chose one: by the checkpoint tools for a
-// directory whose manifest names none. Registered by leveldb_db.
+// directory whose commit log names none. Registered by leveldb_db.
 inline constexpr char kDefaultDbType[] = "leveldb";
 
 class DbRegistry {

@@ -62,22 +62,22 @@ inline constexpr FailpointInfo kKnownFailpoints[] = {
     // directory is synced; a replaced old copy may still await deletion.
     {"save.after_rename",
      "Save: database in place under its final name, directory synced"},
-    // The commit: every node's database is in place, the directory manifest
+    // The commit: every node's database is in place, the commit log
     // does not list the epoch yet.
     {"commit.before_manifest",
-     "commit: all databases in place, before the directory manifest is "
+     "commit: all databases in place, before the commit log is "
      "written"},
-    // The commit: the new manifest is durable under its temporary name, the
-    // old manifest is still the valid one.
+    // The commit: the new commit log is durable under its temporary name, the
+    // old commit log is still the valid one.
     {"commit.after_manifest_tmp",
-     "commit: temporary manifest written and synced, before its rename"},
-    // The commit: the manifest listing the epoch is in place and synced.
+     "commit: temporary commit log written and synced, before its rename"},
+    // The commit: the commit log listing the epoch is in place and synced.
     {"commit.after_manifest",
-     "commit: manifest listing the epoch in place and synced"},
-    // Retention: old epochs were removed from the manifest, their databases
+     "commit: commit log listing the epoch in place and synced"},
+    // Retention: old epochs were removed from the commit log, their databases
     // still exist on disk.
     {"retention.after_manifest",
-     "retention: epochs removed from the manifest, their databases not yet "
+     "retention: epochs removed from the commit log, their databases not yet "
      "deleted"},
     // Retention: the first old database was deleted, the others not yet.
     {"retention.mid_delete",

@@ -224,7 +224,7 @@ class LevelDbWriter final : public Writer {
   }
 
   absl::Status Put(absl::string_view key, absl::string_view value) override {
-    // A key that sorts before the previous one (Save's manifest key, written
+    // A key that sorts before the previous one (Save's blob index key, written
     // last, usually does) would give the memtable holding it a key range
     // that overlaps the tables already flushed, and LevelDB would then
     // rewrite that whole table in a compaction (measured: ~200 MB, 0.5-0.9 s,
@@ -357,9 +357,9 @@ class LevelDb final : public DB {
         // Flushes the memtable into a table file and waits for it. An empty
         // key range overlaps no table file (unless one holds the empty key),
         // so nothing else is rewritten, unlike CompactRange(nullptr,
-        // nullptr). The flush syncs the table and the MANIFEST and deletes
-        // the log (empty: see DiscardLogsEnv). Without the flush the logs
-        // are kept and hold the tail.
+        // nullptr). The flush syncs the table and LevelDB's MANIFEST-* file and
+        // deletes the log (empty: see DiscardLogsEnv). Without the flush the
+        // logs are kept and hold the tail.
         const leveldb::Slice empty;
         db_->CompactRange(&empty, &empty);
       }

@@ -7,10 +7,10 @@
 // the measured defaults: no compression, 256 MiB memtable, 64 MiB table
 // files, writes without sync in batches of up to DbOptions::writer_batch_bytes.
 //
-// Durability. LevelDB syncs table files and the MANIFEST when it writes them,
-// but closes each rotated log without fsync, and closing a database neither
-// syncs nor flushes the memtable (google/leveldb#193). So Close() of a kNew
-// database (1) flushes the memtable into a table file
+// Durability. LevelDB syncs table files and its MANIFEST-* file when it writes
+// them, but closes each rotated log without fsync, and closing a database
+// neither syncs nor flushes the memtable (google/leveldb#193). So Close() of a
+// kNew database (1) flushes the memtable into a table file
 // (LevelDbOptions::flush_memtable_on_close), (2) checks that no background
 // write failed, (3) closes LevelDB, and (4) fsyncs every file in the
 // directory, the directory, and its parent. After that the database at the
@@ -31,7 +31,8 @@
 //   with AlreadyExists if anything exists at the path.
 // - kRead of a missing path, or of a directory without LevelDB's CURRENT file,
 //   is NotFound naming the path; nothing is created there.
-// - Opening a database, even for reading, makes LevelDB write a new MANIFEST
+// - Opening a database, even for reading, makes LevelDB write a new MANIFEST-*
+// file
 //   and log file in its directory and delete the old ones.
 // - A path may be open through one DB at a time per process
 //   (FailedPrecondition otherwise); LevelDB's lock file also keeps other
@@ -73,7 +74,8 @@ struct LevelDbOptions {
   // >= 2 GiB would silently become 64 KiB.
   size_t write_buffer_size = size_t{256} << 20;
   // Target size of table files. Few large files mean fewer fsyncs and
-  // MANIFEST edits and faster cold reads. Must be in [1 MiB, 1 GiB].
+  // edits of its MANIFEST-* file and faster cold reads. Must be in [1 MiB, 1
+  // GiB].
   size_t max_file_size = size_t{64} << 20;
   // Uncompressed bytes per data block. A multi-MiB value is one block
   // whatever this is; 64 KiB (Caffe2's default) keeps indexes small for small

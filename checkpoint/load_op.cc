@@ -12,8 +12,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
+#include "checkpoint/blob_index.h"
 #include "checkpoint/db.h"
-#include "checkpoint/db_manifest.h"
 #include "checkpoint/db_registry.h"
 #include "checkpoint/save_load_ops.h"
 #include "engine/blob.h"
@@ -157,23 +157,22 @@ class LoadOp final : public OperatorBase {
       const std::string& path, BlobAssembler* assembler,
       absl::flat_hash_map<std::string, std::string>* source_db) {
     DbOptions options;
-    // Every value is checked against the manifest's CRC-32C, end to end;
+    // Every value is checked against the blob index's CRC-32C, end to end;
     // LevelDB's block checksums would check the same bytes again, 4x slower.
     options.verify_checksums = false;
     JG_ASSIGN_OR_RETURN(
         std::unique_ptr<DB> db,
         DbRegistry::Global().Open(db_type_, path, DbMode::kRead, options));
-    JG_ASSIGN_OR_RETURN(CheckpointDbManifest manifest,
-                        ReadDbManifest(db.get()));
+    JG_ASSIGN_OR_RETURN(BlobIndex index, ReadBlobIndex(db.get()));
 
     // The blobs of this database to load, their names and targets, indexed
-    // like manifest.blob().
+    // like index.blob().
     std::vector<int> indices;
-    std::vector<std::string> names(manifest.blob_size());
-    std::vector<Blob*> targets(manifest.blob_size(), nullptr);
+    std::vector<std::string> names(index.blob_size());
+    std::vector<Blob*> targets(index.blob_size(), nullptr);
     absl::flat_hash_map<std::string, int> in_this_db;
-    for (int b = 0; b < manifest.blob_size(); ++b) {
-      const std::string& stored = manifest.blob(b).name();
+    for (int b = 0; b < index.blob_size(); ++b) {
+      const std::string& stored = index.blob(b).name();
       std::string name = LoadedName(stored);
       Blob* target = nullptr;
       if (load_all_) {
@@ -185,7 +184,7 @@ class LoadOp final : public OperatorBase {
       }
       if (auto [it, inserted] = in_this_db.emplace(name, b); !inserted) {
         return absl::InvalidArgumentError(absl::StrCat(
-            "blobs '", manifest.blob(it->second).name(), "' and '", stored,
+            "blobs '", index.blob(it->second).name(), "' and '", stored,
             "' of ", path, " would both be loaded as '", name, "'"));
       }
       if (auto [it, inserted] = source_db->emplace(name, path); !inserted) {
@@ -197,7 +196,7 @@ class LoadOp final : public OperatorBase {
       targets[b] = target;
     }
     JG_RETURN_IF_ERROR(ScanDbValues(
-        db.get(), manifest, indices, verify_checksums_,
+        db.get(), index, indices, verify_checksums_,
         [&](int b, int, absl::string_view value) -> absl::Status {
           absl::Status status = assembler->Add(names[b], value, targets[b]);
           if (status.ok()) return status;

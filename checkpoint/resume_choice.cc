@@ -41,7 +41,7 @@ absl::StatusOr<std::optional<int64_t>> ChooseResumeEpoch(
     const std::string& dir, const std::string& db_type,
     const std::vector<std::string>& nodes, const ResumeFrom& requested) {
   if (requested.kind == ResumeFrom::Kind::kScratch) return std::nullopt;
-  absl::StatusOr<CheckpointManifest> log = ReadCommitLog(dir);
+  absl::StatusOr<CommitLog> log = ReadCommitLog(dir);
   if (absl::IsNotFound(log.status())) {
     if (requested.kind == ResumeFrom::Kind::kLatest) {
       LOG(WARNING) << "resume_from_epoch=latest: no committed checkpoint in "

@@ -16,7 +16,7 @@ absl::StatusOr<std::vector<int64_t>> ApplyRetention(
     bool background) {
   std::vector<int64_t> dropped;
   if (retention.keep_last <= 0) return dropped;
-  JG_ASSIGN_OR_RETURN(CheckpointManifest log, ReadCommitLog(dir));
+  JG_ASSIGN_OR_RETURN(CommitLog log, ReadCommitLog(dir));
   const int n = log.epoch_size();
   std::vector<CommittedEpoch> kept;
   std::vector<CommittedEpoch> removed;

@@ -8,7 +8,7 @@
 // relative path is relative to the process's working directory.
 //
 // Save (inputs: the blobs, at least one; optional output: an int64 scalar
-// set to the bytes written, the database manifest's total_bytes)
+// set to the bytes written, the blob index's total_bytes)
 //   db (string, required)        path of the database to write
 //   db_type (string, required)   a registered DB type, e.g. "leveldb"
 //   absolute_path (int, 0)       see above
@@ -20,7 +20,7 @@
 //   chunk_bytes (int, 64 MiB)    most element bytes in one tensor chunk
 //                                (SerializationOptions); Caffe2's chunk_size
 //                                (elements) is rejected rather than ignored
-//   node (string, ""), epoch (int, 0)   recorded in the database's manifest
+//   node (string, ""), epoch (int, 0)   recorded in the database's blob index
 //   Stored names must be unique and must not be "__jobgraph_manifest__".
 //   The database is written by WriteCheckpointDb (below): a failed or
 //   interrupted Save never leaves a partial database under `db`, and saving
@@ -39,8 +39,8 @@
 //   source_blob_names (strings)  the name to load each output from; not with
 //                                strip_prefix or load_all
 //   verify_checksums (int, 1)    check every value's CRC-32C against the
-//                                manifest (sizes are always checked)
-//   Each database must hold the jobgraph manifest (db_manifest.h), else
+//                                blob index (sizes are always checked)
+//   Each database must hold its blob index (blob_index.h), else
 //   DataLoss: a database that Save did not finish is never trusted. Only the
 //   values of wanted blobs are read, each once, checksummed, and copied once
 //   into its blob. A blob found in two databases is InvalidArgument. Missing
@@ -50,10 +50,10 @@
 // DBExists (no inputs; output: a bool scalar)
 //   db_name (or db) (string, required), db_type (string, required),
 //   absolute_path (int, 0)
-//   True iff the database opens for reading and holds the jobgraph manifest,
+//   True iff the database opens for reading and holds its blob index,
 //   so a partial or foreign database does not "exist"; nor does one whose
-//   manifest cannot be read (damage, I/O errors; logged). Values are not
-//   checked (see VerifyDb in db_manifest.h). Errors only when no answer is
+//   blob index cannot be read (damage, I/O errors; logged). Values are not
+//   checked (see VerifyDb in blob_index.h). Errors only when no answer is
 //   possible (e.g. the database is open in this process). An unregistered
 //   db_type is NotFound listing the known types (Caffe2 said true).
 //
@@ -92,7 +92,7 @@ struct BlobToSave {
 };
 
 struct CheckpointDbOptions {
-  // Recorded in the database's manifest.
+  // Recorded in the database's blob index.
   std::string node;
   int64_t epoch = 0;
   SerializationOptions serialization;
@@ -102,7 +102,7 @@ struct CheckpointDbOptions {
 // Writes `blobs` into a new database of `type` at `path` and puts it in
 // place durably. Blobs are written in order of their names (LevelDB writes
 // sorted keys fastest), each value streamed from the serializer straight
-// into the database, then the manifest, last. The steps, all through `type`
+// into the database, then the blob index, last. The steps, all through `type`
 // (DbType in db.h), so that they hold for every DB type:
 //  1. CheckInstallable(path): whatever is at `path` must be a database of
 //     `type` or something it may overwrite, so a wrong `path` can never make
@@ -119,7 +119,7 @@ struct CheckpointDbOptions {
 //  is unchanged, unless the error came after step 3.
 //
 // Errors name the path and, for serialization errors, the blob.
-// Returns the bytes of the values written (the manifest's total_bytes).
+// Returns the bytes of the values written (the blob index's total_bytes).
 absl::StatusOr<int64_t> WriteCheckpointDb(const DbType& type,
                                           const std::string& path,
                                           std::vector<BlobToSave> blobs,

@@ -19,9 +19,9 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "checkpoint/background_delete.h"
+#include "checkpoint/blob_index.h"
 #include "checkpoint/crc32c.h"
 #include "checkpoint/db.h"
-#include "checkpoint/db_manifest.h"
 #include "checkpoint/db_registry.h"
 #include "checkpoint/failpoint.h"
 #include "checkpoint/file_util.h"
@@ -221,9 +221,9 @@ TEST_F(SaveLoadTest, ManifestListsEveryKeyWithSizeAndChecksum) {
       DbRegistry::Global().Open("leveldb", db, DbMode::kRead);
   ASSERT_TRUE(opened.ok()) << opened.status();
   DB* reader = opened->get();
-  absl::StatusOr<CheckpointDbManifest> read = ReadDbManifest(reader);
+  absl::StatusOr<BlobIndex> read = ReadBlobIndex(reader);
   ASSERT_TRUE(read.ok()) << read.status();
-  const CheckpointDbManifest& manifest = *read;
+  const BlobIndex& manifest = *read;
   EXPECT_EQ(manifest.format_version(), 1);
   EXPECT_EQ(manifest.node(), "trainer_0");
   EXPECT_EQ(manifest.epoch(), 3);
@@ -271,7 +271,7 @@ TEST_F(SaveLoadTest, ManifestListsEveryKeyWithSizeAndChecksum) {
   // Sizes and checksums are those of the stored values, and the database
   // holds exactly the listed keys plus the manifest.
   int64_t total = 0;
-  std::vector<std::string> listed = {kDbManifestKey};
+  std::vector<std::string> listed = {kBlobIndexKey};
   for (const CheckpointBlobInfo& blob : manifest.blob()) {
     ASSERT_EQ(blob.value_bytes_size(), blob.key_size());
     ASSERT_EQ(blob.value_crc32c_size(), blob.key_size());
@@ -297,7 +297,7 @@ TEST_F(SaveLoadTest, ManifestListsEveryKeyWithSizeAndChecksum) {
   EXPECT_EQ(stored, listed);
 
   // VerifyDb agrees.
-  absl::StatusOr<CheckpointDbManifest> verified = VerifyDb(reader);
+  absl::StatusOr<BlobIndex> verified = VerifyDb(reader);
   ASSERT_TRUE(verified.ok()) << verified.status();
   EXPECT_EQ(verified->SerializeAsString(), manifest.SerializeAsString());
 }
@@ -473,7 +473,7 @@ TEST_F(SaveLoadTest, SaveArgumentErrors) {
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(status.message(),
             "op Save(a/x -> ): input 'a/x' would be stored under the name "
-            "reserved for the database's manifest ('__jobgraph_manifest__')");
+            "reserved for the database's blob index ('__jobgraph_manifest__')");
 
   status = Save(&ws, {"a/x"}, db, {Arg("chunk_size", 10)});
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
@@ -715,7 +715,7 @@ TEST_F(SaveLoadTest, ADatabaseWithoutManifestIsNeverTrusted) {
   EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
   EXPECT_EQ(status.message(),
             absl::StrCat("op Load( -> w): ", db,
-                         " has no jobgraph manifest: it was not written "
+                         " has no blob index: it was not written "
                          "completely by jobgraph's Save"));
   EXPECT_FALSE(loaded.GetBlob("w")->IsInitialized());
   EXPECT_EQ(DbExists(&loaded, db).value(), false);
@@ -747,7 +747,7 @@ TEST_F(SaveLoadTest, AKeyListedInTheManifestButMissingIsDataLoss) {
   EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
   EXPECT_EQ(status.message(),
             "op Load( -> w): checkpoint mem/holey: key 'w#%3' of blob 'w' is "
-            "listed in the manifest but missing; the database is damaged");
+            "listed in the blob index but missing; the database is damaged");
 }
 
 // The path of the file under `db` that contains `pattern`, or "".
@@ -814,7 +814,7 @@ TEST_F(DamageTest, AFlippedByteInAValueIsDataLossNamingPathAndKey) {
   // Another blob of the same database is intact and still loads.
   ASSERT_TRUE(Load(&loaded, {"other"}, {Arg("db", db_)}).ok());
 
-  absl::StatusOr<CheckpointDbManifest> verified = VerifyDbAt("leveldb", db_);
+  absl::StatusOr<BlobIndex> verified = VerifyDbAt("leveldb", db_);
   EXPECT_EQ(verified.status().code(), absl::StatusCode::kDataLoss);
   // DBExists does not read values: the database still "exists".
   EXPECT_EQ(DbExists(&loaded, db_).value(), true);
@@ -1027,7 +1027,7 @@ TEST_F(SaveLoadTest, CrashAfterDbWriteLeavesOnlyATemporary) {
   EXPECT_EQ(names[0].rfind(".trainer_0.6.tmp-", 0), 0u) << names[0];
   EXPECT_EQ(DbExists(&ws, db).value(), false);
   // The leftover is a complete database: only the rename was missing.
-  absl::StatusOr<CheckpointDbManifest> manifest =
+  absl::StatusOr<BlobIndex> manifest =
       VerifyDbAt("leveldb", JoinPath(dir, names[0]));
   ASSERT_TRUE(manifest.ok()) << manifest.status();
   EXPECT_EQ(manifest->blob_size(), static_cast<int>(kAllBlobs.size()));

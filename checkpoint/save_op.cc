@@ -20,8 +20,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
+#include "checkpoint/blob_index.h"
 #include "checkpoint/db.h"
-#include "checkpoint/db_manifest.h"
 #include "checkpoint/db_registry.h"
 #include "checkpoint/failpoint.h"
 #include "checkpoint/file_util.h"
@@ -95,9 +95,10 @@ absl::Status CheckBlobs(const std::vector<BlobToSave>& blobs,
   absl::flat_hash_map<absl::string_view, int> seen;
   for (const BlobToSave& b : blobs) {
     CHECK(b.blob != nullptr) << "BlobToSave '" << b.name << "' without a blob";
-    if (b.name == kDbManifestKey) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "blob name '", b.name, "' is reserved for the database's manifest"));
+    if (b.name == kBlobIndexKey) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("blob name '", b.name,
+                       "' is reserved for the database's blob index"));
     }
     // Checked here, not only in the Save op, so that every caller of
     // WriteCheckpointDb writes databases that Load accepts.
@@ -125,30 +126,30 @@ absl::Status CheckBlobs(const std::vector<BlobToSave>& blobs,
   return absl::OkStatus();
 }
 
-// Streams every blob into `db`, then the manifest, and closes `db` (which
+// Streams every blob into `db`, then the blob index, and closes `db` (which
 // makes it durable). Returns the bytes of the blobs' values.
 absl::StatusOr<int64_t> WriteBlobs(DB* db, const std::vector<BlobToSave>& blobs,
                                    const CheckpointDbOptions& options) {
   JG_ASSIGN_OR_RETURN(std::unique_ptr<Writer> writer, db->NewWriter());
-  DbManifestBuilder manifest(options.node, options.epoch);
+  BlobIndexBuilder builder(options.node, options.epoch);
   for (const BlobToSave& b : blobs) {
-    manifest.StartBlob(DescribeBlob(b.name, *b.blob));
+    builder.StartBlob(DescribeBlob(b.name, *b.blob));
     JG_RETURN_IF_ERROR(SerializeBlob(b.name, *b.blob, options.serialization,
                                      [&](std::string key, std::string value) {
-                                       manifest.AddValue(key, value);
+                                       builder.AddValue(key, value);
                                        return writer->Put(key, value);
                                      }));
   }
   std::string bytes;
-  if (!manifest.manifest().SerializeToString(&bytes)) {
-    return absl::InternalError("cannot serialize the database's manifest");
+  if (!builder.index().SerializeToString(&bytes)) {
+    return absl::InternalError("cannot serialize the database's blob index");
   }
   // Last, so that its presence proves every value before it was written.
-  JG_RETURN_IF_ERROR(writer->Put(kDbManifestKey, bytes));
+  JG_RETURN_IF_ERROR(writer->Put(kBlobIndexKey, bytes));
   JG_RETURN_IF_ERROR(writer->Flush());
   writer.reset();
   JG_RETURN_IF_ERROR(db->Close());
-  return manifest.manifest().total_bytes();
+  return builder.index().total_bytes();
 }
 
 absl::StatusOr<int64_t> OpenAndWrite(const DbType& type,
@@ -355,8 +356,8 @@ class SaveOp final : public OperatorBase {
         problem = "an empty name";
       } else if (absl::StrContains(name, kChunkSeparator)) {
         problem = "a name containing the chunk separator '#%'";
-      } else if (name == kDbManifestKey) {
-        problem = "the name reserved for the database's manifest";
+      } else if (name == kBlobIndexKey) {
+        problem = "the name reserved for the database's blob index";
       }
       if (!problem.empty()) {
         return Error(

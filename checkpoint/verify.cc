@@ -1,16 +1,17 @@
 #include "checkpoint/verify.h"
 
 #include "absl/strings/str_cat.h"
+#include "checkpoint/blob_index.h"
 #include "checkpoint/checkpoint_paths.h"
-#include "checkpoint/db_manifest.h"
 #include "engine/status_macros.h"
 
 namespace jobgraph {
 
-absl::StatusOr<CheckpointDbManifest> VerifyCheckpointDb(
-    const std::string& db_type, const std::string& path,
-    std::optional<std::string> node, std::optional<int64_t> epoch) {
-  JG_ASSIGN_OR_RETURN(CheckpointDbManifest index, VerifyDbAt(db_type, path));
+absl::StatusOr<BlobIndex> VerifyCheckpointDb(const std::string& db_type,
+                                             const std::string& path,
+                                             std::optional<std::string> node,
+                                             std::optional<int64_t> epoch) {
+  JG_ASSIGN_OR_RETURN(BlobIndex index, VerifyDbAt(db_type, path));
   if (node.has_value() && index.node() != *node) {
     return absl::DataLossError(absl::StrCat("checkpoint ", path,
                                             " belongs to node '", index.node(),
@@ -29,7 +30,7 @@ absl::Status VerifyCommittedEpoch(const std::string& dir,
                                   int64_t epoch) {
   for (const std::string& node : nodes) {
     const std::string path = CheckpointDbPath(dir, node, epoch);
-    absl::StatusOr<CheckpointDbManifest> db =
+    absl::StatusOr<BlobIndex> db =
         VerifyCheckpointDb(db_type, path, node, epoch);
     // The commit log says this database was committed, so anything missing
     // from it (the directory, a table file) is data loss.

@@ -22,7 +22,7 @@ namespace jobgraph {
 // `node` and `epoch` (when given), and every key the index lists is present
 // with the recorded size and CRC-32C. Errors name the database path and the
 // damaged key (or, for the backend's own checks, the file).
-absl::StatusOr<CheckpointDbManifest> VerifyCheckpointDb(
+absl::StatusOr<BlobIndex> VerifyCheckpointDb(
     const std::string& db_type, const std::string& path,
     std::optional<std::string> node = std::nullopt,
     std::optional<int64_t> epoch = std::nullopt);

@@ -82,7 +82,7 @@ TEST(JobgraphProto, EveryMessageRoundTripsThroughTextAndWireFormat) {
   for (const char* name :
        {"TensorProto", "BlobProto", "Argument", "OperatorDef", "NetDef",
         "ExecutionStep", "PlanDef", "TaskDef", "TaskGroupDef", "JobDef",
-        "CheckpointBlobInfo", "CheckpointDbManifest", "CheckpointManifest"}) {
+        "CheckpointBlobInfo", "BlobIndex", "CommitLog"}) {
     EXPECT_NE(file->FindMessageTypeByName(name), nullptr) << name;
   }
   for (int i = 0; i < file->message_type_count(); ++i) {

@@ -411,7 +411,7 @@ TEST(CheckpointTest, RetentionKeepsTheNewestAndTheMilestones) {
       {.directory = dir, .retention = {.keep_last = 2, .keep_every = 2}});
   JobRunner runner(job, &manager);
   ASSERT_EQ(runner.Train(session).value(), 4);
-  absl::StatusOr<CheckpointManifest> manifest = ReadCommitLog(dir);
+  absl::StatusOr<CommitLog> manifest = ReadCommitLog(dir);
   ASSERT_TRUE(manifest.ok()) << manifest.status();
   std::vector<int64_t> committed;
   for (const CommittedEpoch& e : manifest->epoch())

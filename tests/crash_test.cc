@@ -82,7 +82,7 @@ std::vector<std::string> NodeNames() {
 // place that verifies (checksums, node, epoch).
 std::vector<int64_t> CommittedEpochsAndCheck(const std::string& dir) {
   std::vector<int64_t> epochs;
-  absl::StatusOr<CheckpointManifest> manifest = ReadCommitLog(dir);
+  absl::StatusOr<CommitLog> manifest = ReadCommitLog(dir);
   if (absl::IsNotFound(manifest.status())) return epochs;
   EXPECT_TRUE(manifest.ok()) << manifest.status();
   if (!manifest.ok()) return epochs;
@@ -96,7 +96,7 @@ std::vector<int64_t> CommittedEpochsAndCheck(const std::string& dir) {
         << "epoch " << committed.epoch();
     for (const std::string& node : NodeNames()) {
       const std::string path = CheckpointDbPath(dir, node, committed.epoch());
-      absl::StatusOr<CheckpointDbManifest> db =
+      absl::StatusOr<BlobIndex> db =
           VerifyCheckpointDb("leveldb", path, node, committed.epoch());
       EXPECT_TRUE(db.ok()) << "committed epoch " << committed.epoch()
                            << " of node " << node << ": " << db.status();
@@ -159,8 +159,8 @@ void ResumeAndCheck(const std::string& dir, int keep_last,
 
 enum class Phase {
   kBeforeCommit,  // the epoch being saved is not committed
-  kAfterCommit,   // the manifest lists it; retention has not run
-  kRetention,     // the manifest lists it and retention rewrote the list
+  kAfterCommit,   // the blob index lists it; retention has not run
+  kRetention,     // the blob index lists it and retention rewrote the list
 };
 
 // By the failpoint's name (kKnownFailpoints documents where each fires). A
@@ -204,7 +204,7 @@ int64_t EpochReached(const FailpointCase& c) {
   return c.start + 1;
 }
 
-// What the manifest lists after the crash at EpochReached(c).
+// What the blob index lists after the crash at EpochReached(c).
 std::vector<int64_t> CommittedAfterCrash(const FailpointCase& c) {
   const int keep_last = KeepLastFor(c);
   const int64_t epoch = EpochReached(c);

@@ -31,10 +31,10 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "checkpoint/blob_index.h"
 #include "checkpoint/checkpoint_paths.h"
 #include "checkpoint/checkpointer.h"
 #include "checkpoint/commit_log.h"
-#include "checkpoint/db_manifest.h"
 #include "checkpoint/file_util.h"
 #include "checkpoint/job.h"
 #include "checkpoint/job_runner.h"
@@ -87,7 +87,7 @@ RunOutcome RunPipeline(const std::string& dir, const std::string& resume) {
 }
 
 std::vector<int64_t> CommittedEpochs(const std::string& dir) {
-  absl::StatusOr<CheckpointManifest> manifest = ReadCommitLog(dir);
+  absl::StatusOr<CommitLog> manifest = ReadCommitLog(dir);
   CHECK(manifest.ok()) << manifest.status();
   std::vector<int64_t> epochs;
   for (const CommittedEpoch& e : manifest->epoch()) epochs.push_back(e.epoch());
@@ -213,7 +213,7 @@ void DeleteDatabase(const std::string& db) {
 // Rewrites the value under the jobgraph manifest's key with LevelDB itself,
 // as a buggy or foreign writer would; `edit` gets the current value and
 // returns the new one, or nullopt to delete the key.
-void EditDbManifestValue(
+void EditBlobIndexValue(
     const std::string& db,
     const std::function<std::optional<std::string>(const std::string&)>& edit) {
   leveldb::DB* raw = nullptr;
@@ -221,43 +221,42 @@ void EditDbManifestValue(
   ASSERT_TRUE(leveldb::DB::Open(options, db, &raw).ok()) << db;
   std::unique_ptr<leveldb::DB> ldb(raw);
   std::string value;
-  ASSERT_TRUE(ldb->Get(leveldb::ReadOptions(), kDbManifestKey, &value).ok());
+  ASSERT_TRUE(ldb->Get(leveldb::ReadOptions(), kBlobIndexKey, &value).ok());
   std::optional<std::string> edited = edit(value);
   leveldb::WriteOptions sync;
   sync.sync = true;
   if (edited.has_value()) {
-    ASSERT_TRUE(ldb->Put(sync, kDbManifestKey, *edited).ok());
+    ASSERT_TRUE(ldb->Put(sync, kBlobIndexKey, *edited).ok());
   } else {
-    ASSERT_TRUE(ldb->Delete(sync, kDbManifestKey).ok());
+    ASSERT_TRUE(ldb->Delete(sync, kBlobIndexKey).ok());
   }
 }
 
 // Applies `change` to the parsed manifest of `db` and stores it back.
-void ChangeDbManifest(
-    const std::string& db,
-    const std::function<void(CheckpointDbManifest&)>& change) {
-  EditDbManifestValue(db, [&](const std::string& value) {
-    CheckpointDbManifest manifest;
+void ChangeBlobIndex(const std::string& db,
+                     const std::function<void(BlobIndex&)>& change) {
+  EditBlobIndexValue(db, [&](const std::string& value) {
+    BlobIndex manifest;
     CHECK(manifest.ParseFromString(value));
     change(manifest);
     return std::optional<std::string>(manifest.SerializeAsString());
   });
 }
 
-void GarbageDbManifest(const std::string& db) {
+void GarbageBlobIndex(const std::string& db) {
   // 'g' (0x67) is field 12 with wire type 7, which does not exist: no
   // parser accepts it.
-  EditDbManifestValue(db, [](const std::string&) {
+  EditBlobIndexValue(db, [](const std::string&) {
     return std::optional<std::string>("garbage\xff\xff\xff");
   });
 }
 
-void DeleteDbManifest(const std::string& db) {
-  EditDbManifestValue(db, [](const std::string&) { return std::nullopt; });
+void DeleteBlobIndex(const std::string& db) {
+  EditBlobIndexValue(db, [](const std::string&) { return std::nullopt; });
 }
 
-void WrongChecksumInDbManifest(const std::string& db) {
-  ChangeDbManifest(db, [](CheckpointDbManifest& manifest) {
+void WrongChecksumInBlobIndex(const std::string& db) {
+  ChangeBlobIndex(db, [](BlobIndex& manifest) {
     for (CheckpointBlobInfo& blob : *manifest.mutable_blob()) {
       if (blob.name() == "total") {
         blob.set_value_crc32c(0, blob.value_crc32c(0) ^ 1);
@@ -266,16 +265,14 @@ void WrongChecksumInDbManifest(const std::string& db) {
   });
 }
 
-void WrongEpochInDbManifest(const std::string& db) {
-  ChangeDbManifest(db, [](CheckpointDbManifest& manifest) {
-    manifest.set_epoch(kDamagedEpoch - 1);
-  });
+void WrongEpochInBlobIndex(const std::string& db) {
+  ChangeBlobIndex(
+      db, [](BlobIndex& manifest) { manifest.set_epoch(kDamagedEpoch - 1); });
 }
 
-void WrongNodeInDbManifest(const std::string& db) {
-  ChangeDbManifest(db, [](CheckpointDbManifest& manifest) {
-    manifest.set_node("trainer_0");
-  });
+void WrongNodeInBlobIndex(const std::string& db) {
+  ChangeBlobIndex(db,
+                  [](BlobIndex& manifest) { manifest.set_node("trainer_0"); });
 }
 
 struct DamageCase {
@@ -311,7 +308,7 @@ std::vector<DamageCase> AllDamageCases() {
       // rest, losing the table that holds the jobgraph manifest key, so the
       // database opens but is missing its manifest (DataLoss).
       {"TruncateLevelDbManifestToHalf", TruncateLevelDbManifestToHalf,
-       "has no jobgraph manifest"},
+       "has no blob index"},
       // (c) Deleted files. "Corruption: 1 missing files; e.g.: <db>/...ldb".
       {"DeleteTable", DeleteTable, ".ldb"},
       // Gave NOT_FOUND ("no LevelDB database at <db>: it has no CURRENT
@@ -325,13 +322,12 @@ std::vector<DamageCase> AllDamageCases() {
       // <db> does not exist").
       {"DeleteDatabase", DeleteDatabase, "does not exist"},
       // (e) The database's jobgraph manifest damaged.
-      {"GarbageDbManifest", GarbageDbManifest, "manifest does not parse"},
-      {"DeleteDbManifest", DeleteDbManifest, "has no jobgraph manifest"},
-      {"WrongChecksumInDbManifest", WrongChecksumInDbManifest,
+      {"GarbageBlobIndex", GarbageBlobIndex, "blob index does not parse"},
+      {"DeleteBlobIndex", DeleteBlobIndex, "has no blob index"},
+      {"WrongChecksumInBlobIndex", WrongChecksumInBlobIndex,
        "value of key 'total#%0' (blob 'total') fails its CRC-32C check"},
-      {"WrongEpochInDbManifest", WrongEpochInDbManifest,
-       "holds epoch 3, not 4"},
-      {"WrongNodeInDbManifest", WrongNodeInDbManifest,
+      {"WrongEpochInBlobIndex", WrongEpochInBlobIndex, "holds epoch 3, not 4"},
+      {"WrongNodeInBlobIndex", WrongNodeInBlobIndex,
        "belongs to node 'trainer_0', not 'trainer_1'"},
   };
 }
@@ -376,7 +372,7 @@ TEST_P(DamagedDatabaseTest, ExplicitResumeFailsAndLatestFallsBack) {
   EXPECT_THAT(CommittedEpochs(dir), ElementsAre(0, 1, 2, 3, 4));
   for (int id = 0; id < kNodes; ++id) {
     const std::string node = absl::StrCat("trainer_", id);
-    absl::StatusOr<CheckpointDbManifest> verified = VerifyCheckpointDb(
+    absl::StatusOr<BlobIndex> verified = VerifyCheckpointDb(
         "leveldb", CheckpointDbPath(dir, node, kDamagedEpoch), node,
         kDamagedEpoch);
     EXPECT_TRUE(verified.ok()) << verified.status();

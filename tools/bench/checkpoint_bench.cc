@@ -692,7 +692,7 @@ class Case {
     std::printf("    Save op + commit       %s  %s, %s\n", Rate("save").c_str(),
                 Secs("save").c_str(), RatioText("w raw", "save").c_str());
     std::printf(
-        "      Net::Create %s, Net::Run %s, manifest commit %s; cpu %s; "
+        "      Net::Create %s, Net::Run %s, commit log %s; cpu %s; "
         "minor faults %.0f; wrote %.0f MB, read %.0f MB through read()\n",
         Secs("save create").c_str(), Secs("save run").c_str(),
         Secs("save commit").c_str(), Secs("cpu save").c_str(),

@@ -78,7 +78,7 @@ SaveTempName ParseSaveTempName(absl::string_view basename) {
   return parsed;
 }
 
-std::optional<int64_t> ParseManifestTempName(absl::string_view basename) {
+std::optional<int64_t> ParseCommitLogTempName(absl::string_view basename) {
   const std::string prefix = absl::StrCat(kCommitLogFileName, ".tmp-");
   if (!absl::ConsumePrefix(&basename, prefix)) return std::nullopt;
   const size_t dash = basename.find('-');
@@ -92,8 +92,8 @@ std::optional<int64_t> ParseManifestTempName(absl::string_view basename) {
 }
 
 bool CheckpointDir::IsCommitted(const std::string& node, int64_t epoch) const {
-  if (!manifest_status.ok()) return false;
-  for (const CommittedEpoch& e : manifest.epoch()) {
+  if (!log_status.ok()) return false;
+  for (const CommittedEpoch& e : commit_log.epoch()) {
     if (e.epoch() != epoch) continue;
     return std::find(e.node().begin(), e.node().end(), node) != e.node().end();
   }
@@ -101,8 +101,8 @@ bool CheckpointDir::IsCommitted(const std::string& node, int64_t epoch) const {
 }
 
 std::string CheckpointDir::DbType() const {
-  if (manifest_status.ok() && !manifest.db_type().empty()) {
-    return manifest.db_type();
+  if (log_status.ok() && !commit_log.db_type().empty()) {
+    return commit_log.db_type();
   }
   return kDefaultDbType;
 }
@@ -118,11 +118,11 @@ absl::StatusOr<CheckpointDir> ScanCheckpointDir(const std::string& dir) {
   }
   CheckpointDir result;
   result.path = dir;
-  absl::StatusOr<CheckpointManifest> manifest = ReadCommitLog(dir);
-  if (manifest.ok()) {
-    result.manifest = *std::move(manifest);
+  absl::StatusOr<CommitLog> log = ReadCommitLog(dir);
+  if (log.ok()) {
+    result.commit_log = *std::move(log);
   } else {
-    result.manifest_status = manifest.status();
+    result.log_status = log.status();
   }
 
   JG_ASSIGN_OR_RETURN(std::vector<std::string> names, ListDir(dir));
@@ -138,10 +138,10 @@ absl::StatusOr<CheckpointDir> ScanCheckpointDir(const std::string& dir) {
       if (t == FileType::kDirectory) {
         result.save_temps.push_back({name, path, ParseSaveTempName(name)});
       }
-    } else if (std::optional<int64_t> pid = ParseManifestTempName(name)) {
+    } else if (std::optional<int64_t> pid = ParseCommitLogTempName(name)) {
       JG_ASSIGN_OR_RETURN(FileType t, TypeOf(path));
       if (t == FileType::kRegular) {
-        result.manifest_temps.push_back({name, path, *pid});
+        result.commit_log_temps.push_back({name, path, *pid});
       }
     }
   }
@@ -152,8 +152,8 @@ absl::StatusOr<CheckpointDir> ScanCheckpointDir(const std::string& dir) {
                std::tie(b.name.epoch, b.name.node);
       });
 
-  if (absl::IsNotFound(result.manifest_status) && result.databases.empty() &&
-      result.save_temps.empty() && result.manifest_temps.empty()) {
+  if (absl::IsNotFound(result.log_status) && result.databases.empty() &&
+      result.save_temps.empty() && result.commit_log_temps.empty()) {
     std::string message =
         absl::StrCat(dir, " is not a jobgraph checkpoint directory: it has no ",
                      kCommitLogFileName, " and no <node>.<epoch> databases");

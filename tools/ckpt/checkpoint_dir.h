@@ -1,7 +1,7 @@
 // What a checkpoint directory holds, as far as `ckpt` is concerned: the
-// directory manifest, the per-node databases "<node>.<epoch>", the temporary
+// commit log, the per-node databases "<node>.<epoch>", the temporary
 // databases of saves (".<node>.<epoch>.tmp-<pid>-<n>") and the temporary
-// files of manifest writes ("MANIFEST.jobgraph.tmp-<pid>[-<n>]"). Everything
+// files of commit log writes ("MANIFEST.jobgraph.tmp-<pid>[-<n>]"). Everything
 // else is someone else's and is ignored (and never deleted).
 //
 // Scanning only lists and stats names; it opens no database.
@@ -46,15 +46,15 @@ SaveTempName ParseSaveTempName(absl::string_view basename);
 // "MANIFEST.jobgraph.tmp-<pid>" (WriteCommitLog) or
 // "MANIFEST.jobgraph.tmp-<pid>-<n>" (WriteFileAtomically); the pid, or
 // nullopt when `basename` is not such a name.
-std::optional<int64_t> ParseManifestTempName(absl::string_view basename);
+std::optional<int64_t> ParseCommitLogTempName(absl::string_view basename);
 
 struct CheckpointDir {
   std::string path;
-  // The directory manifest when manifest_status is OK. NotFound: there is
+  // The commit log when log_status is OK. NotFound: there is
   // none (nothing was ever committed). Other codes: it exists but cannot be
   // read (DataLoss when damaged, FailedPrecondition for a newer format).
-  absl::Status manifest_status;
-  CheckpointManifest manifest;
+  absl::Status log_status;
+  CommitLog commit_log;
 
   // Directories named "<node>.<epoch>", sorted by epoch, then node.
   struct Database {
@@ -71,25 +71,25 @@ struct CheckpointDir {
   };
   std::vector<SaveTemp> save_temps;
 
-  // Regular files with a manifest write's temporary name, sorted.
-  struct ManifestTemp {
+  // Regular files with a commit log write's temporary name, sorted.
+  struct CommitLogTemp {
     std::string basename;
     std::string path;
     int64_t pid = 0;
   };
-  std::vector<ManifestTemp> manifest_temps;
+  std::vector<CommitLogTemp> commit_log_temps;
 
-  // True when the manifest lists `node` in epoch `epoch`.
+  // True when the commit log lists `node` in epoch `epoch`.
   bool IsCommitted(const std::string& node, int64_t epoch) const;
-  // The db_type to open databases with: the manifest's, else kDefaultDbType.
+  // The db_type to open databases with: the commit log's, else kDefaultDbType.
   std::string DbType() const;
 };
 
 // Scans `dir`. NotFound when it does not exist, FailedPrecondition when it
-// is not a directory or holds nothing of a jobgraph checkpoint (no manifest,
+// is not a directory or holds nothing of a jobgraph checkpoint (no commit log,
 // no database, no temporary; a hint is added when `dir` is itself a
-// database). A manifest that cannot be read is not an error here: see
-// CheckpointDir::manifest_status.
+// database). A commit log that cannot be read is not an error here: see
+// CheckpointDir::log_status.
 absl::StatusOr<CheckpointDir> ScanCheckpointDir(const std::string& dir);
 
 // Whether a process that may still be using a temporary is alive: `pid`

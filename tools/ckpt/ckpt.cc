@@ -232,7 +232,7 @@ commands:
       blob count, value bytes, save time and time.
   show DB [--format=json] [--keys]
       Every blob of database DB: name, type, dtype, shape, number of values,
-      bytes and CRC-32C (of all its values in manifest order; --keys lists
+      bytes and CRC-32C (of all its values in blob index order; --keys lists
       each value).
   dump DB BLOB [--max_elements=20]
       The values of one blob: tensors (at most --max_elements elements),
@@ -245,13 +245,13 @@ commands:
       from DB1 to DB2.
   gc DIR --keep_last=N [--keep_every=K] [--dry_run] [--force]
       Deletes committed epochs that retention drops (never the newest), then
-      leftover temporaries of saves (.<node>.<epoch>.tmp-*) and of manifest
+      leftover temporaries of saves (.<node>.<epoch>.tmp-*) and of commit log
       writes (MANIFEST.jobgraph.tmp-*) whose process is gone (--force: even
       if it seems alive). Touches nothing else. Run it when no job writes to
       DIR.
 
 flags for every command that opens databases:
-  --db_type=T    database type (default: the manifest's, else )",
+  --db_type=T    database type (default: the commit log's, else )",
                       kDefaultDbType, R"()
 
 exit codes: 0 success; 1 damage found (verify, dump) or databases differ

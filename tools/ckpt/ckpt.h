@@ -10,13 +10,13 @@
 //   ckpt diff DB1 DB2                      blobs added, removed, changed
 //   ckpt gc DIR --keep_last=N [--keep_every=K] [--dry_run] [--force]
 //                                          retention and leftover temporaries
-//   --db_type=T overrides the database type (default: the manifest's, else
+//   --db_type=T overrides the database type (default: the commit log's, else
 //   kDefaultDbType).
 //
 // Exit codes: kExitOk; kExitProblem when verification finds damage (or a
 // committed database is missing) or diff finds a difference; kExitUsage for
 // bad usage and for input that cannot be read (a missing directory, one that
-// is not a checkpoint, a database without a jobgraph manifest).
+// is not a checkpoint, a database without a blob index).
 //
 // Every command is a function that writes its report to `out` and errors to
 // `err` and returns the exit code, so tests run them in-process. RunCkpt
@@ -54,7 +54,7 @@ enum class OutputFormat { kText, kJson };
 struct ListOptions {
   std::string dir;
   OutputFormat format = OutputFormat::kText;
-  std::string db_type;  // empty: the manifest's, else kDefaultDbType
+  std::string db_type;  // empty: the commit log's, else kDefaultDbType
 };
 int List(const ListOptions& options, std::ostream& out, std::ostream& err);
 
@@ -81,7 +81,7 @@ struct VerifyOptions {
   std::string dir;
   std::optional<int64_t> epoch;  // unset: every committed epoch
   OutputFormat format = OutputFormat::kText;
-  std::string db_type;  // empty: the manifest's, else kDefaultDbType
+  std::string db_type;  // empty: the commit log's, else kDefaultDbType
 };
 int Verify(const VerifyOptions& options, std::ostream& out, std::ostream& err);
 

@@ -105,7 +105,7 @@ TEST(CkptCliTest, ExitCodesOutputStreamsAndWorkingDirectory) {
   ASSERT_TRUE(CreateDir(dir).ok());
   SaveW(dir, 0, 1.0f);
   SaveW(dir, 1, 2.0f);
-  CheckpointManifest manifest;
+  CommitLog manifest;
   manifest.set_format_version(1);
   manifest.set_db_type("leveldb");
   for (int64_t epoch : {0, 1}) {

@@ -25,12 +25,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "checkpoint/background_delete.h"
+#include "checkpoint/blob_index.h"
 #include "checkpoint/checkpoint_paths.h"
 #include "checkpoint/checkpointer.h"
 #include "checkpoint/commit_log.h"
 #include "checkpoint/crc32c.h"
 #include "checkpoint/db.h"
-#include "checkpoint/db_manifest.h"
 #include "checkpoint/db_registry.h"
 #include "checkpoint/file_util.h"
 #include "checkpoint/job.h"
@@ -288,14 +288,13 @@ void FillWorkspace(Workspace* ws, float w_value = kMarker) {
       std::make_unique<FileCursor>("/data/x.txt", 12));
 }
 
-CheckpointDbManifest DbManifest(const std::string& path) {
-  absl::StatusOr<CheckpointDbManifest> manifest =
-      ReadDbManifestAt("leveldb", path);
+BlobIndex IndexOf(const std::string& path) {
+  absl::StatusOr<BlobIndex> manifest = ReadBlobIndexAt("leveldb", path);
   CHECK(manifest.ok()) << manifest.status();
   return *manifest;
 }
 
-const CheckpointBlobInfo& BlobInfo(const CheckpointDbManifest& manifest,
+const CheckpointBlobInfo& BlobInfo(const BlobIndex& manifest,
                                    const std::string& name) {
   auto it = std::find_if(
       manifest.blob().begin(), manifest.blob().end(),
@@ -363,7 +362,7 @@ class CkptTest : public ::testing::Test {
   // Writes a manifest that commits trainer_0's `epochs`, committed at
   // kCommitTime + epoch seconds after a save of 1500 + epoch us.
   void Commit(const std::vector<int64_t>& epochs) {
-    CheckpointManifest manifest;
+    CommitLog manifest;
     manifest.set_format_version(1);
     manifest.set_db_type("leveldb");
     for (int64_t epoch : epochs) {
@@ -480,7 +479,7 @@ TEST_F(CkptTest, ValuesAreTheBlobProtosThatFormatMdDescribes) {
   EXPECT_EQ(file.content(), "/data/x.txt");
 
   // The manifest lists every key with its size and CRC-32C.
-  CheckpointDbManifest manifest;
+  BlobIndex manifest;
   ASSERT_TRUE(manifest.ParseFromString(values["__jobgraph_manifest__"]));
   EXPECT_EQ(manifest.format_version(), 1);
   EXPECT_EQ(manifest.node(), "trainer_0");
@@ -513,9 +512,9 @@ TEST_F(CkptTest, ListShowsCommittedUncommittedAndIncompleteEpochs) {
   WriteFile(Path(manifest_temp), "junk");
   WriteFile(Path("notes.txt"), "not ours");
 
-  const int64_t bytes = DbManifest(Path("trainer_0.0")).total_bytes();
+  const int64_t bytes = IndexOf(Path("trainer_0.0")).total_bytes();
   const std::string created =
-      FormatUnixMicros(DbManifest(Path("trainer_0.2")).created_unix_micros());
+      FormatUnixMicros(IndexOf(Path("trainer_0.2")).created_unix_micros());
   Result r = RunTool({"list", dir_.path()});
   EXPECT_EQ(r.code, kExitOk) << r.err;
   EXPECT_EQ(r.err, "");
@@ -540,7 +539,7 @@ TEST_F(CkptTest, ListShowsCommittedUncommittedAndIncompleteEpochs) {
   EXPECT_TRUE(JsonChecker::Valid(r.out)) << r.out;
   EXPECT_THAT(r.out, StartsWith(absl::StrCat(
                          "{\"dir\":", JsonQuote(dir_.path()),
-                         ",\"manifest\":\"ok\",\"format_version\":"
+                         ",\"commit_log\":\"ok\",\"format_version\":"
                          "1,\"db_type\":\"leveldb\",\"epochs\":[")));
   EXPECT_THAT(
       r.out,
@@ -582,7 +581,7 @@ TEST_F(CkptTest, ListReportsMissingAndForeignDatabases) {
   EXPECT_THAT(lines, Contains(absl::StrCat(
                          "epoch 7 (uncommitted): ", Path("trainer_0.7"),
                          " holds node 'trainer_0' epoch 6 according to its "
-                         "manifest")));
+                         "blob index")));
 }
 
 TEST_F(CkptTest, ListWithoutManifestShowsUncommittedDatabases) {
@@ -618,7 +617,7 @@ TEST_F(CkptTest, RelativePathsResolveAgainstTheWorkingDirectory) {
 TEST_F(CkptTest, ShowListsEveryBlobWithSizesAndChecksums) {
   SaveEpochs({0});
   const std::string db = Path("trainer_0.0");
-  const CheckpointDbManifest manifest = DbManifest(db);
+  const BlobIndex manifest = IndexOf(db);
   std::map<std::string, std::string> values = ReadValues(db);
   // A blob's row: its one value's CRC-32C, or that of all its values
   // concatenated in manifest order.
@@ -704,7 +703,7 @@ TEST_F(CkptTest, ShowRefusesWhatIsNotADatabase) {
   r = RunTool({"show", Path("foreign")});
   EXPECT_EQ(r.code, kExitUsage);
   EXPECT_EQ(r.err, absl::StrCat("ckpt: ", Path("foreign"),
-                                " has no jobgraph manifest: it was not written "
+                                " has no blob index: it was not written "
                                 "completely by jobgraph's Save\n"));
 }
 
@@ -713,7 +712,7 @@ TEST_F(CkptTest, ShowRefusesWhatIsNotADatabase) {
 TEST_F(CkptTest, DumpPrintsEveryKindOfBlob) {
   SaveEpochs({0});
   const std::string db = Path("trainer_0.0");
-  const CheckpointDbManifest manifest = DbManifest(db);
+  const BlobIndex manifest = IndexOf(db);
   auto dump = [&](const std::vector<std::string>& extra) {
     std::vector<std::string> args = {"dump", db};
     args.insert(args.end(), extra.begin(), extra.end());
@@ -795,15 +794,14 @@ TEST_F(CkptTest, DumpNamesTheTypeOfABlobItCannotShow) {
     proto.set_content("xyz");
     const std::string value = proto.SerializeAsString();
     ASSERT_TRUE(writer->Put("mystery", value).ok());
-    DbManifestBuilder manifest("odd", 0);
+    BlobIndexBuilder manifest("odd", 0);
     CheckpointBlobInfo info;
     info.set_name("mystery");
     info.set_type("Mystery");
     manifest.StartBlob(info);
     manifest.AddValue("mystery", value);
     ASSERT_TRUE(
-        writer->Put(kDbManifestKey, manifest.manifest().SerializeAsString())
-            .ok());
+        writer->Put(kBlobIndexKey, manifest.index().SerializeAsString()).ok());
     writer.reset();
     ASSERT_TRUE((*db)->Close().ok());
   }
@@ -845,7 +843,7 @@ std::string DamageMarker(const std::string& db) {
 TEST_F(CkptTest, VerifyPassesCleanCheckpointsAndNamesDamage) {
   SaveEpochs({0, 1});
   Commit({0, 1});
-  const int64_t bytes = DbManifest(Path("trainer_0.0")).total_bytes();
+  const int64_t bytes = IndexOf(Path("trainer_0.0")).total_bytes();
   const std::string ok0 =
       absl::StrCat("epoch 0 trainer_0: ok (8 blobs, ", bytes, " bytes)");
   Result r = RunTool({"verify", dir_.path()});
@@ -890,7 +888,7 @@ TEST_F(CkptTest, VerifyPassesCleanCheckpointsAndNamesDamage) {
   EXPECT_TRUE(JsonChecker::Valid(r.out)) << r.out;
   EXPECT_THAT(r.out, StartsWith(absl::StrCat(
                          "{\"dir\":", JsonQuote(dir_.path()),
-                         ",\"ok\":false,\"manifest\":\"ok\",\"manifest_"
+                         ",\"ok\":false,\"commit_log\":\"ok\",\"commit_log_"
                          "error\":null,\"epochs\":[{\"epoch\":0,\"nodes\":[{"
                          "\"node\":\"trainer_0\",\"path\":",
                          JsonQuote(Path("trainer_0.0")),
@@ -934,7 +932,7 @@ TEST_F(CkptTest, VerifyReportsMissingDatabasesAndADamagedManifest) {
   EXPECT_EQ(r.code, kExitProblem);
   EXPECT_THAT(
       Lines(r.out),
-      ElementsAre(absl::StrCat("DAMAGED manifest: commit log ",
+      ElementsAre(absl::StrCat("DAMAGED commit log: commit log ",
                                Path("MANIFEST.jobgraph"),
                                " cannot be parsed; the file is damaged"),
                   absl::StrCat("FAILED: the committed epochs of ", dir_.path(),
@@ -942,7 +940,7 @@ TEST_F(CkptTest, VerifyReportsMissingDatabasesAndADamagedManifest) {
   r = RunTool({"verify", dir_.path(), "--format=json"});
   EXPECT_EQ(r.code, kExitProblem);
   EXPECT_TRUE(JsonChecker::Valid(r.out)) << r.out;
-  EXPECT_THAT(r.out, HasSubstr("\"ok\":false,\"manifest\":\"damaged\","));
+  EXPECT_THAT(r.out, HasSubstr("\"ok\":false,\"commit_log\":\"damaged\","));
   // list cannot say what is committed either.
   r = RunTool({"list", dir_.path()});
   EXPECT_EQ(r.code, kExitUsage);
@@ -971,7 +969,7 @@ TEST_F(CkptTest, VerifyWithoutCommittedEpochsHasNothingToCheck) {
           "nothing",
           absl::StrCat("removed temporary database ", Path(temp), " (0 bytes)"),
           absl::StrCat("removed 1 item, 0 bytes, in ", dir_.path()),
-          "left alone: 1 uncommitted database (not listed in the manifest; "
+          "left alone: 1 uncommitted database (not listed in the commit log; "
           "see `ckpt list`)"));
   EXPECT_THAT(List(dir_.path()), ElementsAre("trainer_0.0"));
 }
@@ -999,8 +997,8 @@ TEST_F(CkptTest, DiffReportsAddedRemovedAndChangedBlobs) {
   SaveDb(&changed,
          {"cursor", "extra", "file", "ids", "shuffle", "step", "w", "words"},
          Path("c.2"), "trainer_0", 2);
-  const CheckpointBlobInfo w_old = BlobInfo(DbManifest(Path("a.0")), "w");
-  const CheckpointBlobInfo w_new = BlobInfo(DbManifest(Path("c.2")), "w");
+  const CheckpointBlobInfo w_old = BlobInfo(IndexOf(Path("a.0")), "w");
+  const CheckpointBlobInfo w_new = BlobInfo(IndexOf(Path("c.2")), "w");
   r = RunTool({"diff", Path("a.0"), Path("c.2")});
   EXPECT_EQ(r.code, kExitProblem);
   EXPECT_THAT(
@@ -1057,12 +1055,12 @@ TEST_F(CkptTest, GcAppliesRetentionAndRemovesOnlyJobgraphsLeftovers) {
                                    ": process ", ::getpid(),
                                    " that made it is running (--force removes "
                                    "it anyway)"));
-  EXPECT_EQ(lines[6], absl::StrCat("would remove temporary manifest ",
+  EXPECT_EQ(lines[6], absl::StrCat("would remove temporary commit log ",
                                    Path(manifest_temp), " (4 bytes)"));
   EXPECT_THAT(lines[7], StartsWith("would remove 5 items, "));
   EXPECT_EQ(lines[8], "kept 1 temporary that may be in use");
   EXPECT_EQ(lines[9],
-            "left alone: 1 uncommitted database (not listed in the manifest; "
+            "left alone: 1 uncommitted database (not listed in the commit log; "
             "see `ckpt list`)");
   EXPECT_THAT(List(dir_.path()), ElementsAreArray(before));
 
@@ -1082,7 +1080,7 @@ TEST_F(CkptTest, GcAppliesRetentionAndRemovesOnlyJobgraphsLeftovers) {
               ElementsAre(".hidden.tmp-1", live_temp, "MANIFEST.jobgraph",
                           "notes.txt", "other", "trainer_0.0", "trainer_0.3",
                           "trainer_0.4", "trainer_0.9"));
-  absl::StatusOr<CheckpointManifest> manifest = ReadCommitLog(dir_.path());
+  absl::StatusOr<CommitLog> manifest = ReadCommitLog(dir_.path());
   ASSERT_TRUE(manifest.ok());
   ASSERT_EQ(manifest->epoch_size(), 3);
   EXPECT_EQ(manifest->epoch(2).epoch(), 4);
@@ -1102,7 +1100,7 @@ TEST_F(CkptTest, GcAppliesRetentionAndRemovesOnlyJobgraphsLeftovers) {
   EXPECT_THAT(Lines(r.out),
               ElementsAre(absl::StrCat("nothing to remove in ", dir_.path()),
                           "left alone: 1 uncommitted database (not listed in "
-                          "the manifest; see `ckpt list`)"));
+                          "the commit log; see `ckpt list`)"));
 }
 
 TEST_F(CkptTest, GcKeepsATemporaryDatabaseThatIsOpen) {
@@ -1238,7 +1236,7 @@ TEST_F(CkptTest, InspectsTheCheckpointsOfAJob) {
   Result list = RunTool({"list", dir_.path()});
   EXPECT_EQ(list.code, kExitOk) << list.err;
   // Epoch 0 is saved after init, then one per epoch run.
-  absl::StatusOr<CheckpointManifest> manifest = ReadCommitLog(dir_.path());
+  absl::StatusOr<CommitLog> manifest = ReadCommitLog(dir_.path());
   ASSERT_TRUE(manifest.ok()) << manifest.status();
   const int epochs = manifest->epoch_size();
   ASSERT_EQ(epochs, 5);  // 0 (after init) through 4, no retention

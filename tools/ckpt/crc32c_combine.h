@@ -1,6 +1,6 @@
 // CRC-32C of a concatenation from the CRC-32Cs of its parts, so `ckpt` can
-// print one checksum per blob (the CRC-32C of all its values, in manifest
-// order) from the per-value checksums in a database manifest, without
+// print one checksum per blob (the CRC-32C of all its values, in blob index
+// order) from the per-value checksums in a blob index, without
 // reading the values.
 //
 // Pure and thread-safe.

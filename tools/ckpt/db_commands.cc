@@ -13,8 +13,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "checkpoint/blob_index.h"
 #include "checkpoint/db.h"
-#include "checkpoint/db_manifest.h"
 #include "checkpoint/db_registry.h"
 #include "engine/blob.h"
 #include "engine/counter.h"
@@ -32,19 +32,19 @@ namespace jobgraph {
 namespace ckpt {
 namespace {
 
-// Reads the manifest of database `path`; on failure prints the error and
+// Reads the blob index of database `path`; on failure prints the error and
 // returns nullopt (the command then exits with kExitUsage: a database that
-// does not open or lacks a manifest is unreadable input here; `verify`
+// does not open or lacks a blob index is unreadable input here; `verify`
 // judges damage).
-std::optional<CheckpointDbManifest> ReadManifestOrReport(
-    const std::string& db_type, const std::string& path, std::ostream& err) {
-  absl::StatusOr<CheckpointDbManifest> manifest =
-      ReadDbManifestAt(db_type, path);
-  if (!manifest.ok()) {
-    err << "ckpt: " << manifest.status().message() << "\n";
+std::optional<BlobIndex> ReadBlobIndexOrReport(const std::string& db_type,
+                                               const std::string& path,
+                                               std::ostream& err) {
+  absl::StatusOr<BlobIndex> index = ReadBlobIndexAt(db_type, path);
+  if (!index.ok()) {
+    err << "ckpt: " << index.status().message() << "\n";
     return std::nullopt;
   }
-  return *std::move(manifest);
+  return *std::move(index);
 }
 
 bool IsTensor(const CheckpointBlobInfo& blob) {
@@ -57,7 +57,7 @@ int64_t BlobBytes(const CheckpointBlobInfo& blob) {
   return total;
 }
 
-// The CRC-32C of the blob's values concatenated in manifest order; for a
+// The CRC-32C of the blob's values concatenated in blob index order; for a
 // single value, that value's CRC-32C.
 uint32_t BlobCrc(const CheckpointBlobInfo& blob) {
   uint32_t crc = 0;  // the CRC-32C of no bytes
@@ -154,22 +154,22 @@ std::optional<std::string> ValueString(const Blob& blob, int64_t max_elements) {
 }  // namespace
 
 int Show(const ShowOptions& options, std::ostream& out, std::ostream& err) {
-  std::optional<CheckpointDbManifest> manifest =
-      ReadManifestOrReport(options.db_type, options.db, err);
-  if (!manifest.has_value()) return kExitUsage;
+  std::optional<BlobIndex> index =
+      ReadBlobIndexOrReport(options.db_type, options.db, err);
+  if (!index.has_value()) return kExitUsage;
 
   if (options.format == OutputFormat::kJson) {
     JsonWriter json(out);
     json.BeginObject();
     json.Field("path", options.db);
-    json.Field("format_version", manifest->format_version());
-    json.Field("node", manifest->node());
-    json.Field("epoch", manifest->epoch());
-    json.Field("created_unix_micros", manifest->created_unix_micros());
-    json.Field("total_bytes", manifest->total_bytes());
+    json.Field("format_version", index->format_version());
+    json.Field("node", index->node());
+    json.Field("epoch", index->epoch());
+    json.Field("created_unix_micros", index->created_unix_micros());
+    json.Field("total_bytes", index->total_bytes());
     json.Key("blobs");
     json.BeginArray();
-    for (const CheckpointBlobInfo& blob : manifest->blob()) {
+    for (const CheckpointBlobInfo& blob : index->blob()) {
       json.BeginObject();
       json.Field("name", blob.name());
       json.Field("type", blob.type());
@@ -205,19 +205,19 @@ int Show(const ShowOptions& options, std::ostream& out, std::ostream& err) {
   }
 
   int64_t values = 0;
-  for (const CheckpointBlobInfo& blob : manifest->blob()) {
+  for (const CheckpointBlobInfo& blob : index->blob()) {
     values += blob.key_size();
   }
   out << "database " << options.db << "\n"
-      << "node " << Printable(manifest->node()) << ", epoch "
-      << manifest->epoch() << ", format version " << manifest->format_version()
-      << ", saved " << FormatUnixMicros(manifest->created_unix_micros()) << "\n"
-      << manifest->blob_size() << " blobs, " << values << " values, "
-      << manifest->total_bytes() << " bytes\n";
+      << "node " << Printable(index->node()) << ", epoch " << index->epoch()
+      << ", format version " << index->format_version() << ", saved "
+      << FormatUnixMicros(index->created_unix_micros()) << "\n"
+      << index->blob_size() << " blobs, " << values << " values, "
+      << index->total_bytes() << " bytes\n";
   TextTable table(
       {"NAME", "TYPE", "DTYPE", "SHAPE", "VALUES", "BYTES", "CRC32C"},
       {false, false, false, false, true, true, false});
-  for (const CheckpointBlobInfo& blob : manifest->blob()) {
+  for (const CheckpointBlobInfo& blob : index->blob()) {
     table.AddRow({Printable(blob.name()), Printable(blob.type()), DtypeOf(blob),
                   ShapeOf(blob), absl::StrCat(blob.key_size()),
                   absl::StrCat(BlobBytes(blob)), CrcHex(BlobCrc(blob))});
@@ -234,7 +234,7 @@ int Show(const ShowOptions& options, std::ostream& out, std::ostream& err) {
 
 int Dump(const DumpOptions& options, std::ostream& out, std::ostream& err) {
   DbOptions db_options;
-  // Every value's CRC-32C is checked against the manifest below.
+  // Every value's CRC-32C is checked against the blob index below.
   db_options.verify_checksums = false;
   absl::StatusOr<std::unique_ptr<DB>> db = DbRegistry::Global().Open(
       options.db_type, options.db, DbMode::kRead, db_options);
@@ -242,24 +242,24 @@ int Dump(const DumpOptions& options, std::ostream& out, std::ostream& err) {
     err << "ckpt: " << db.status().message() << "\n";
     return kExitUsage;
   }
-  absl::StatusOr<CheckpointDbManifest> manifest = ReadDbManifest(db->get());
-  if (!manifest.ok()) {
-    err << "ckpt: " << manifest.status().message() << "\n";
+  absl::StatusOr<BlobIndex> index = ReadBlobIndex(db->get());
+  if (!index.ok()) {
+    err << "ckpt: " << index.status().message() << "\n";
     return kExitUsage;
   }
-  int index = -1;
+  int found = -1;
   std::vector<std::string> names;
-  for (int b = 0; b < manifest->blob_size(); ++b) {
-    if (manifest->blob(b).name() == options.blob) index = b;
-    names.push_back(Printable(manifest->blob(b).name()));
+  for (int b = 0; b < index->blob_size(); ++b) {
+    if (index->blob(b).name() == options.blob) found = b;
+    names.push_back(Printable(index->blob(b).name()));
   }
-  if (index < 0) {
+  if (found < 0) {
     err << "ckpt: database " << options.db << " has no blob '"
         << Printable(options.blob)
         << "'; it has: " << absl::StrJoin(names, ", ") << "\n";
     return kExitUsage;
   }
-  const CheckpointBlobInfo& info = manifest->blob(index);
+  const CheckpointBlobInfo& info = index->blob(found);
   out << "blob: " << Printable(info.name()) << "\n"
       << "type: " << Printable(info.type()) << "\n"
       << "stored: " << info.key_size() << " value"
@@ -275,7 +275,7 @@ int Dump(const DumpOptions& options, std::ostream& out, std::ostream& err) {
   Blob blob;
   absl::Status deserialize_error;
   absl::Status scan = ScanDbValues(
-      db->get(), *manifest, {index}, /*verify_crc=*/true,
+      db->get(), *index, {found}, /*verify_crc=*/true,
       [&](int, int, absl::string_view value) {
         deserialize_error = assembler.Add(info.name(), value, &blob);
         return deserialize_error;
@@ -302,11 +302,11 @@ int Dump(const DumpOptions& options, std::ostream& out, std::ostream& err) {
 }
 
 int Diff(const DiffOptions& options, std::ostream& out, std::ostream& err) {
-  std::optional<CheckpointDbManifest> before =
-      ReadManifestOrReport(options.db_type, options.db1, err);
+  std::optional<BlobIndex> before =
+      ReadBlobIndexOrReport(options.db_type, options.db1, err);
   if (!before.has_value()) return kExitUsage;
-  std::optional<CheckpointDbManifest> after =
-      ReadManifestOrReport(options.db_type, options.db2, err);
+  std::optional<BlobIndex> after =
+      ReadBlobIndexOrReport(options.db_type, options.db2, err);
   if (!after.has_value()) return kExitUsage;
 
   std::map<std::string, const CheckpointBlobInfo*> old_blobs;

@@ -14,10 +14,10 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "checkpoint/blob_index.h"
 #include "checkpoint/checkpoint_paths.h"
 #include "checkpoint/commit_log.h"
 #include "checkpoint/db.h"
-#include "checkpoint/db_manifest.h"
 #include "checkpoint/db_registry.h"
 #include "checkpoint/file_util.h"
 #include "checkpoint/retention.h"
@@ -70,39 +70,38 @@ int StateRank(const std::string& state) {
 }
 
 // Adds the database at `path` (of `node` and `epoch`) to `row`: its blob
-// count and bytes from its manifest, or a problem when that cannot be read
+// count and bytes from its blob index, or a problem when that cannot be read
 // or belongs to another node or epoch. Blob and byte totals of a row become
 // unknown once one of its databases cannot be read.
 void AddDatabase(const std::string& db_type, const std::string& path,
                  const std::string& node, int64_t epoch, EpochRow* row,
                  std::optional<int64_t>* earliest_created) {
-  absl::StatusOr<CheckpointDbManifest> manifest =
-      ReadDbManifestAt(db_type, path);
-  if (!manifest.ok()) {
-    row->problems.push_back(std::string(manifest.status().message()));
+  absl::StatusOr<BlobIndex> index = ReadBlobIndexAt(db_type, path);
+  if (!index.ok()) {
+    row->problems.push_back(std::string(index.status().message()));
     row->blobs.reset();
     row->bytes.reset();
     return;
   }
-  if (manifest->node() != node || manifest->epoch() != epoch) {
-    row->problems.push_back(
-        absl::StrCat(path, " holds node '", manifest->node(), "' epoch ",
-                     manifest->epoch(), " according to its manifest"));
+  if (index->node() != node || index->epoch() != epoch) {
+    row->problems.push_back(absl::StrCat(path, " holds node '", index->node(),
+                                         "' epoch ", index->epoch(),
+                                         " according to its blob index"));
   }
-  if (row->blobs.has_value()) *row->blobs += manifest->blob_size();
-  if (row->bytes.has_value()) *row->bytes += manifest->total_bytes();
-  if (earliest_created != nullptr && manifest->created_unix_micros() > 0 &&
+  if (row->blobs.has_value()) *row->blobs += index->blob_size();
+  if (row->bytes.has_value()) *row->bytes += index->total_bytes();
+  if (earliest_created != nullptr && index->created_unix_micros() > 0 &&
       (!earliest_created->has_value() ||
-       manifest->created_unix_micros() < **earliest_created)) {
-    *earliest_created = manifest->created_unix_micros();
+       index->created_unix_micros() < **earliest_created)) {
+    *earliest_created = index->created_unix_micros();
   }
 }
 
 std::vector<EpochRow> ListRows(const CheckpointDir& dir,
                                const std::string& db_type) {
   std::vector<EpochRow> rows;
-  if (dir.manifest_status.ok()) {
-    for (const CommittedEpoch& e : dir.manifest.epoch()) {
+  if (dir.log_status.ok()) {
+    for (const CommittedEpoch& e : dir.commit_log.epoch()) {
       EpochRow row;
       row.epoch = e.epoch();
       row.state = "committed";
@@ -128,7 +127,7 @@ std::vector<EpochRow> ListRows(const CheckpointDir& dir,
       rows.push_back(std::move(row));
     }
   }
-  // Databases the manifest does not list, one row per epoch.
+  // Databases the commit log does not list, one row per epoch.
   std::map<int64_t, EpochRow> uncommitted;
   for (const CheckpointDir::Database& db : dir.databases) {
     if (dir.IsCommitted(db.name.node, db.name.epoch)) continue;
@@ -176,8 +175,8 @@ std::string OrDash(const std::optional<int64_t>& value) {
 void PrintListText(const CheckpointDir& dir, const std::string& db_type,
                    const std::vector<EpochRow>& rows, std::ostream& out) {
   out << "checkpoint " << dir.path << " (";
-  if (dir.manifest_status.ok()) {
-    out << db_type << ", format version " << dir.manifest.format_version();
+  if (dir.log_status.ok()) {
+    out << db_type << ", format version " << dir.commit_log.format_version();
   } else {
     out << "no " << kCommitLogFileName << ": nothing is committed";
   }
@@ -206,9 +205,9 @@ void PrintListText(const CheckpointDir& dir, const std::string& db_type,
   std::string summary =
       absl::StrCat(committed, " committed epoch", committed == 1 ? "" : "s");
   if (committed > 0) {
-    absl::StrAppend(&summary, " (newest ",
-                    dir.manifest.epoch(dir.manifest.epoch_size() - 1).epoch(),
-                    ")");
+    absl::StrAppend(
+        &summary, " (newest ",
+        dir.commit_log.epoch(dir.commit_log.epoch_size() - 1).epoch(), ")");
   }
   absl::StrAppend(&summary, ", ", uncommitted, " uncommitted, ", incomplete,
                   " incomplete");
@@ -222,12 +221,12 @@ void PrintListText(const CheckpointDir& dir, const std::string& db_type,
           << "): " << problem << "\n";
     }
   }
-  if (!dir.save_temps.empty() || !dir.manifest_temps.empty()) {
+  if (!dir.save_temps.empty() || !dir.commit_log_temps.empty()) {
     out << "leftover temporaries (`ckpt gc` removes them):\n";
     for (const auto& temp : dir.save_temps) {
       out << "  " << Printable(temp.basename) << "\n";
     }
-    for (const auto& temp : dir.manifest_temps) {
+    for (const auto& temp : dir.commit_log_temps) {
       out << "  " << Printable(temp.basename) << "\n";
     }
   }
@@ -238,10 +237,10 @@ void PrintListJson(const CheckpointDir& dir, const std::string& db_type,
   JsonWriter json(out);
   json.BeginObject();
   json.Field("dir", dir.path);
-  json.Field("manifest", dir.manifest_status.ok() ? "ok" : "missing");
+  json.Field("commit_log", dir.log_status.ok() ? "ok" : "missing");
   json.Field("format_version",
-             dir.manifest_status.ok()
-                 ? std::optional<int64_t>(dir.manifest.format_version())
+             dir.log_status.ok()
+                 ? std::optional<int64_t>(dir.commit_log.format_version())
                  : std::nullopt);
   json.Field("db_type", db_type);
   json.Key("epochs");
@@ -262,7 +261,7 @@ void PrintListJson(const CheckpointDir& dir, const std::string& db_type,
   json.EndArray();
   std::vector<std::string> temps;
   for (const auto& temp : dir.save_temps) temps.push_back(temp.basename);
-  for (const auto& temp : dir.manifest_temps) temps.push_back(temp.basename);
+  for (const auto& temp : dir.commit_log_temps) temps.push_back(temp.basename);
   json.StringArray("leftover_temporaries", temps);
   json.EndObject();
   out << "\n";
@@ -297,19 +296,18 @@ DbCheck CheckDb(const std::string& db_type, const std::string& dir,
         absl::StrCat("committed database ", check.path, " does not exist");
     return check;
   }
-  absl::StatusOr<CheckpointDbManifest> manifest =
+  absl::StatusOr<BlobIndex> index =
       VerifyCheckpointDb(db_type, check.path, node, epoch);
-  if (!manifest.ok()) {
+  if (!index.ok()) {
     // DataLoss is damage; anything else (a lock held by a running job, an
     // I/O error) means the database could not be checked.
-    check.status =
-        absl::IsDataLoss(manifest.status()) ? "damaged" : "unreadable";
-    check.error = std::string(manifest.status().message());
+    check.status = absl::IsDataLoss(index.status()) ? "damaged" : "unreadable";
+    check.error = std::string(index.status().message());
     return check;
   }
   check.status = "ok";
-  check.blobs = manifest->blob_size();
-  check.bytes = manifest->total_bytes();
+  check.blobs = index->blob_size();
+  check.bytes = index->total_bytes();
   return check;
 }
 
@@ -318,8 +316,8 @@ DbCheck CheckDb(const std::string& db_type, const std::string& dir,
 int List(const ListOptions& options, std::ostream& out, std::ostream& err) {
   std::optional<CheckpointDir> dir = Scan(options.dir, err);
   if (!dir.has_value()) return kExitUsage;
-  if (!dir->manifest_status.ok() && !absl::IsNotFound(dir->manifest_status)) {
-    err << "ckpt: " << dir->manifest_status.message()
+  if (!dir->log_status.ok() && !absl::IsNotFound(dir->log_status)) {
+    err << "ckpt: " << dir->log_status.message()
         << " (`ckpt verify` reports damage)\n";
     return kExitUsage;
   }
@@ -336,24 +334,23 @@ int List(const ListOptions& options, std::ostream& out, std::ostream& err) {
 int Verify(const VerifyOptions& options, std::ostream& out, std::ostream& err) {
   std::optional<CheckpointDir> dir = Scan(options.dir, err);
   if (!dir.has_value()) return kExitUsage;
-  const absl::Status& manifest_status = dir->manifest_status;
-  const bool manifest_damaged = absl::IsDataLoss(manifest_status);
-  if (!manifest_status.ok() && !absl::IsNotFound(manifest_status) &&
-      !manifest_damaged) {
-    err << "ckpt: " << manifest_status.message() << "\n";
+  const absl::Status& log_status = dir->log_status;
+  const bool log_damaged = absl::IsDataLoss(log_status);
+  if (!log_status.ok() && !absl::IsNotFound(log_status) && !log_damaged) {
+    err << "ckpt: " << log_status.message() << "\n";
     return kExitUsage;
   }
-  if (options.epoch.has_value() && !manifest_damaged) {
+  if (options.epoch.has_value() && !log_damaged) {
     bool found = false;
-    if (manifest_status.ok()) {
-      for (const CommittedEpoch& e : dir->manifest.epoch()) {
+    if (log_status.ok()) {
+      for (const CommittedEpoch& e : dir->commit_log.epoch()) {
         found = found || e.epoch() == *options.epoch;
       }
     }
     if (!found) {
       err << "ckpt: epoch " << *options.epoch << " is not committed in "
           << dir->path << " (committed epochs: "
-          << (manifest_status.ok() ? CommittedEpochList(dir->manifest) : "none")
+          << (log_status.ok() ? CommittedEpochList(dir->commit_log) : "none")
           << ")\n";
       return kExitUsage;
     }
@@ -363,8 +360,8 @@ int Verify(const VerifyOptions& options, std::ostream& out, std::ostream& err) {
   std::vector<std::pair<int64_t, std::vector<DbCheck>>> epochs;
   int databases = 0;
   std::map<std::string, int> counts;  // by status
-  if (manifest_status.ok()) {
-    for (const CommittedEpoch& e : dir->manifest.epoch()) {
+  if (log_status.ok()) {
+    for (const CommittedEpoch& e : dir->commit_log.epoch()) {
       if (options.epoch.has_value() && e.epoch() != *options.epoch) continue;
       std::vector<DbCheck> checks;
       for (const std::string& node : e.node()) {
@@ -376,19 +373,19 @@ int Verify(const VerifyOptions& options, std::ostream& out, std::ostream& err) {
     }
   }
   const int failures = databases - counts["ok"];
-  const bool ok = failures == 0 && !manifest_damaged;
+  const bool ok = failures == 0 && !log_damaged;
 
   if (options.format == OutputFormat::kJson) {
     JsonWriter json(out);
     json.BeginObject();
     json.Field("dir", dir->path);
     json.Field("ok", ok);
-    json.Field("manifest", manifest_status.ok() ? "ok"
-                           : manifest_damaged   ? "damaged"
-                                                : "missing");
-    json.Key("manifest_error");
-    if (manifest_damaged) {
-      json.String(manifest_status.message());
+    json.Field("commit_log", log_status.ok() ? "ok"
+                             : log_damaged   ? "damaged"
+                                             : "missing");
+    json.Key("commit_log_error");
+    if (log_damaged) {
+      json.String(log_status.message());
     } else {
       json.Null();
     }
@@ -430,13 +427,13 @@ int Verify(const VerifyOptions& options, std::ostream& out, std::ostream& err) {
     return ok ? kExitOk : kExitProblem;
   }
 
-  if (manifest_damaged) {
-    out << "DAMAGED manifest: " << manifest_status.message() << "\n";
+  if (log_damaged) {
+    out << "DAMAGED commit log: " << log_status.message() << "\n";
     out << "FAILED: the committed epochs of " << dir->path
         << " cannot be known\n";
     return kExitProblem;
   }
-  if (absl::IsNotFound(manifest_status)) {
+  if (absl::IsNotFound(log_status)) {
     out << dir->path << " has no committed epoch (no " << kCommitLogFileName
         << "); nothing to verify\n";
     return kExitOk;
@@ -470,10 +467,9 @@ int Verify(const VerifyOptions& options, std::ostream& out, std::ostream& err) {
 int Gc(const GcOptions& options, std::ostream& out, std::ostream& err) {
   std::optional<CheckpointDir> dir = Scan(options.dir, err);
   if (!dir.has_value()) return kExitUsage;
-  if (!dir->manifest_status.ok() && !absl::IsNotFound(dir->manifest_status)) {
+  if (!dir->log_status.ok() && !absl::IsNotFound(dir->log_status)) {
     // Without the list of committed epochs nothing can be judged garbage.
-    err << "ckpt: " << dir->manifest_status.message()
-        << "; gc removes nothing\n";
+    err << "ckpt: " << dir->log_status.message() << "; gc removes nothing\n";
     return kExitUsage;
   }
   // Save temporaries are databases of the directory's type, which knows
@@ -494,16 +490,16 @@ int Gc(const GcOptions& options, std::ostream& out, std::ostream& err) {
   };
 
   // 1. Retention, exactly as ApplyRetention decides it.
-  if (!dir->manifest_status.ok() && options.keep_last > 0) {
+  if (!dir->log_status.ok() && options.keep_last > 0) {
     out << "no " << kCommitLogFileName
         << ": nothing is committed, so retention removes nothing\n";
   }
-  if (dir->manifest_status.ok() && options.keep_last > 0) {
-    const CheckpointManifest& manifest = dir->manifest;
-    const int n = manifest.epoch_size();
+  if (dir->log_status.ok() && options.keep_last > 0) {
+    const CommitLog& log = dir->commit_log;
+    const int n = log.epoch_size();
     std::vector<const CommittedEpoch*> dropped;
     for (int i = 0; i < n; ++i) {
-      const CommittedEpoch& e = manifest.epoch(i);
+      const CommittedEpoch& e = log.epoch(i);
       const bool newest = i == n - 1;
       const bool recent = i >= n - options.keep_last;
       const bool milestone =
@@ -547,7 +543,7 @@ int Gc(const GcOptions& options, std::ostream& out, std::ostream& err) {
       ++removed;
     }
     std::vector<int64_t> kept;
-    for (const CommittedEpoch& e : manifest.epoch()) {
+    for (const CommittedEpoch& e : log.epoch()) {
       if (std::none_of(dropped.begin(), dropped.end(),
                        [&](const CommittedEpoch* d) { return d == &e; })) {
         kept.push_back(e.epoch());
@@ -591,9 +587,9 @@ int Gc(const GcOptions& options, std::ostream& out, std::ostream& err) {
       return kExitUsage;
     }
   }
-  for (const CheckpointDir::ManifestTemp& temp : dir->manifest_temps) {
+  for (const CheckpointDir::CommitLogTemp& temp : dir->commit_log_temps) {
     if (!remove_temp(temp.path, temp.basename, temp.pid,
-                     /*temp_type=*/nullptr, "temporary manifest")) {
+                     /*temp_type=*/nullptr, "temporary commit log")) {
       return kExitUsage;
     }
   }
@@ -615,7 +611,7 @@ int Gc(const GcOptions& options, std::ostream& out, std::ostream& err) {
   if (uncommitted > 0) {
     out << "left alone: " << uncommitted << " uncommitted database"
         << (uncommitted == 1 ? "" : "s")
-        << " (not listed in the manifest; see `ckpt list`)\n";
+        << " (not listed in the commit log; see `ckpt list`)\n";
   }
   return kExitOk;
 }

@@ -139,13 +139,13 @@ TEST(CheckpointDirNamesTest, TemporaryNames) {
   EXPECT_FALSE(temp.db.has_value());
   EXPECT_FALSE(temp.pid.has_value());
 
-  EXPECT_EQ(ParseManifestTempName("MANIFEST.jobgraph.tmp-77"), 77);
-  EXPECT_EQ(ParseManifestTempName("MANIFEST.jobgraph.tmp-77-3"), 77);
-  EXPECT_FALSE(ParseManifestTempName("MANIFEST.jobgraph").has_value());
-  EXPECT_FALSE(ParseManifestTempName("MANIFEST.jobgraph.tmp-").has_value());
-  EXPECT_FALSE(ParseManifestTempName("MANIFEST.jobgraph.tmp-x").has_value());
-  EXPECT_FALSE(ParseManifestTempName("MANIFEST.jobgraph.tmp-7-").has_value());
-  EXPECT_FALSE(ParseManifestTempName("MANIFEST.other.tmp-7").has_value());
+  EXPECT_EQ(ParseCommitLogTempName("MANIFEST.jobgraph.tmp-77"), 77);
+  EXPECT_EQ(ParseCommitLogTempName("MANIFEST.jobgraph.tmp-77-3"), 77);
+  EXPECT_FALSE(ParseCommitLogTempName("MANIFEST.jobgraph").has_value());
+  EXPECT_FALSE(ParseCommitLogTempName("MANIFEST.jobgraph.tmp-").has_value());
+  EXPECT_FALSE(ParseCommitLogTempName("MANIFEST.jobgraph.tmp-x").has_value());
+  EXPECT_FALSE(ParseCommitLogTempName("MANIFEST.jobgraph.tmp-7-").has_value());
+  EXPECT_FALSE(ParseCommitLogTempName("MANIFEST.other.tmp-7").has_value());
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-#include "checkpoint/db_manifest.h"
+#include "checkpoint/blob_index.h"
 
 #include <memory>
 #include <string>
@@ -23,20 +23,20 @@ namespace {
 using ::testing::ElementsAre;
 
 // A manifest for blob "w" in keys w#%0 and w#%1 holding "abc" and "de".
-CheckpointDbManifest TwoKeyManifest() {
-  DbManifestBuilder builder("trainer_0", 7);
+BlobIndex TwoKeyManifest() {
+  BlobIndexBuilder builder("trainer_0", 7);
   CheckpointBlobInfo info;
   info.set_name("w");
   info.set_type("Tensor");
   builder.StartBlob(info);
   builder.AddValue("w#%0", "abc");
   builder.AddValue("w#%1", "de");
-  return builder.manifest();
+  return builder.index();
 }
 
-TEST(DbManifestTest, BuilderRecordsSizesAndChecksums) {
-  const CheckpointDbManifest m = TwoKeyManifest();
-  EXPECT_EQ(m.format_version(), kDbManifestFormatVersion);
+TEST(BlobIndexTest, BuilderRecordsSizesAndChecksums) {
+  const BlobIndex m = TwoKeyManifest();
+  EXPECT_EQ(m.format_version(), kBlobIndexFormatVersion);
   EXPECT_EQ(m.node(), "trainer_0");
   EXPECT_EQ(m.epoch(), 7);
   EXPECT_GT(m.created_unix_micros(), 0);
@@ -46,52 +46,53 @@ TEST(DbManifestTest, BuilderRecordsSizesAndChecksums) {
   EXPECT_THAT(m.blob(0).value_crc32c(),
               ElementsAre(Crc32c("abc"), Crc32c("de")));
   EXPECT_EQ(m.total_bytes(), 5);
-  EXPECT_TRUE(ValidateDbManifest(m, "p").ok());
+  EXPECT_TRUE(ValidateBlobIndex(m, "p").ok());
 }
 
-TEST(DbManifestTest, ValidationNamesWhatIsWrong) {
+TEST(BlobIndexTest, ValidationNamesWhatIsWrong) {
   struct Case {
-    void (*damage)(CheckpointDbManifest*);
+    void (*damage)(BlobIndex*);
     absl::StatusCode code;
     std::string message;
   };
   const std::vector<Case> cases = {
-      {[](CheckpointDbManifest* m) { m->set_format_version(2); },
+      {[](BlobIndex* m) { m->set_format_version(2); },
        absl::StatusCode::kFailedPrecondition,
        "checkpoint db/x has format version 2; this build reads version 1"},
-      {[](CheckpointDbManifest* m) { m->set_total_bytes(6); },
-       absl::StatusCode::kDataLoss,
-       "checkpoint db/x: the manifest's total_bytes is 6 but its values add "
+      {[](BlobIndex* m) { m->set_total_bytes(6); }, absl::StatusCode::kDataLoss,
+       "checkpoint db/x: the blob index's total_bytes is 6 but its values add "
        "up to 5; the database is damaged"},
-      {[](CheckpointDbManifest* m) { m->mutable_blob(0)->set_key(1, "v#%1"); },
+      {[](BlobIndex* m) { m->mutable_blob(0)->set_key(1, "v#%1"); },
        absl::StatusCode::kDataLoss,
-       "checkpoint db/x: manifest entry of blob 'w' lists key 'v#%1', which "
+       "checkpoint db/x: the blob index's entry of blob 'w' lists key 'v#%1', "
+       "which "
        "is not one of its keys; the database is damaged"},
-      {[](CheckpointDbManifest* m) { m->mutable_blob(0)->set_key(1, "w#%0"); },
+      {[](BlobIndex* m) { m->mutable_blob(0)->set_key(1, "w#%0"); },
        absl::StatusCode::kDataLoss,
-       "checkpoint db/x: the manifest lists key 'w#%0' twice; the database "
+       "checkpoint db/x: the blob index lists key 'w#%0' twice; the database "
        "is damaged"},
-      {[](CheckpointDbManifest* m) {
+      {[](BlobIndex* m) {
          m->mutable_blob(0)->mutable_value_crc32c()->RemoveLast();
        },
        absl::StatusCode::kDataLoss,
-       "checkpoint db/x: manifest entry of blob 'w' has 2 keys, 2 sizes and "
+       "checkpoint db/x: the blob index's entry of blob 'w' has 2 keys, 2 "
+       "sizes and "
        "1 checksums; the database is damaged"},
-      {[](CheckpointDbManifest* m) { *m->add_blob() = m->blob(0); },
+      {[](BlobIndex* m) { *m->add_blob() = m->blob(0); },
        absl::StatusCode::kDataLoss,
-       "checkpoint db/x: the manifest lists blob 'w' twice; the database is "
+       "checkpoint db/x: the blob index lists blob 'w' twice; the database is "
        "damaged"},
   };
   for (const Case& c : cases) {
-    CheckpointDbManifest m = TwoKeyManifest();
+    BlobIndex m = TwoKeyManifest();
     c.damage(&m);
-    absl::Status status = ValidateDbManifest(m, "db/x");
+    absl::Status status = ValidateBlobIndex(m, "db/x");
     EXPECT_EQ(status.code(), c.code) << c.message;
     EXPECT_EQ(status.message(), c.message);
   }
 }
 
-class DbManifestDbTest : public ::testing::Test {
+class BlobIndexDbTest : public ::testing::Test {
  protected:
   void TearDown() override { memory_db::Clear(); }
 
@@ -114,13 +115,13 @@ class DbManifestDbTest : public ::testing::Test {
   }
 };
 
-TEST_F(DbManifestDbTest, ReadAndScan) {
+TEST_F(BlobIndexDbTest, ReadAndScan) {
   const std::string manifest = TwoKeyManifest().SerializeAsString();
   std::unique_ptr<DB> db = MakeDb("good", {{"w#%0", "abc"},
                                            {"w#%1", "de"},
                                            {"other", "x"},
-                                           {kDbManifestKey, manifest}});
-  absl::StatusOr<CheckpointDbManifest> read = ReadDbManifest(db.get());
+                                           {kBlobIndexKey, manifest}});
+  absl::StatusOr<BlobIndex> read = ReadBlobIndex(db.get());
   ASSERT_TRUE(read.ok()) << read.status();
   EXPECT_EQ(read->SerializeAsString(), manifest);
 
@@ -144,38 +145,38 @@ TEST_F(DbManifestDbTest, ReadAndScan) {
             absl::StatusCode::kFailedPrecondition);
 }
 
-TEST_F(DbManifestDbTest, DamageIsDataLossNamingTheKey) {
+TEST_F(BlobIndexDbTest, DamageIsDataLossNamingTheKey) {
   const std::string manifest = TwoKeyManifest().SerializeAsString();
   std::unique_ptr<DB> db = MakeDb(
-      "bad", {{"w#%0", "abd"}, {"w#%1", "d"}, {kDbManifestKey, manifest}});
-  absl::StatusOr<CheckpointDbManifest> verified = VerifyDb(db.get());
+      "bad", {{"w#%0", "abd"}, {"w#%1", "d"}, {kBlobIndexKey, manifest}});
+  absl::StatusOr<BlobIndex> verified = VerifyDb(db.get());
   EXPECT_EQ(verified.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_EQ(verified.status().message(),
             "checkpoint bad: value of key 'w#%0' (blob 'w') fails its CRC-32C "
             "check; the database is damaged");
   // Without CRC checks, sizes are still checked.
   absl::Status status = ScanDbValues(
-      db.get(), *ReadDbManifest(db.get()), {0}, false,
+      db.get(), *ReadBlobIndex(db.get()), {0}, false,
       [](int, int, absl::string_view) { return absl::OkStatus(); });
   EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
   EXPECT_EQ(status.message(),
             "checkpoint bad: value of key 'w#%1' (blob 'w') has 1 bytes, but "
-            "the manifest says 2; the database is damaged");
+            "the blob index says 2; the database is damaged");
 }
 
-TEST_F(DbManifestDbTest, MissingOrGarbledManifest) {
+TEST_F(BlobIndexDbTest, MissingOrGarbledManifest) {
   std::unique_ptr<DB> db = MakeDb("none", {{"w#%0", "abc"}});
-  absl::StatusOr<CheckpointDbManifest> read = ReadDbManifest(db.get());
+  absl::StatusOr<BlobIndex> read = ReadBlobIndex(db.get());
   EXPECT_EQ(read.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_EQ(read.status().message(),
-            "none has no jobgraph manifest: it was not written completely by "
+            "none has no blob index: it was not written completely by "
             "jobgraph's Save");
 
-  db = MakeDb("garbled", {{kDbManifestKey, "\xff\xff\xff"}});
-  read = ReadDbManifest(db.get());
+  db = MakeDb("garbled", {{kBlobIndexKey, "\xff\xff\xff"}});
+  read = ReadBlobIndex(db.get());
   EXPECT_EQ(read.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_EQ(read.status().message(),
-            "checkpoint garbled: its jobgraph manifest does not parse; the "
+            "checkpoint garbled: its blob index does not parse; the "
             "database is damaged");
 }
 

@@ -1,4 +1,4 @@
-#include "checkpoint/db_manifest.h"
+#include "checkpoint/blob_index.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -36,46 +36,45 @@ std::string Quote(absl::string_view key) {
 
 }  // namespace
 
-DbManifestBuilder::DbManifestBuilder(absl::string_view node, int64_t epoch) {
-  manifest_.set_format_version(kDbManifestFormatVersion);
-  manifest_.set_node(std::string(node));
-  manifest_.set_epoch(epoch);
-  manifest_.set_created_unix_micros(absl::ToUnixMicros(absl::Now()));
+BlobIndexBuilder::BlobIndexBuilder(absl::string_view node, int64_t epoch) {
+  index_.set_format_version(kBlobIndexFormatVersion);
+  index_.set_node(std::string(node));
+  index_.set_epoch(epoch);
+  index_.set_created_unix_micros(absl::ToUnixMicros(absl::Now()));
 }
 
-void DbManifestBuilder::StartBlob(CheckpointBlobInfo info) {
-  *manifest_.add_blob() = std::move(info);
+void BlobIndexBuilder::StartBlob(CheckpointBlobInfo info) {
+  *index_.add_blob() = std::move(info);
 }
 
-void DbManifestBuilder::AddValue(absl::string_view key,
-                                 absl::string_view value) {
-  CHECK_GT(manifest_.blob_size(), 0) << "AddValue before StartBlob";
-  CheckpointBlobInfo* blob = manifest_.mutable_blob(manifest_.blob_size() - 1);
+void BlobIndexBuilder::AddValue(absl::string_view key,
+                                absl::string_view value) {
+  CHECK_GT(index_.blob_size(), 0) << "AddValue before StartBlob";
+  CheckpointBlobInfo* blob = index_.mutable_blob(index_.blob_size() - 1);
   blob->add_key(std::string(key));
   blob->add_value_bytes(static_cast<int64_t>(value.size()));
   blob->add_value_crc32c(Crc32c(value));
-  manifest_.set_total_bytes(manifest_.total_bytes() +
-                            static_cast<int64_t>(value.size()));
+  index_.set_total_bytes(index_.total_bytes() +
+                         static_cast<int64_t>(value.size()));
 }
 
-absl::Status ValidateDbManifest(const CheckpointDbManifest& manifest,
-                                absl::string_view path) {
-  if (manifest.format_version() != kDbManifestFormatVersion) {
+absl::Status ValidateBlobIndex(const BlobIndex& index, absl::string_view path) {
+  if (index.format_version() != kBlobIndexFormatVersion) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "checkpoint ", path, " has format version ", manifest.format_version(),
-        "; this build reads version ", kDbManifestFormatVersion));
+        "checkpoint ", path, " has format version ", index.format_version(),
+        "; this build reads version ", kBlobIndexFormatVersion));
   }
   absl::flat_hash_set<absl::string_view> names;
   absl::flat_hash_set<absl::string_view> keys;
   int64_t total = 0;
-  for (const CheckpointBlobInfo& blob : manifest.blob()) {
+  for (const CheckpointBlobInfo& blob : index.blob()) {
     if (blob.name().empty()) {
-      return Damaged(path, "the manifest lists a blob without a name");
+      return Damaged(path, "the blob index lists a blob without a name");
     }
     const std::string where =
-        absl::StrCat("manifest entry of blob '", blob.name(), "'");
+        absl::StrCat("the blob index's entry of blob '", blob.name(), "'");
     if (!names.insert(blob.name()).second) {
-      return Damaged(path, absl::StrCat("the manifest lists blob '",
+      return Damaged(path, absl::StrCat("the blob index lists blob '",
                                         blob.name(), "' twice"));
     }
     if (blob.key_size() == 0 || blob.value_bytes_size() != blob.key_size() ||
@@ -89,13 +88,13 @@ absl::Status ValidateDbManifest(const CheckpointDbManifest& manifest,
       const std::string& key = blob.key(i);
       absl::StatusOr<BlobKey> parsed = ParseBlobKey(key);
       if (!parsed.ok() || parsed->blob_name != blob.name() ||
-          key == kDbManifestKey) {
+          key == kBlobIndexKey) {
         return Damaged(path, absl::StrCat(where, " lists key ", Quote(key),
                                           ", which is not one of its keys"));
       }
       if (!keys.insert(key).second) {
-        return Damaged(path, absl::StrCat("the manifest lists key ", Quote(key),
-                                          " twice"));
+        return Damaged(path, absl::StrCat("the blob index lists key ",
+                                          Quote(key), " twice"));
       }
       if (blob.value_bytes(i) < 0) {
         return Damaged(path, absl::StrCat(where, " gives key ", Quote(key),
@@ -104,39 +103,39 @@ absl::Status ValidateDbManifest(const CheckpointDbManifest& manifest,
       total += blob.value_bytes(i);
     }
   }
-  if (total != manifest.total_bytes()) {
-    return Damaged(path, absl::StrCat("the manifest's total_bytes is ",
-                                      manifest.total_bytes(),
+  if (total != index.total_bytes()) {
+    return Damaged(path, absl::StrCat("the blob index's total_bytes is ",
+                                      index.total_bytes(),
                                       " but its values add up to ", total));
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<CheckpointDbManifest> ReadDbManifest(DB* db) {
-  absl::StatusOr<std::string> bytes = db->Get(kDbManifestKey);
+absl::StatusOr<BlobIndex> ReadBlobIndex(DB* db) {
+  absl::StatusOr<std::string> bytes = db->Get(kBlobIndexKey);
   if (absl::IsNotFound(bytes.status())) {
-    return absl::DataLossError(absl::StrCat(
-        db->path(),
-        " has no jobgraph manifest: it was not written completely by "
-        "jobgraph's Save"));
+    return absl::DataLossError(
+        absl::StrCat(db->path(),
+                     " has no blob index: it was not written completely by "
+                     "jobgraph's Save"));
   }
   if (!bytes.ok()) return bytes.status();
-  CheckpointDbManifest manifest;
-  if (!manifest.ParseFromString(*bytes)) {
-    return Damaged(db->path(), "its jobgraph manifest does not parse");
+  BlobIndex index;
+  if (!index.ParseFromString(*bytes)) {
+    return Damaged(db->path(), "its blob index does not parse");
   }
-  JG_RETURN_IF_ERROR(ValidateDbManifest(manifest, db->path()));
-  return manifest;
+  JG_RETURN_IF_ERROR(ValidateBlobIndex(index, db->path()));
+  return index;
 }
 
-absl::StatusOr<CheckpointDbManifest> ReadDbManifestAt(absl::string_view db_type,
-                                                      const std::string& path) {
+absl::StatusOr<BlobIndex> ReadBlobIndexAt(absl::string_view db_type,
+                                          const std::string& path) {
   JG_ASSIGN_OR_RETURN(std::unique_ptr<DB> db,
                       DbRegistry::Global().Open(db_type, path, DbMode::kRead));
-  return ReadDbManifest(db.get());
+  return ReadBlobIndex(db.get());
 }
 
-absl::Status ScanDbValues(DB* db, const CheckpointDbManifest& manifest,
+absl::Status ScanDbValues(DB* db, const BlobIndex& index,
                           absl::Span<const int> blob_indices, bool verify_crc,
                           const DbValueVisitor& visit) {
   struct Wanted {
@@ -146,8 +145,8 @@ absl::Status ScanDbValues(DB* db, const CheckpointDbManifest& manifest,
   };
   std::vector<Wanted> wanted;
   for (int b : blob_indices) {
-    CHECK(b >= 0 && b < manifest.blob_size()) << "blob index " << b;
-    const CheckpointBlobInfo& blob = manifest.blob(b);
+    CHECK(b >= 0 && b < index.blob_size()) << "blob index " << b;
+    const CheckpointBlobInfo& blob = index.blob(b);
     for (int k = 0; k < blob.key_size(); ++k) {
       wanted.push_back({blob.key(k), b, k});
     }
@@ -171,13 +170,13 @@ absl::Status ScanDbValues(DB* db, const CheckpointDbManifest& manifest,
       continue;
     }
     if (key > w.key) break;  // w.key is missing.
-    const CheckpointBlobInfo& blob = manifest.blob(w.blob_index);
+    const CheckpointBlobInfo& blob = index.blob(w.blob_index);
     const absl::string_view value = cursor->value();
     if (static_cast<int64_t>(value.size()) != blob.value_bytes(w.key_index)) {
       return Damaged(db->path(),
                      absl::StrCat("value of key ", Quote(key), " (blob '",
                                   blob.name(), "') has ", value.size(),
-                                  " bytes, but the manifest says ",
+                                  " bytes, but the blob index says ",
                                   blob.value_bytes(w.key_index)));
     }
     if (verify_crc && Crc32c(value) != blob.value_crc32c(w.key_index)) {
@@ -195,24 +194,24 @@ absl::Status ScanDbValues(DB* db, const CheckpointDbManifest& manifest,
     const Wanted& w = wanted[next];
     return Damaged(db->path(),
                    absl::StrCat("key ", Quote(w.key), " of blob '",
-                                manifest.blob(w.blob_index).name(),
-                                "' is listed in the manifest but missing"));
+                                index.blob(w.blob_index).name(),
+                                "' is listed in the blob index but missing"));
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<CheckpointDbManifest> VerifyDb(DB* db) {
-  JG_ASSIGN_OR_RETURN(CheckpointDbManifest manifest, ReadDbManifest(db));
-  std::vector<int> all(manifest.blob_size());
+absl::StatusOr<BlobIndex> VerifyDb(DB* db) {
+  JG_ASSIGN_OR_RETURN(BlobIndex index, ReadBlobIndex(db));
+  std::vector<int> all(index.blob_size());
   std::iota(all.begin(), all.end(), 0);
   JG_RETURN_IF_ERROR(ScanDbValues(
-      db, manifest, all, /*verify_crc=*/true,
+      db, index, all, /*verify_crc=*/true,
       [](int, int, absl::string_view) { return absl::OkStatus(); }));
-  return manifest;
+  return index;
 }
 
-absl::StatusOr<CheckpointDbManifest> VerifyDbAt(absl::string_view db_type,
-                                                const std::string& path) {
+absl::StatusOr<BlobIndex> VerifyDbAt(absl::string_view db_type,
+                                     const std::string& path) {
   DbOptions options;
   // VerifyDb checks every value's CRC-32C itself.
   options.verify_checksums = false;

@@ -1,0 +1,102 @@
+// The blob index inside each checkpoint database: what the Save op wrote, and
+// the checks that Load and verification run against it.
+//
+// Save streams every blob's values into the database, then writes one
+// serialized BlobIndex (proto/jobgraph.proto) under
+// kBlobIndexKey, last. It lists, per blob, the keys that hold it with each
+// value's size and CRC-32C. A database without the blob index was not finished
+// by Save (or was written by something else) and is never trusted. The
+// index is authoritative: readers use exactly the keys it lists, and
+// ignore any other key (a database written by Save has none).
+//
+// Thread-safety: BlobIndexBuilder is not thread-safe; the functions are
+// thread-compatible (the DB they read follows db.h).
+
+#ifndef JOBGRAPH_CHECKPOINT_BLOB_INDEX_H_
+#define JOBGRAPH_CHECKPOINT_BLOB_INDEX_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "checkpoint/db.h"
+#include "proto/jobgraph.pb.h"
+
+namespace jobgraph {
+
+// The key of the blob index. No blob may have this name, so it never collides
+// with a blob's key. (The name predates "blob index"; it stays so that the
+// databases already written keep loading.)
+inline constexpr char kBlobIndexKey[] = "__jobgraph_manifest__";
+
+// BlobIndex.format_version written and understood by this code.
+inline constexpr int32_t kBlobIndexFormatVersion = 1;
+
+// Builds the blob index while values stream into the database, so no value has
+// to be kept or read again.
+class BlobIndexBuilder {
+ public:
+  // Records `node`, `epoch`, the format version and the current time.
+  BlobIndexBuilder(absl::string_view node, int64_t epoch);
+  BlobIndexBuilder(const BlobIndexBuilder&) = delete;
+  BlobIndexBuilder& operator=(const BlobIndexBuilder&) = delete;
+
+  // Starts the entry of the next blob; `info` carries its name, type and,
+  // for tensors, dims and data_type. Values added next belong to it.
+  void StartBlob(CheckpointBlobInfo info);
+  // Records one value of the current blob: its key, size and CRC-32C.
+  void AddValue(absl::string_view key, absl::string_view value);
+
+  const BlobIndex& index() const { return index_; }
+
+ private:
+  BlobIndex index_;
+};
+
+// Checks the blob index's structure: a known format version (else
+// FailedPrecondition), and for every blob a non-empty unique name, at least
+// one key, as many sizes and checksums as keys, keys that are unique and
+// belong to the blob (ParseBlobKey), and a total_bytes that adds up (else
+// DataLoss). Messages name `path`.
+absl::Status ValidateBlobIndex(const BlobIndex& index, absl::string_view path);
+
+// Reads and validates the blob index of `db`. DataLoss naming the database
+// path when it is missing ("<path> has no blob index: ...") or does
+// not parse; other read errors as the DB returns them.
+absl::StatusOr<BlobIndex> ReadBlobIndex(DB* db);
+
+// Opens the database of `db_type` at `path` for reading and reads its
+// index (ReadBlobIndex). Errors of opening name the path.
+absl::StatusOr<BlobIndex> ReadBlobIndexAt(absl::string_view db_type,
+                                          const std::string& path);
+
+// Receives one checked value: the index of its blob in index.blob(), the
+// key's index within that blob, and the value (valid only during the call).
+using DbValueVisitor = std::function<absl::Status(int blob_index, int key_index,
+                                                  absl::string_view value)>;
+
+// Reads the values of the blobs `blob_indices` (indices into
+// index.blob()) from `db` in key order, checks each against the blob index
+// (size always, CRC-32C when `verify_crc`) and passes it to `visit`. Reads
+// nothing else: it seeks over keys it does not need and stops after the
+// last one it needs. DataLoss naming the database path and the key for a
+// listed key that is missing, a wrong size or a failed checksum; errors of
+// the DB and of `visit` are returned as they are.
+absl::Status ScanDbValues(DB* db, const BlobIndex& index,
+                          absl::Span<const int> blob_indices, bool verify_crc,
+                          const DbValueVisitor& visit);
+
+// Reads the blob index of `db` and checks every value it lists (sizes and
+// CRC-32C) without deserializing anything. Returns the blob index.
+absl::StatusOr<BlobIndex> VerifyDb(DB* db);
+// VerifyDb of the database of `db_type` at `path`, opened for reading.
+absl::StatusOr<BlobIndex> VerifyDbAt(absl::string_view db_type,
+                                     const std::string& path);
+
+}  // namespace jobgraph
+
+#endif  // JOBGRAPH_CHECKPOINT_BLOB_INDEX_H_
