@@ -11,8 +11,10 @@
 #include "checkpoint/blob_index.h"
 #include "checkpoint/db.h"
 #include "checkpoint/db_registry.h"
+#include "checkpoint/db_type_arg.h"
 #include "checkpoint/save_load_ops.h"
 #include "engine/operator.h"
+#include "engine/status_macros.h"
 #include "engine/tensor.h"
 #include "engine/workspace.h"
 #include "glog/logging.h"
@@ -26,36 +28,22 @@ class DbExistsOp final : public OperatorBase {
   using OperatorBase::OperatorBase;
 
   absl::Status Init() override {
-    if (InputSize() != 0 || OutputSize() != 1) {
-      return Error(
-          absl::StatusCode::kInvalidArgument,
-          absl::StrCat("takes no inputs and one output, got ", InputSize(),
-                       " inputs and ", OutputSize(), " outputs"));
-    }
+    JG_RETURN_IF_ERROR(CheckArity(0, 0, 1, 1));
     path_ = GetArg<std::string>("db_name", GetArg<std::string>("db", ""));
     if (path_.empty()) {
       return Error(absl::StatusCode::kInvalidArgument,
                    "argument 'db_name' (the database path) is required");
     }
-    db_type_ = GetArg<std::string>("db_type", "");
-    if (!DbRegistry::Global().IsRegistered(db_type_)) {
-      // Caffe2 answered true here; a typo must not look like a checkpoint.
-      return Error(
-          db_type_.empty() ? absl::StatusCode::kInvalidArgument
-                           : absl::StatusCode::kNotFound,
-          absl::StrCat(db_type_.empty()
-                           ? "argument 'db_type' is required"
-                           : absl::StrCat("unknown db_type '", db_type_, "'"),
-                       "; known types: ",
-                       absl::StrJoin(DbRegistry::Global().Types(), ", ")));
-    }
+    // Caffe2 answered true for an unknown type; a typo must not look like a
+    // checkpoint.
+    JG_ASSIGN_OR_RETURN(db_type_, GetDbTypeArg(*this));
     return absl::OkStatus();
   }
 
   absl::Status Run() override {
     absl::StatusOr<bool> exists = Exists();
     if (!exists.ok()) {
-      return Error(exists.status().code(), exists.status().message());
+      return Annotate(exists.status());
     }
     *Output(0) = Tensor::Scalar(*exists);
     return absl::OkStatus();
@@ -109,12 +97,7 @@ class GetAllBlobNamesOp final : public OperatorBase {
   using OperatorBase::OperatorBase;
 
   absl::Status Init() override {
-    if (InputSize() != 0 || OutputSize() != 1) {
-      return Error(
-          absl::StatusCode::kInvalidArgument,
-          absl::StrCat("takes no inputs and one output, got ", InputSize(),
-                       " inputs and ", OutputSize(), " outputs"));
-    }
+    JG_RETURN_IF_ERROR(CheckArity(0, 0, 1, 1));
     include_shared_ = GetArg<bool>("include_shared", true);
     return absl::OkStatus();
   }

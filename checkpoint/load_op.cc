@@ -15,6 +15,7 @@
 #include "checkpoint/blob_index.h"
 #include "checkpoint/db.h"
 #include "checkpoint/db_registry.h"
+#include "checkpoint/db_type_arg.h"
 #include "checkpoint/save_load_ops.h"
 #include "engine/blob.h"
 #include "engine/operator.h"
@@ -45,11 +46,7 @@ class LoadOp final : public OperatorBase {
     return InitWanted();
   }
 
-  absl::Status Run() override {
-    absl::Status status = Load();
-    if (status.ok()) return status;
-    return Error(status.code(), status.message());
-  }
+  absl::Status Run() override { return Annotate(Load()); }
 
  private:
   absl::Status InitDbs() {
@@ -74,17 +71,7 @@ class LoadOp final : public OperatorBase {
         }
       }
     }
-    db_type_ = GetArg<std::string>("db_type", "");
-    if (!DbRegistry::Global().IsRegistered(db_type_)) {
-      return Error(
-          db_type_.empty() ? absl::StatusCode::kInvalidArgument
-                           : absl::StatusCode::kNotFound,
-          absl::StrCat(db_type_.empty()
-                           ? "argument 'db_type' is required"
-                           : absl::StrCat("unknown db_type '", db_type_, "'"),
-                       "; known types: ",
-                       absl::StrJoin(DbRegistry::Global().Types(), ", ")));
-    }
+    JG_ASSIGN_OR_RETURN(db_type_, GetDbTypeArg(*this));
     return absl::OkStatus();
   }
 

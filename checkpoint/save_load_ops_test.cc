@@ -502,8 +502,7 @@ TEST_F(SaveLoadTest, SaveArgumentErrors) {
       MakeOp("Save", {}, {}, {Arg("db", db), Arg("db_type", "leveldb")}), &ws);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(status.message(),
-            "op Save( -> ): takes at least one input and at most one output, "
-            "got 0 inputs and 0 outputs");
+            "op Save( -> ): expects at least 1 input(s), got 0");
   EXPECT_THAT(List(dir_.path()), IsEmpty());
 }
 
@@ -920,8 +919,7 @@ TEST(GetAllBlobNamesTest, ListsSortedNamesIncludingItsOwnOutput) {
       RunOp(MakeOp("GetAllBlobNames", {"a"}, {"x"}, {}), &root);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(status.message(),
-            "op GetAllBlobNames(a -> x): takes no inputs and one output, got "
-            "1 inputs and 1 outputs");
+            "op GetAllBlobNames(a -> x): expects 0 input(s), got 1");
 }
 
 // --- The in-memory DB type.

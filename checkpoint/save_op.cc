@@ -23,6 +23,7 @@
 #include "checkpoint/blob_index.h"
 #include "checkpoint/db.h"
 #include "checkpoint/db_registry.h"
+#include "checkpoint/db_type_arg.h"
 #include "checkpoint/failpoint.h"
 #include "checkpoint/file_util.h"
 #include "checkpoint/save_load_ops.h"
@@ -257,32 +258,9 @@ class SaveOp final : public OperatorBase {
   using OperatorBase::OperatorBase;
 
   absl::Status Init() override {
-    if (InputSize() < 1 || OutputSize() > 1) {
-      return Error(
-          absl::StatusCode::kInvalidArgument,
-          absl::StrCat("takes at least one input and at most one output, "
-                       "got ",
-                       InputSize(), " inputs and ", OutputSize(), " outputs"));
-    }
-    db_ = GetArg<std::string>("db", "");
-    db_type_ = GetArg<std::string>("db_type", "");
-    if (db_.empty()) {
-      return Error(absl::StatusCode::kInvalidArgument,
-                   "argument 'db' (the database path) is required");
-    }
-    if (db_type_.empty()) {
-      return Error(
-          absl::StatusCode::kInvalidArgument,
-          absl::StrCat("argument 'db_type' is required; known "
-                       "types: ",
-                       absl::StrJoin(DbRegistry::Global().Types(), ", ")));
-    }
-    if (!DbRegistry::Global().IsRegistered(db_type_)) {
-      return Error(
-          absl::StatusCode::kNotFound,
-          absl::StrCat("unknown db_type '", db_type_, "'; known types: ",
-                       absl::StrJoin(DbRegistry::Global().Types(), ", ")));
-    }
+    JG_RETURN_IF_ERROR(CheckArity(1, kUnbounded, 0, 1));
+    JG_ASSIGN_OR_RETURN(db_, GetRequiredStringArg("db", "the database path"));
+    JG_ASSIGN_OR_RETURN(db_type_, GetDbTypeArg(*this));
     if (HasArg("chunk_size")) {
       return Error(absl::StatusCode::kInvalidArgument,
                    "argument 'chunk_size' (elements) is not supported; "
@@ -310,7 +288,7 @@ class SaveOp final : public OperatorBase {
     absl::StatusOr<int64_t> written =
         WriteCheckpointDb(db_type_, db_, std::move(blobs), options_);
     if (!written.ok()) {
-      return Error(written.status().code(), written.status().message());
+      return Annotate(written.status());
     }
     // The optional output tells the caller what was written without
     // opening the database again.

@@ -85,5 +85,10 @@ TEST(Blob, HoldsAnyTypeAndNamesRegisteredTypes) {
   EXPECT_FALSE(blob.IsInitialized());
 }
 
+TEST(ShapeStringTest, CommaSeparatedInBrackets) {
+  EXPECT_EQ(ShapeString({}), "[]");
+  EXPECT_EQ(ShapeString({3, 5}), "[3,5]");
+}
+
 }  // namespace
 }  // namespace jobgraph

@@ -281,10 +281,6 @@ std::string Printable(absl::string_view s) {
 
 std::string CrcHex(uint32_t crc) { return absl::StrFormat("%08x", crc); }
 
-std::string ShapeString(absl::Span<const int64_t> dims) {
-  return absl::StrCat("[", absl::StrJoin(dims, ","), "]");
-}
-
 std::string FormatMicros(int64_t micros) {
   if (micros < 1000) return absl::StrCat(micros, " us");
   if (micros < 1000000) return absl::StrFormat("%.1f ms", micros / 1e3);

@@ -104,8 +104,6 @@ std::string Printable(absl::string_view s);
 // A CRC-32C as 8 lower-case hex digits.
 std::string CrcHex(uint32_t crc);
 
-// "[3,5]", "[]" for a scalar.
-std::string ShapeString(absl::Span<const int64_t> dims);
 
 // A duration: "850 us", "12.3 ms", "4.56 s".
 std::string FormatMicros(int64_t micros);

@@ -79,8 +79,6 @@ TEST(FormatTest, SizesTimesAndNames) {
   EXPECT_EQ(FormatUnixMicros(0), "-");
   EXPECT_EQ(FormatUnixMicros(int64_t{1700000000} * 1000000 + 999),
             "2023-11-14 22:13:20 UTC");
-  EXPECT_EQ(ShapeString({}), "[]");
-  EXPECT_EQ(ShapeString({3, 5}), "[3,5]");
   EXPECT_EQ(CrcHex(0xe3069283), "e3069283");
   EXPECT_EQ(CrcHex(0x1), "00000001");
   EXPECT_EQ(Printable("a\nb\\c\x01\xff"), "a\\nb\\\\c\\x01\\xff");
