@@ -1,60 +1,6 @@
 // checkpoint_bench: a checkpoint's save and load through the real path,
-// against the raw disk, in one run (issue 5).
-//
-// Two workloads, each a Workspace of float tensors:
-//   large  64 blobs x 16 MiB (1 GiB)            --large_blobs, --large_mib
-//   small  100,000 blobs of 64 bytes (16 floats) --small_blobs, --small_bytes
-//
-// Save (timed until the data is durable): Net::Create of a NetDef holding one
-// "Save" op (db, db_type "leveldb", absolute_path 1, node, epoch), Net::Run
-// (WriteCheckpointDb: serialize, LevelDB writes, Close() = memtable flush +
-// fsync of every file + the directory, rename into place + fsync of the
-// checkpoint directory), then CommitEpoch, which commits the epoch
-// in MANIFEST.jobgraph (temp file, fsync, rename, fsync dir).
-// Baseline: the same tensor bytes written to one new file with 4 MiB write()s,
-// then fsync.
-//
-// Load (timed from opening the database until every blob's bytes are in its
-// tensor): Net::Create of a "Load" op with every blob as an output,
-// verify_checksums 1, in a fresh Workspace (as a resuming process does),
-// then Net::Run. The loaded tensors are compared with the originals after
-// the clock stops. Baseline: read() of the raw file, 4 MiB at a time, into a
-// preallocated (already touched) buffer; "raw read, fresh buffer" also
-// allocates the destination, as a load into new tensors must. Both reads see
-// the same page-cache state: warm (everything was just written, and each
-// file is read once, untimed, first), or with --cold, after
-// `echo 3 > /proc/sys/vm/drop_caches` before each timed read.
-//
-// Protocol for every timed write: the previous output of the same write is
-// deleted OFF the clock (deleting fsynced data costs ~1.2 s/GiB on this
-// disk), then `sync; sleep --settle_ms`. Raw and checkpoint take turns going
-// first, so use an even --runs. Run 0 is a warm-up whose figures are dropped
-// (it is the process's first save and load, reported for memory and page
-// faults). Ratios are checkpoint MB/s over raw MB/s of the SAME run (raw time
-// / checkpoint time); the medians over runs are reported, with the range.
-// MB = 1e6 bytes of tensor data. On this VM a write runs much faster when it
-// re-uses pages freed just before than once freed pages went back to the host,
-// so whichever write comes first in a run (after the
-// previous run's reads and loads freed ~2 GiB) tends to be faster; compare
-// the per-run lines of each order. --churn_mib=2048 (touch and free that
-// much memory before every timed write) gives both writes the same warm
-// state; --settle_ms=5000 lets freed pages go back to the host first.
-//
-// Memory: before each save, VmHWM is reset (/proc/self/clear_refs 5); the
-// peak RSS increase during the save (VmHWM after - VmRSS before) is compared
-// with the checkpoint's size on disk. The tensors are in memory before the
-// save and are not counted. The warm-up save follows malloc_trim(0), so it
-// shows the save's whole working set, as a process's first save would; later
-// saves re-use memory that earlier ones freed. "wrote" is the process's
-// wchar from /proc/self/io (bytes passed to write()).
-//
-// Extra rows (--variants) call WriteCheckpointDb (what the Save op runs) with
-// other options, each into its own path (deleted before it is rewritten, as
-// above), e.g. --variants=flush=0,wbs=64,wbs=128/flush=0,chunk=4 (flush:
-// LevelDbOptions::flush_memtable_on_close; wbs, mfs: write buffer and table
-// size in MiB; batch: writer_batch_bytes in MiB; chunk: chunk_bytes in MiB),
-// each followed by a warm load of what it wrote; --load_noverify adds a Load
-// with verify_checksums 0. CPU is user + system time of the whole process.
+// against the raw disk of the same bytes, in one run. What it times, the
+// baselines and the protocol: tools/bench/README.md.
 //
 // The last line is
 //   checkpoint_bench: save_vs_raw=<r> load_vs_raw=<r> small_save_vs_raw=<r>
@@ -106,6 +52,7 @@
 #include "engine/workspace.h"
 #include "glog/logging.h"
 #include "proto/jobgraph.pb.h"
+#include "tools/bench/bench_util.h"
 
 ABSL_FLAG(std::string, dir, "",
           "Scratch directory (created if missing; relative paths are taken "
@@ -135,200 +82,25 @@ ABSL_FLAG(bool, load_noverify, false,
 namespace jobgraph {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using bench::Check;
+using bench::Clock;
+using bench::CpuSeconds;
+using bench::DescribeDir;
+using bench::DirInfo;
+using bench::DropCaches;
+using bench::IoBytes;
+using bench::MinorFaults;
+using bench::ParseVariants;
+using bench::RemoveIfExists;
+using bench::ResetPeakRss;
+using bench::Sample;
+using bench::Seconds;
+using bench::StatusKb;
+using bench::Variant;
+using bench::WarmFiles;
 
 constexpr char kNode[] = "trainer_0";
 constexpr size_t kRawChunk = size_t{4} << 20;  // 4 MiB write()s and read()s
-
-double Seconds(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-double CpuSeconds() {
-  struct rusage usage;
-  CHECK_EQ(::getrusage(RUSAGE_SELF, &usage), 0);
-  return usage.ru_utime.tv_sec + usage.ru_utime.tv_usec / 1e6 +
-         usage.ru_stime.tv_sec + usage.ru_stime.tv_usec / 1e6;
-}
-
-long MinorFaults() {
-  struct rusage usage;
-  CHECK_EQ(::getrusage(RUSAGE_SELF, &usage), 0);
-  return usage.ru_minflt;
-}
-
-void Check(const absl::Status& status) { CHECK(status.ok()) << status; }
-
-void RemoveIfExists(const std::string& path) {
-  if (PathExists(path).value()) Check(RemoveRecursively(path));
-}
-
-void Settle() {
-  const int64_t churn = absl::GetFlag(FLAGS_churn_mib);
-  if (churn > 0) {
-    // Touches and frees this much memory, so that every timed write starts
-    // with the same pool of just-freed pages (see the header).
-    const size_t bytes = static_cast<size_t>(churn) << 20;
-    void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    PCHECK(p != MAP_FAILED);
-    std::memset(p, 1, bytes);
-    PCHECK(::munmap(p, bytes) == 0);
-  }
-  ::sync();
-  std::this_thread::sleep_for(
-      std::chrono::milliseconds(absl::GetFlag(FLAGS_settle_ms)));
-}
-
-bool DropCaches() {
-  ::sync();
-  FILE* f = std::fopen("/proc/sys/vm/drop_caches", "w");
-  if (f == nullptr) return false;
-  bool ok = std::fputs("3\n", f) >= 0;
-  ok = std::fclose(f) == 0 && ok;
-  return ok;
-}
-
-// A field of /proc/self/status in kB ("VmRSS", "VmHWM"); -1 if absent.
-long StatusKb(const char* field) {
-  FILE* f = std::fopen("/proc/self/status", "r");
-  if (f == nullptr) return -1;
-  char line[256];
-  long value = -1;
-  const size_t n = std::strlen(field);
-  while (std::fgets(line, sizeof(line), f) != nullptr) {
-    if (std::strncmp(line, field, n) == 0 && line[n] == ':') {
-      value = std::strtol(line + n + 1, nullptr, 10);
-      break;
-    }
-  }
-  std::fclose(f);
-  return value;
-}
-
-// A field of /proc/self/io ("wchar": bytes passed to write() and similar;
-// "write_bytes": bytes this process caused to be sent to storage;
-// "cancelled_write_bytes": of those, bytes whose page-cache pages were
-// truncated or deleted before writeback); -1 if absent.
-int64_t IoBytes(const char* field) {
-  FILE* f = std::fopen("/proc/self/io", "r");
-  if (f == nullptr) return -1;
-  char line[256];
-  int64_t value = -1;
-  const size_t n = std::strlen(field);
-  while (std::fgets(line, sizeof(line), f) != nullptr) {
-    if (std::strncmp(line, field, n) == 0 && line[n] == ':') {
-      value = std::strtoll(line + n + 1, nullptr, 10);
-      break;
-    }
-  }
-  std::fclose(f);
-  return value;
-}
-
-// Resets VmHWM to the current RSS (Linux >= 4.0). False if not permitted.
-bool ResetPeakRss() {
-  FILE* f = std::fopen("/proc/self/clear_refs", "w");
-  if (f == nullptr) return false;
-  bool ok = std::fputs("5", f) >= 0;
-  ok = std::fclose(f) == 0 && ok;
-  return ok;
-}
-
-// Bytes of the regular files in `dir` (not recursive), and counts.
-struct DirInfo {
-  int64_t bytes = 0;
-  int tables = 0;
-  int logs = 0;
-  int64_t log_bytes = 0;
-};
-
-DirInfo DescribeDir(const std::string& dir) {
-  DirInfo info;
-  const std::vector<std::string> names = ListDir(dir).value();
-  for (const std::string& name : names) {
-    struct stat st;
-    CHECK_EQ(::stat(JoinPath(dir, name).c_str(), &st), 0);
-    if (!S_ISREG(st.st_mode)) continue;
-    info.bytes += st.st_size;
-    const absl::string_view n(name);
-    if (absl::EndsWith(n, ".ldb")) ++info.tables;
-    if (absl::EndsWith(n, ".log")) {
-      ++info.logs;
-      info.log_bytes += st.st_size;
-    }
-  }
-  return info;
-}
-
-// Reads every regular file of `path` (a file or a directory) once, so that
-// it is in the page cache.
-void WarmFiles(const std::string& path, std::vector<char>* scratch) {
-  struct stat st;
-  CHECK_EQ(::stat(path.c_str(), &st), 0) << path;
-  if (S_ISDIR(st.st_mode)) {
-    const std::vector<std::string> names = ListDir(path).value();
-    for (const std::string& name : names) {
-      WarmFiles(JoinPath(path, name), scratch);
-    }
-    return;
-  }
-  if (!S_ISREG(st.st_mode)) return;
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  PCHECK(fd >= 0) << path;
-  while (::read(fd, scratch->data(), scratch->size()) > 0) {
-  }
-  ::close(fd);
-}
-
-struct Sample {
-  std::vector<double> values;
-  void Add(double v) { values.push_back(v); }
-  bool empty() const { return values.empty(); }
-  double Median() const {
-    std::vector<double> v = values;
-    std::sort(v.begin(), v.end());
-    const size_t n = v.size();
-    return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-  }
-  double Min() const { return *std::min_element(values.begin(), values.end()); }
-  double Max() const { return *std::max_element(values.begin(), values.end()); }
-};
-
-// One save option set for --variants.
-struct Variant {
-  std::string label;
-  CheckpointDbOptions options;
-  LevelDbOptions leveldb;
-};
-
-std::vector<Variant> ParseVariants(const std::string& text) {
-  std::vector<Variant> variants;
-  for (absl::string_view spec : absl::StrSplit(text, ',', absl::SkipEmpty())) {
-    Variant v;
-    v.label = std::string(spec);
-    for (absl::string_view kv : absl::StrSplit(spec, '/')) {
-      std::pair<std::string, std::string> p = absl::StrSplit(kv, '=');
-      int64_t x = 0;
-      CHECK(absl::SimpleAtoi(p.second, &x)) << "bad variant " << spec;
-      if (p.first == "flush") {
-        v.leveldb.flush_memtable_on_close = x != 0;
-      } else if (p.first == "wbs") {
-        v.leveldb.write_buffer_size = static_cast<size_t>(x) << 20;
-      } else if (p.first == "mfs") {
-        v.leveldb.max_file_size = static_cast<size_t>(x) << 20;
-      } else if (p.first == "batch") {
-        v.options.db.writer_batch_bytes = static_cast<size_t>(x) << 20;
-      } else if (p.first == "chunk") {
-        v.options.serialization.chunk_bytes = x << 20;
-      } else {
-        LOG(FATAL) << "unknown variant key '" << p.first << "' in " << spec;
-      }
-    }
-    variants.push_back(std::move(v));
-  }
-  return variants;
-}
 
 class Case {
  public:
@@ -440,7 +212,8 @@ class Case {
 
   void TimeRawWrite() {
     RemoveIfExists(raw_path_);
-    Settle();
+    bench::Settle(absl::GetFlag(FLAGS_churn_mib),
+                  absl::GetFlag(FLAGS_settle_ms));
     const double cpu = CpuSeconds();
     const int64_t wchar0 = IoBytes("wchar");
     const auto start = Clock::now();
@@ -513,7 +286,8 @@ class Case {
   void TimeSave(int epoch) {
     FreshCheckpointDir();
     const NetDef def = SaveNet(epoch);
-    Settle();
+    bench::Settle(absl::GetFlag(FLAGS_churn_mib),
+                  absl::GetFlag(FLAGS_settle_ms));
     // The warm-up save stands for a process's first save: memory that
     // earlier work freed but malloc kept is returned first, so the peak RSS
     // increase shows the save's whole working set.
@@ -570,7 +344,8 @@ class Case {
     CheckpointDbOptions options = v.options;
     options.node = kNode;
     options.epoch = epoch;
-    Settle();
+    bench::Settle(absl::GetFlag(FLAGS_churn_mib),
+                  absl::GetFlag(FLAGS_settle_ms));
     const double cpu = CpuSeconds();
     const auto start = Clock::now();
     Check(

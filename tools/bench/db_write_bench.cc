@@ -48,6 +48,7 @@
 #include "checkpoint/file_util.h"
 #include "checkpoint/leveldb_db.h"
 #include "glog/logging.h"
+#include "tools/bench/bench_util.h"
 
 ABSL_FLAG(std::string, dir, "",
           "Scratch directory (created if missing; relative paths are taken "
@@ -65,53 +66,16 @@ ABSL_FLAG(bool, drop_caches, false,
 namespace jobgraph {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double Seconds(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-// User + system CPU seconds of this process (all threads), so that CPU cost
-// can be compared even when other work on the machine skews wall times.
-double CpuSeconds() {
-  struct rusage usage;
-  CHECK_EQ(::getrusage(RUSAGE_SELF, &usage), 0);
-  return usage.ru_utime.tv_sec + usage.ru_utime.tv_usec / 1e6 +
-         usage.ru_stime.tv_sec + usage.ru_stime.tv_usec / 1e6;
-}
-
-void Check(const absl::Status& status) { CHECK(status.ok()) << status; }
+using bench::Check;
+using bench::Clock;
+using bench::CpuSeconds;
+using bench::DropCaches;
+using bench::RemoveIfExists;
+using bench::Sample;
+using bench::Seconds;
 
 // Lets the disk and the page cache settle between measurements.
-void Settle() {
-  ::sync();
-  std::this_thread::sleep_for(std::chrono::seconds(1));
-}
-
-bool DropCaches() {
-  ::sync();
-  FILE* f = std::fopen("/proc/sys/vm/drop_caches", "w");
-  if (f == nullptr) return false;
-  bool ok = std::fputs("3\n", f) >= 0;
-  ok = std::fclose(f) == 0 && ok;
-  return ok;
-}
-
-void RemoveIfExists(const std::string& path) {
-  if (PathExists(path).value()) Check(RemoveRecursively(path));
-}
-
-struct Sample {
-  std::vector<double> values;
-  void Add(double v) { values.push_back(v); }
-  double Median() const {
-    std::vector<double> v = values;
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  }
-  double Min() const { return *std::min_element(values.begin(), values.end()); }
-  double Max() const { return *std::max_element(values.begin(), values.end()); }
-};
+void Settle() { bench::Settle(/*churn_mib=*/0, /*settle_ms=*/1000); }
 
 class Bench {
  public:

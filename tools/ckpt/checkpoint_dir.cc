@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <climits>
 #include <tuple>
+#include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -204,6 +205,20 @@ absl::StatusOr<int64_t> DiskBytes(const std::string& dir) {
     }
   }
   return total;
+}
+
+std::optional<CheckpointDir> ScanOrReport(const std::string& dir,
+                                          std::ostream& err) {
+  absl::StatusOr<CheckpointDir> scanned = ScanCheckpointDir(dir);
+  if (!scanned.ok()) {
+    err << "ckpt: " << scanned.status().message() << "\n";
+    return std::nullopt;
+  }
+  return *std::move(scanned);
+}
+
+std::string DbTypeFor(const CheckpointDir& dir, const std::string& flag) {
+  return flag.empty() ? dir.DbType() : flag;
 }
 
 }  // namespace ckpt

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -91,6 +92,15 @@ struct CheckpointDir {
 // database). A commit log that cannot be read is not an error here: see
 // CheckpointDir::log_status.
 absl::StatusOr<CheckpointDir> ScanCheckpointDir(const std::string& dir);
+
+// ScanCheckpointDir for a command: on failure prints "ckpt: <error>" to
+// `err` and returns nullopt (the command then exits with kExitUsage).
+std::optional<CheckpointDir> ScanOrReport(const std::string& dir,
+                                          std::ostream& err);
+
+// The DB type a command opens databases with: `flag` if set, else the
+// directory's (CheckpointDir::DbType).
+std::string DbTypeFor(const CheckpointDir& dir, const std::string& flag);
 
 // Whether a process that may still be using a temporary is alive: `pid`
 // exists on this machine, or (for a save's temporary database, whose type is

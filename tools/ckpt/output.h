@@ -104,7 +104,6 @@ std::string Printable(absl::string_view s);
 // A CRC-32C as 8 lower-case hex digits.
 std::string CrcHex(uint32_t crc);
 
-
 // A duration: "850 us", "12.3 ms", "4.56 s".
 std::string FormatMicros(int64_t micros);
 

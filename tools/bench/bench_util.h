@@ -1,0 +1,96 @@
+// What the checkpoint benchmarks share: clocks, this process's CPU time,
+// page faults, RSS and I/O counters from /proc, settling and dropping the
+// page cache between timed runs, and a sample of repeated measurements.
+//
+// Benchmark code: failures of the environment are fatal (CHECK), since a
+// figure measured after one would be wrong. Functions are thread-compatible.
+
+#ifndef JOBGRAPH_TOOLS_BENCH_BENCH_UTIL_H_
+#define JOBGRAPH_TOOLS_BENCH_BENCH_UTIL_H_
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "checkpoint/leveldb_db.h"
+#include "checkpoint/save_load_ops.h"
+
+namespace jobgraph {
+namespace bench {
+
+using Clock = std::chrono::steady_clock;
+
+// Wall seconds since `start`.
+double Seconds(Clock::time_point start);
+// User + system CPU seconds of this process (all threads), so that CPU cost
+// can be compared even when other work on the machine skews wall times.
+double CpuSeconds();
+// Minor page faults of this process so far.
+long MinorFaults();
+
+// CHECK-fails with the status unless it is OK.
+void Check(const absl::Status& status);
+// Removes `path` (recursively) if it exists.
+void RemoveIfExists(const std::string& path);
+
+// Lets the disk and the page cache settle before a timed run: touches and
+// frees `churn_mib` MiB (so every timed write starts with the same pool of
+// just-freed pages), syncs, then sleeps `settle_ms`.
+void Settle(int64_t churn_mib, int settle_ms);
+// Drops the page cache (needs root); false if not permitted.
+bool DropCaches();
+
+// A field of /proc/self/status in kB ("VmRSS", "VmHWM"); -1 if absent.
+long StatusKb(const char* field);
+// A field of /proc/self/io ("wchar": bytes passed to write() and similar;
+// "write_bytes": bytes this process caused to be sent to storage;
+// "cancelled_write_bytes": of those, bytes whose page-cache pages were
+// truncated or deleted before writeback); -1 if absent.
+int64_t IoBytes(const char* field);
+// Resets VmHWM to the current RSS (Linux >= 4.0). False if not permitted.
+bool ResetPeakRss();
+
+// Bytes of the regular files in `dir` (not recursive), and counts.
+struct DirInfo {
+  int64_t bytes = 0;
+  int tables = 0;
+  int logs = 0;
+  int64_t log_bytes = 0;
+};
+DirInfo DescribeDir(const std::string& dir);
+
+// Reads every regular file of `path` (a file or a directory) once, so that
+// it is in the page cache; `scratch` is the read buffer.
+void WarmFiles(const std::string& path, std::vector<char>* scratch);
+
+// Repeated measurements of one figure.
+struct Sample {
+  std::vector<double> values;
+  void Add(double v) { values.push_back(v); }
+  bool empty() const { return values.empty(); }
+  // The median (mean of the middle two for an even count).
+  double Median() const;
+  double Min() const;
+  double Max() const;
+};
+
+// One save option set of checkpoint_bench --variants.
+struct Variant {
+  std::string label;
+  CheckpointDbOptions options;
+  LevelDbOptions leveldb;
+};
+
+// Parses "flush=0,wbs=64,wbs=128/flush=0,chunk=4": one Variant per
+// comma-separated spec of '/'-separated key=value pairs (flush:
+// LevelDbOptions::flush_memtable_on_close; wbs, mfs: write buffer and table
+// size in MiB; batch: writer_batch_bytes in MiB; chunk: chunk_bytes in MiB).
+// A malformed spec is fatal.
+std::vector<Variant> ParseVariants(const std::string& text);
+
+}  // namespace bench
+}  // namespace jobgraph
+
+#endif  // JOBGRAPH_TOOLS_BENCH_BENCH_UTIL_H_

@@ -1,0 +1,186 @@
+// `ckpt gc`: retention and the removal of leftover temporaries.
+
+#include <algorithm>
+#include <cctype>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "checkpoint/blob_index.h"
+#include "checkpoint/checkpoint_paths.h"
+#include "checkpoint/commit_log.h"
+#include "checkpoint/db.h"
+#include "checkpoint/db_registry.h"
+#include "checkpoint/file_util.h"
+#include "checkpoint/retention.h"
+#include "checkpoint/verify.h"
+#include "proto/jobgraph.pb.h"
+#include "tools/ckpt/checkpoint_dir.h"
+#include "tools/ckpt/ckpt.h"
+#include "tools/ckpt/output.h"
+
+namespace jobgraph {
+namespace ckpt {
+
+int Gc(const GcOptions& options, std::ostream& out, std::ostream& err) {
+  std::optional<CheckpointDir> dir = ScanOrReport(options.dir, err);
+  if (!dir.has_value()) return kExitUsage;
+  if (!dir->log_status.ok() && !absl::IsNotFound(dir->log_status)) {
+    // Without the list of committed epochs nothing can be judged garbage.
+    err << "ckpt: " << dir->log_status.message() << "; gc removes nothing\n";
+    return kExitUsage;
+  }
+  // Save temporaries are databases of the directory's type, which knows
+  // whether one is open and how to delete it.
+  absl::StatusOr<const DbType*> db_type =
+      DbRegistry::Global().Find(dir->DbType());
+  if (!db_type.ok()) {
+    err << "ckpt: " << dir->path << ": " << db_type.status().message()
+        << "; gc removes nothing\n";
+    return kExitUsage;
+  }
+  const absl::string_view verb = options.dry_run ? "would remove" : "removed";
+  int removed = 0;
+  int64_t removed_bytes = 0;
+  auto bytes_of = [](const std::string& path) {
+    absl::StatusOr<int64_t> bytes = DiskBytes(path);
+    return bytes.ok() ? *bytes : 0;
+  };
+
+  // 1. Retention, exactly as ApplyRetention decides it.
+  if (!dir->log_status.ok() && options.keep_last > 0) {
+    out << "no " << kCommitLogFileName
+        << ": nothing is committed, so retention removes nothing\n";
+  }
+  if (dir->log_status.ok() && options.keep_last > 0) {
+    const CommitLog& log = dir->commit_log;
+    const int n = log.epoch_size();
+    std::vector<const CommittedEpoch*> dropped;
+    for (int i = 0; i < n; ++i) {
+      const CommittedEpoch& e = log.epoch(i);
+      const bool newest = i == n - 1;
+      const bool recent = i >= n - options.keep_last;
+      const bool milestone =
+          options.keep_every > 0 && e.epoch() % options.keep_every == 0;
+      if (!newest && !recent && !milestone) dropped.push_back(&e);
+    }
+    // What is on disk now, for the report; ApplyRetention deletes the same.
+    std::vector<std::pair<int64_t, std::vector<std::string>>> paths;
+    for (const CommittedEpoch* e : dropped) {
+      std::vector<std::string> existing;
+      for (const std::string& node : e->node()) {
+        const std::string path = CheckpointDbPath(dir->path, node, e->epoch());
+        absl::StatusOr<bool> exists = PathExists(path);
+        if (exists.ok() && *exists) {
+          removed_bytes += bytes_of(path);
+          existing.push_back(path);
+        }
+      }
+      paths.emplace_back(e->epoch(), std::move(existing));
+    }
+    if (!options.dry_run && !dropped.empty()) {
+      RetentionOptions retention;
+      retention.keep_last = options.keep_last;
+      retention.keep_every = options.keep_every;
+      absl::StatusOr<std::vector<int64_t>> applied =
+          ApplyRetention(dir->path, retention, /*background=*/false);
+      if (!applied.ok()) {
+        err << "ckpt: applying retention to " << dir->path << ": "
+            << applied.status().message() << "\n";
+        return kExitUsage;
+      }
+    }
+    for (const auto& [epoch, existing] : paths) {
+      out << verb << " committed epoch " << epoch;
+      if (existing.empty()) {
+        out << " (no database left on disk)";
+      } else {
+        out << ": " << absl::StrJoin(existing, " ");
+      }
+      out << "\n";
+      ++removed;
+    }
+    std::vector<int64_t> kept;
+    for (const CommittedEpoch& e : log.epoch()) {
+      if (std::none_of(dropped.begin(), dropped.end(),
+                       [&](const CommittedEpoch* d) { return d == &e; })) {
+        kept.push_back(e.epoch());
+      }
+    }
+    out << (options.dry_run ? "would keep" : "kept") << " committed epochs: "
+        << (kept.empty() ? "none" : absl::StrJoin(kept, ", ")) << "\n";
+  }
+
+  // 2. Leftover temporaries: jobgraph's own names only.
+  int skipped = 0;
+  // `temp_type` is the DB type of a temporary database, null for a file.
+  auto remove_temp = [&](const std::string& path, const std::string& basename,
+                         std::optional<int64_t> pid, const DbType* temp_type,
+                         absl::string_view what) -> bool {
+    if (!options.force) {
+      if (std::optional<std::string> busy = TempInUse(path, pid, temp_type)) {
+        out << "kept " << what << " " << Printable(basename) << ": " << *busy
+            << " (--force removes it anyway)\n";
+        ++skipped;
+        return true;
+      }
+    }
+    const int64_t bytes = bytes_of(path);
+    if (!options.dry_run) {
+      absl::Status status = temp_type != nullptr ? temp_type->Remove(path)
+                                                 : RemoveRecursively(path);
+      if (!status.ok() && !absl::IsNotFound(status)) {
+        err << "ckpt: " << status.message() << "\n";
+        return false;
+      }
+    }
+    out << verb << " " << what << " " << path << " (" << bytes << " bytes)\n";
+    removed_bytes += bytes;
+    ++removed;
+    return true;
+  };
+  for (const CheckpointDir::SaveTemp& temp : dir->save_temps) {
+    if (!remove_temp(temp.path, temp.basename, temp.parsed.pid, *db_type,
+                     "temporary database")) {
+      return kExitUsage;
+    }
+  }
+  for (const CheckpointDir::CommitLogTemp& temp : dir->commit_log_temps) {
+    if (!remove_temp(temp.path, temp.basename, temp.pid,
+                     /*temp_type=*/nullptr, "temporary commit log")) {
+      return kExitUsage;
+    }
+  }
+
+  int uncommitted = 0;
+  for (const CheckpointDir::Database& db : dir->databases) {
+    if (!dir->IsCommitted(db.name.node, db.name.epoch)) ++uncommitted;
+  }
+  if (removed == 0) {
+    out << "nothing to remove in " << dir->path << "\n";
+  } else {
+    out << verb << " " << removed << " item" << (removed == 1 ? "" : "s")
+        << ", " << removed_bytes << " bytes, in " << dir->path << "\n";
+  }
+  if (skipped > 0) {
+    out << "kept " << skipped << " temporar" << (skipped == 1 ? "y" : "ies")
+        << " that may be in use\n";
+  }
+  if (uncommitted > 0) {
+    out << "left alone: " << uncommitted << " uncommitted database"
+        << (uncommitted == 1 ? "" : "s")
+        << " (not listed in the commit log; see `ckpt list`)\n";
+  }
+  return kExitOk;
+}
+
+}  // namespace ckpt
+}  // namespace jobgraph

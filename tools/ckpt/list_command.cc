@@ -1,0 +1,276 @@
+// `ckpt list`: the epochs of a checkpoint directory and their state.
+
+#include <algorithm>
+#include <cctype>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "checkpoint/blob_index.h"
+#include "checkpoint/checkpoint_paths.h"
+#include "checkpoint/commit_log.h"
+#include "checkpoint/db.h"
+#include "checkpoint/db_registry.h"
+#include "checkpoint/file_util.h"
+#include "checkpoint/retention.h"
+#include "checkpoint/verify.h"
+#include "proto/jobgraph.pb.h"
+#include "tools/ckpt/checkpoint_dir.h"
+#include "tools/ckpt/ckpt.h"
+#include "tools/ckpt/output.h"
+
+namespace jobgraph {
+namespace ckpt {
+namespace {
+
+// ---------------------------------------------------------------------------
+// list
+
+// One row of `list`: an epoch's committed databases, its databases that are
+// not committed, or one leftover temporary.
+struct EpochRow {
+  std::optional<int64_t> epoch;  // unknown for a temporary of another name
+  std::string state;             // "committed", "uncommitted", "incomplete"
+  std::vector<std::string> nodes;
+  std::vector<std::string> paths;
+  std::optional<int64_t> blobs;
+  std::optional<int64_t> bytes;
+  std::optional<int64_t> save_micros;
+  std::optional<int64_t> time_unix_micros;
+  std::vector<std::string> problems;
+};
+
+int StateRank(const std::string& state) {
+  if (state == "committed") return 0;
+  if (state == "uncommitted") return 1;
+  return 2;
+}
+
+// Adds the database at `path` (of `node` and `epoch`) to `row`: its blob
+// count and bytes from its blob index, or a problem when that cannot be read
+// or belongs to another node or epoch. Blob and byte totals of a row become
+// unknown once one of its databases cannot be read.
+void AddDatabase(const std::string& db_type, const std::string& path,
+                 const std::string& node, int64_t epoch, EpochRow* row,
+                 std::optional<int64_t>* earliest_created) {
+  absl::StatusOr<BlobIndex> index = ReadBlobIndexAt(db_type, path);
+  if (!index.ok()) {
+    row->problems.push_back(std::string(index.status().message()));
+    row->blobs.reset();
+    row->bytes.reset();
+    return;
+  }
+  if (index->node() != node || index->epoch() != epoch) {
+    row->problems.push_back(absl::StrCat(path, " holds node '", index->node(),
+                                         "' epoch ", index->epoch(),
+                                         " according to its blob index"));
+  }
+  if (row->blobs.has_value()) *row->blobs += index->blob_size();
+  if (row->bytes.has_value()) *row->bytes += index->total_bytes();
+  if (earliest_created != nullptr && index->created_unix_micros() > 0 &&
+      (!earliest_created->has_value() ||
+       index->created_unix_micros() < **earliest_created)) {
+    *earliest_created = index->created_unix_micros();
+  }
+}
+
+std::vector<EpochRow> ListRows(const CheckpointDir& dir,
+                               const std::string& db_type) {
+  std::vector<EpochRow> rows;
+  if (dir.log_status.ok()) {
+    for (const CommittedEpoch& e : dir.commit_log.epoch()) {
+      EpochRow row;
+      row.epoch = e.epoch();
+      row.state = "committed";
+      row.blobs = 0;
+      row.bytes = 0;
+      row.save_micros = e.save_micros();
+      row.time_unix_micros = e.committed_unix_micros();
+      for (const std::string& node : e.node()) {
+        const std::string path = CheckpointDbPath(dir.path, node, e.epoch());
+        row.nodes.push_back(node);
+        row.paths.push_back(path);
+        absl::StatusOr<bool> exists = PathExists(path);
+        if (!exists.ok() || !*exists) {
+          row.problems.push_back(
+              exists.ok() ? absl::StrCat("database ", path, " is missing")
+                          : std::string(exists.status().message()));
+          row.blobs.reset();
+          row.bytes.reset();
+          continue;
+        }
+        AddDatabase(db_type, path, node, e.epoch(), &row, nullptr);
+      }
+      rows.push_back(std::move(row));
+    }
+  }
+  // Databases the commit log does not list, one row per epoch.
+  std::map<int64_t, EpochRow> uncommitted;
+  for (const CheckpointDir::Database& db : dir.databases) {
+    if (dir.IsCommitted(db.name.node, db.name.epoch)) continue;
+    auto [it, inserted] = uncommitted.try_emplace(db.name.epoch);
+    EpochRow& row = it->second;
+    if (inserted) {
+      row.epoch = db.name.epoch;
+      row.state = "uncommitted";
+      row.blobs = 0;
+      row.bytes = 0;
+    }
+    row.nodes.push_back(db.name.node);
+    row.paths.push_back(db.path);
+    AddDatabase(db_type, db.path, db.name.node, db.name.epoch, &row,
+                &row.time_unix_micros);
+  }
+  for (auto& [epoch, row] : uncommitted) rows.push_back(std::move(row));
+  // Temporaries are not opened: a save may be writing them.
+  for (const CheckpointDir::SaveTemp& temp : dir.save_temps) {
+    EpochRow row;
+    row.state = "incomplete";
+    if (temp.parsed.db.has_value()) {
+      row.epoch = temp.parsed.db->epoch;
+      row.nodes.push_back(temp.parsed.db->node);
+    }
+    row.paths.push_back(temp.path);
+    rows.push_back(std::move(row));
+  }
+  std::stable_sort(rows.begin(), rows.end(),
+                   [](const EpochRow& a, const EpochRow& b) {
+                     const int64_t ea =
+                         a.epoch.value_or(std::numeric_limits<int64_t>::max());
+                     const int64_t eb =
+                         b.epoch.value_or(std::numeric_limits<int64_t>::max());
+                     if (ea != eb) return ea < eb;
+                     return StateRank(a.state) < StateRank(b.state);
+                   });
+  return rows;
+}
+
+std::string OrDash(const std::optional<int64_t>& value) {
+  return value.has_value() ? absl::StrCat(*value) : "-";
+}
+
+void PrintListText(const CheckpointDir& dir, const std::string& db_type,
+                   const std::vector<EpochRow>& rows, std::ostream& out) {
+  out << "checkpoint " << dir.path << " (";
+  if (dir.log_status.ok()) {
+    out << db_type << ", format version " << dir.commit_log.format_version();
+  } else {
+    out << "no " << kCommitLogFileName << ": nothing is committed";
+  }
+  out << ")\n";
+  TextTable table({"EPOCH", "STATE", "NODES", "BLOBS", "BYTES", "SAVE", "TIME"},
+                  {true, false, false, true, true, true, false});
+  int committed = 0;
+  int uncommitted = 0;
+  int incomplete = 0;
+  for (const EpochRow& row : rows) {
+    if (row.state == "committed") ++committed;
+    if (row.state == "uncommitted") ++uncommitted;
+    if (row.state == "incomplete") ++incomplete;
+    std::vector<std::string> nodes;
+    for (const std::string& node : row.nodes) nodes.push_back(Printable(node));
+    if (nodes.empty()) nodes.push_back("?");
+    const bool unknown = row.state != "incomplete" && !row.blobs.has_value();
+    table.AddRow(
+        {row.epoch.has_value() ? absl::StrCat(*row.epoch) : "?", row.state,
+         absl::StrJoin(nodes, ","), unknown ? "?" : OrDash(row.blobs),
+         unknown ? "?" : OrDash(row.bytes),
+         row.save_micros.has_value() ? FormatMicros(*row.save_micros) : "-",
+         FormatUnixMicros(row.time_unix_micros.value_or(0))});
+  }
+  if (!table.empty()) table.Print(out);
+  std::string summary =
+      absl::StrCat(committed, " committed epoch", committed == 1 ? "" : "s");
+  if (committed > 0) {
+    absl::StrAppend(
+        &summary, " (newest ",
+        dir.commit_log.epoch(dir.commit_log.epoch_size() - 1).epoch(), ")");
+  }
+  absl::StrAppend(&summary, ", ", uncommitted, " uncommitted, ", incomplete,
+                  " incomplete");
+  out << summary << "\n";
+  bool header = false;
+  for (const EpochRow& row : rows) {
+    for (const std::string& problem : row.problems) {
+      if (!header) out << "problems:\n";
+      header = true;
+      out << "  epoch " << OrDash(row.epoch) << " (" << row.state
+          << "): " << problem << "\n";
+    }
+  }
+  if (!dir.save_temps.empty() || !dir.commit_log_temps.empty()) {
+    out << "leftover temporaries (`ckpt gc` removes them):\n";
+    for (const auto& temp : dir.save_temps) {
+      out << "  " << Printable(temp.basename) << "\n";
+    }
+    for (const auto& temp : dir.commit_log_temps) {
+      out << "  " << Printable(temp.basename) << "\n";
+    }
+  }
+}
+
+void PrintListJson(const CheckpointDir& dir, const std::string& db_type,
+                   const std::vector<EpochRow>& rows, std::ostream& out) {
+  JsonWriter json(out);
+  json.BeginObject();
+  json.Field("dir", dir.path);
+  json.Field("commit_log", dir.log_status.ok() ? "ok" : "missing");
+  json.Field("format_version",
+             dir.log_status.ok()
+                 ? std::optional<int64_t>(dir.commit_log.format_version())
+                 : std::nullopt);
+  json.Field("db_type", db_type);
+  json.Key("epochs");
+  json.BeginArray();
+  for (const EpochRow& row : rows) {
+    json.BeginObject();
+    json.Field("epoch", row.epoch);
+    json.Field("state", row.state);
+    json.StringArray("nodes", row.nodes);
+    json.StringArray("paths", row.paths);
+    json.Field("blobs", row.blobs);
+    json.Field("bytes", row.bytes);
+    json.Field("save_micros", row.save_micros);
+    json.Field("time_unix_micros", row.time_unix_micros);
+    json.StringArray("problems", row.problems);
+    json.EndObject();
+  }
+  json.EndArray();
+  std::vector<std::string> temps;
+  for (const auto& temp : dir.save_temps) temps.push_back(temp.basename);
+  for (const auto& temp : dir.commit_log_temps) temps.push_back(temp.basename);
+  json.StringArray("leftover_temporaries", temps);
+  json.EndObject();
+  out << "\n";
+}
+
+}  // namespace
+
+int List(const ListOptions& options, std::ostream& out, std::ostream& err) {
+  std::optional<CheckpointDir> dir = ScanOrReport(options.dir, err);
+  if (!dir.has_value()) return kExitUsage;
+  if (!dir->log_status.ok() && !absl::IsNotFound(dir->log_status)) {
+    err << "ckpt: " << dir->log_status.message()
+        << " (`ckpt verify` reports damage)\n";
+    return kExitUsage;
+  }
+  const std::string db_type = DbTypeFor(*dir, options.db_type);
+  const std::vector<EpochRow> rows = ListRows(*dir, db_type);
+  if (options.format == OutputFormat::kJson) {
+    PrintListJson(*dir, db_type, rows, out);
+  } else {
+    PrintListText(*dir, db_type, rows, out);
+  }
+  return kExitOk;
+}
+
+}  // namespace ckpt
+}  // namespace jobgraph
