@@ -190,6 +190,17 @@ absl::StatusOr<std::string> ResolvePath(absl::string_view flag,
   return (std::filesystem::path(cwd) / std::string(path)).string();
 }
 
+absl::Status CheckFlagRange(absl::string_view flag, int64_t value, int64_t min,
+                            int64_t max, absl::string_view note) {
+  if (value >= min && value <= max) return absl::OkStatus();
+  std::string bound = max == std::numeric_limits<int64_t>::max()
+                          ? absl::StrCat(">= ", min)
+                          : absl::StrCat("between ", min, " and ", max);
+  if (!note.empty()) absl::StrAppend(&bound, " (", note, ")");
+  return absl::InvalidArgumentError(
+      absl::StrCat("--", flag, " must be ", bound, ", got ", value));
+}
+
 absl::StatusOr<CommonOptions> ReadCommonFlags() {
   CommonOptions options;
   JG_ASSIGN_OR_RETURN(
@@ -210,11 +221,9 @@ absl::StatusOr<CommonOptions> ReadCommonFlags() {
                      " needs --checkpoint_dir (the directory to resume from)"));
   }
   options.keep_last = absl::GetFlag(FLAGS_keep_last);
-  if (options.keep_last < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--keep_last must be >= 0 (0 keeps every epoch), got ",
-                     options.keep_last));
-  }
+  JG_RETURN_IF_ERROR(CheckFlagRange("keep_last", options.keep_last, 0,
+                                    std::numeric_limits<int64_t>::max(),
+                                    "0 keeps every epoch"));
   if (options.keep_last > 0 && options.checkpoint_dir.empty()) {
     return absl::InvalidArgumentError(
         "--keep_last needs --checkpoint_dir (there is nothing to keep)");
@@ -226,10 +235,8 @@ absl::StatusOr<CommonOptions> ReadCommonFlags() {
       options.metrics_out,
       ResolvePath("metrics_out", absl::GetFlag(FLAGS_metrics_out)));
   options.epoch_delay_ms = absl::GetFlag(FLAGS_epoch_delay_ms);
-  if (options.epoch_delay_ms < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--epoch_delay_ms must be >= 0, got ", options.epoch_delay_ms));
-  }
+  JG_RETURN_IF_ERROR(
+      CheckFlagRange("epoch_delay_ms", options.epoch_delay_ms, 0));
   return options;
 }
 

@@ -38,6 +38,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -76,6 +77,14 @@ void InitExample(int argc, char** argv, absl::string_view usage);
 // flag: a bad --resume_from_epoch, resuming without --checkpoint_dir, a
 // negative --keep_last or --epoch_delay_ms, ...
 absl::StatusOr<CommonOptions> ReadCommonFlags();
+
+// OK when min <= value <= max, else InvalidArgument
+// "--<flag> must be between <min> and <max>, got <value>" (or
+// "must be >= <min>" without a maximum); `note`, if not empty, follows the
+// bound in parentheses ("--epochs must be >= 0 (0: no limit), got -1").
+absl::Status CheckFlagRange(absl::string_view flag, int64_t value, int64_t min,
+                            int64_t max = std::numeric_limits<int64_t>::max(),
+                            absl::string_view note = "");
 
 // `path` made absolute: unchanged if already absolute, else joined to
 // $BUILD_WORKING_DIRECTORY when set, else to the current directory. "" stays

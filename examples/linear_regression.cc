@@ -102,25 +102,18 @@ absl::StatusOr<Options> ReadFlags() {
         "--num_samples must be between 1 and 2^26, got ", o.num_samples));
   }
   o.num_features = absl::GetFlag(FLAGS_num_features);
-  if (o.num_features < 1 || o.num_features > 1024) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--num_features must be between 1 and 1024, got ", o.num_features));
-  }
+  JG_RETURN_IF_ERROR(CheckFlagRange("num_features", o.num_features, 1, 1024));
   o.batch_size = absl::GetFlag(FLAGS_batch_size);
-  if (o.batch_size < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--batch_size must be >= 1, got ", o.batch_size));
-  }
+  JG_RETURN_IF_ERROR(CheckFlagRange("batch_size", o.batch_size, 1));
   o.learning_rate = absl::GetFlag(FLAGS_learning_rate);
   if (!(o.learning_rate > 0) || !std::isfinite(o.learning_rate)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--learning_rate must be a positive number, got ", o.learning_rate));
   }
   o.epochs = absl::GetFlag(FLAGS_epochs);
-  if (o.epochs < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--epochs must be >= 0 (0: no limit), got ", o.epochs));
-  }
+  JG_RETURN_IF_ERROR(CheckFlagRange("epochs", o.epochs, 0,
+                                    std::numeric_limits<int64_t>::max(),
+                                    "0: no limit"));
   o.loss_threshold = absl::GetFlag(FLAGS_loss_threshold);
   if (!(o.loss_threshold >= 0) || !std::isfinite(o.loss_threshold)) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -39,6 +39,7 @@
 #include "engine/data/reader_with_limit.h"
 #include "engine/data/record.h"
 #include "engine/session.h"
+#include "engine/status_macros.h"
 #include "engine/task.h"
 #include "engine/tensor.h"
 #include "examples/example_util.h"
@@ -67,22 +68,14 @@ struct Options {
 absl::StatusOr<Options> ReadFlags() {
   Options options;
   options.nodes = absl::GetFlag(FLAGS_nodes);
-  if (options.nodes < 1 || options.nodes > 1000) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--nodes must be between 1 and 1000, got ", options.nodes));
-  }
+  JG_RETURN_IF_ERROR(CheckFlagRange("nodes", options.nodes, 1, 1000));
   options.num_records = absl::GetFlag(FLAGS_num_records);
-  if (options.num_records < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--num_records must be >= 0, got ", options.num_records));
-  }
+  JG_RETURN_IF_ERROR(CheckFlagRange("num_records", options.num_records, 0));
   options.records_per_epoch = absl::GetFlag(FLAGS_records_per_epoch);
   // A limit of 0 reads nothing, so the data would never run out and the job
   // would never stop.
-  if (options.records_per_epoch < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--records_per_epoch must be >= 1, got ", options.records_per_epoch));
-  }
+  JG_RETURN_IF_ERROR(
+      CheckFlagRange("records_per_epoch", options.records_per_epoch, 1));
   options.initial_total = absl::GetFlag(FLAGS_initial_total);
   return options;
 }

@@ -88,22 +88,13 @@ absl::StatusOr<Options> ReadFlags() {
         absl::StrCat("--input=", o.input, ": not a regular file"));
   }
   o.threads = absl::GetFlag(FLAGS_threads);
-  if (o.threads < 1 || o.threads > 256) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--threads must be between 1 and 256, got ", o.threads));
-  }
+  JG_RETURN_IF_ERROR(CheckFlagRange("threads", o.threads, 1, 256));
   o.lines_per_epoch = absl::GetFlag(FLAGS_lines_per_epoch);
   // A limit of 0 reads nothing, so the file would never run out and the job
   // would never stop.
-  if (o.lines_per_epoch < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--lines_per_epoch must be >= 1, got ", o.lines_per_epoch));
-  }
+  JG_RETURN_IF_ERROR(CheckFlagRange("lines_per_epoch", o.lines_per_epoch, 1));
   o.top_k = absl::GetFlag(FLAGS_top_k);
-  if (o.top_k < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--top_k must be >= 0, got ", o.top_k));
-  }
+  JG_RETURN_IF_ERROR(CheckFlagRange("top_k", o.top_k, 0));
   return o;
 }
 
