@@ -11,6 +11,7 @@
 #define JOBGRAPH_CHECKPOINT_CHECKPOINT_PATHS_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -30,6 +31,23 @@ std::string CheckpointDbPath(absl::string_view dir, absl::string_view node,
 // starting with '.', at most 200 characters. InvalidArgument naming the node
 // and the rule otherwise.
 absl::Status ValidateNodeName(absl::string_view node);
+
+// A decimal number without sign or leading zeros, as jobgraph writes epochs
+// and pids into names; nullopt for anything else.
+std::optional<int64_t> ParseDecimal(absl::string_view text);
+
+// The node and epoch that a database's directory name "<node>.<epoch>"
+// stands for.
+struct CheckpointDbName {
+  std::string node;
+  int64_t epoch = 0;
+};
+
+// "<node>.<epoch>" with a valid node name (ValidateNodeName) and a decimal
+// epoch (ParseDecimal); the epoch follows the last dot. nullopt for anything
+// else, temporaries included.
+std::optional<CheckpointDbName> ParseCheckpointDbName(
+    absl::string_view basename);
 
 }  // namespace jobgraph
 

@@ -136,10 +136,20 @@ absl::StatusOr<std::optional<int64_t>> Checkpointer::Start(
     // save will report this, and the first that can save takes the locks.
     LOG(WARNING) << usable.message();
   }
-  std::vector<std::string> file_names;
-  for (const NodeState& state : nodes_) file_names.push_back(state.file_name);
-  return ChooseResumeEpoch(options_.directory, options_.db_type, file_names,
-                           resume);
+  JG_ASSIGN_OR_RETURN(std::optional<int64_t> epoch,
+                      ChooseResumeEpoch(options_.directory, options_.db_type,
+                                        FileNames(), resume));
+  if (usable.ok()) {
+    JG_RETURN_IF_ERROR(
+        CreateCommitLogIfMissing(options_.directory, options_.db_type));
+  }
+  return epoch;
+}
+
+std::vector<std::string> Checkpointer::FileNames() const {
+  std::vector<std::string> names;
+  for (const NodeState& state : nodes_) names.push_back(state.file_name);
+  return names;
 }
 
 std::string Checkpointer::DbPathOf(const NodeState& state,
@@ -236,9 +246,10 @@ absl::StatusOr<CheckpointStats> Checkpointer::Restore(Session& session,
   CheckpointStats stats;
   stats.epoch = epoch;
   stats.num_dbs = static_cast<int>(nodes_.size());
-  absl::StatusOr<CommitLog> log = ReadCommitLog(options_.directory);
+  absl::StatusOr<CommitLogRead> log =
+      ReadCommitLogWithFallback(options_.directory);
   const CommittedEpoch* entry =
-      log.ok() ? FindCommittedEpoch(*log, epoch) : nullptr;
+      log.ok() ? FindCommittedEpoch(log->log, epoch, FileNames()) : nullptr;
   if (entry != nullptr) stats.bytes = entry->total_bytes();
   stats.wall_micros = MicrosSince(start);
   return stats;
@@ -255,6 +266,10 @@ absl::StatusOr<CheckpointStats> Checkpointer::SaveEpoch(Session& session,
   }
   JG_RETURN_IF_ERROR(PrepareDirectory(options_.directory));
   JG_RETURN_IF_ERROR(LockNodes());
+  // Before any database is in place: databases without a commit log are
+  // then always damage, never a crash before the first commit.
+  JG_RETURN_IF_ERROR(
+      CreateCommitLogIfMissing(options_.directory, options_.db_type));
   TaskGroup group("checkpoint_save", GLOBAL);
   for (const NodeState& state : nodes_) {
     std::vector<BlobRef> inputs(state.blobs.begin(), state.blobs.end());
@@ -291,7 +306,7 @@ absl::StatusOr<CheckpointStats> Checkpointer::SaveEpoch(Session& session,
   // The epoch is committed now; a failure to drop old epochs must not turn
   // it into a failed save. It is logged, and the next commit tries again.
   absl::Status retention =
-      ApplyRetention(options_.directory, options_.retention,
+      ApplyRetention(options_.directory, options_.retention, commit.nodes,
                      /*background=*/true)
           .status();
   if (!retention.ok()) {

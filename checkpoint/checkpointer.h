@@ -159,6 +159,8 @@ class Checkpointer {
   // Fetches each node's "blob_names" blob into NodeState::blobs.
   absl::Status FetchBlobNames(const Session& session);
   std::string DbPathOf(const NodeState& state, int64_t epoch) const;
+  // NodeState::file_name of every node: the names in the commit log.
+  std::vector<std::string> FileNames() const;
 
   const CheckpointOptions options_;
   const bool single_node_;

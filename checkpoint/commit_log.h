@@ -1,6 +1,6 @@
-// The commit log: the file "<dir>/MANIFEST.jobgraph" (a CommitLog
-// proto, see checkpoint/FORMAT.md) that says which epochs of a checkpoint
-// directory are complete.
+// The commit log: the file "<dir>/MANIFEST.jobgraph" (a CommitLog proto in a
+// checksummed frame, see checkpoint/FORMAT.md) that says which epochs of a
+// checkpoint directory are complete.
 //
 // An epoch is committed exactly when the commit log lists it. Every node's
 // database is moved into place under its final name before the log is
@@ -9,18 +9,32 @@
 // the old or the new list of committed epochs, and every epoch listed has all
 // of its databases in place.
 //
-// Functions only; each call reads or replaces the file. Callers serialise
-// writers of one directory (one JobRunner per directory).
+// The log checks itself: its frame carries the length and CRC-32C of its
+// bytes, so a truncation or a flipped bit is DataLoss naming the file. Before
+// each replacement the current log, if intact, is copied to
+// "MANIFEST.jobgraph.prev", so one damaged copy never loses the history:
+// readers that can fall back use the previous copy, which lists at most one
+// commit less.
+//
+// Several jobs (with disjoint nodes) may share a directory: an entry belongs
+// to the job whose nodes it lists, and a job's commit or retention never
+// touches another job's entries. Every read-modify-write of the log holds an
+// exclusive flock(2) on the directory, so concurrent writers, in this process
+// or in others, never lose an entry.
+//
+// Functions only; thread-safe (writers serialise on the directory lock).
 
 #ifndef JOBGRAPH_CHECKPOINT_COMMIT_LOG_H_
 #define JOBGRAPH_CHECKPOINT_COMMIT_LOG_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "proto/jobgraph.pb.h"
 
 namespace jobgraph {
@@ -28,17 +42,50 @@ namespace jobgraph {
 // The version written into commit logs; readers reject newer ones.
 inline constexpr int kCommitLogFormatVersion = 1;
 
-// The commit log of `dir`: NotFound if the directory has none yet, DataLoss
-// if it cannot be parsed or has no version, FailedPrecondition for a newer
-// format. Messages name the file.
+// The previous copy of the commit log, beside it.
+inline constexpr char kPreviousCommitLogSuffix[] = ".prev";
+
+// The commit log of `dir`: NotFound if the directory has none, DataLoss if
+// it is damaged (frame, CRC-32C, parse, missing version), FailedPrecondition
+// for a newer format. Messages name the file. Never falls back.
 absl::StatusOr<CommitLog> ReadCommitLog(const std::string& dir);
 
-// Replaces the commit log of `dir` atomically. The commit failpoints
+// What ReadCommitLogWithFallback found.
+struct CommitLogRead {
+  CommitLog log;
+  // OK, or why the commit log itself could not be used (DataLoss naming the
+  // file): `log` is then the previous copy.
+  absl::Status damage;
+};
+
+// The commit log of `dir`, or its previous copy when the log is damaged or
+// missing while the copy is intact. NotFound when neither exists; the log's
+// own error when it is damaged and there is no intact copy.
+absl::StatusOr<CommitLogRead> ReadCommitLogWithFallback(const std::string& dir);
+
+// Reads the commit log of `dir` (with fallback; an empty log if there is
+// none), lets `edit` change it, and, when `edit` returns true, replaces the
+// log with the result, all under the directory lock. `is_commit` arms the
+// commit failpoints
 // ("commit.before_manifest", "commit.after_manifest_tmp",
-// "commit.after_manifest") fire only when `is_commit` is set, so that
-// retention's rewrite of the log does not trigger them.
+// "commit.after_manifest"); retention's rewrite passes false. An error from
+// `edit` leaves the log untouched.
+absl::Status UpdateCommitLog(
+    const std::string& dir, bool is_commit,
+    const std::function<absl::StatusOr<bool>(CommitLog&)>& edit);
+
+// Replaces the commit log of `dir` with `log` (copying the current log, if
+// intact, to the previous copy first), without the directory lock: for
+// writers that hold it (UpdateCommitLog), tools and tests. `is_commit` as
+// for UpdateCommitLog.
 absl::Status WriteCommitLog(const std::string& dir, const CommitLog& log,
                             bool is_commit);
+
+// Writes an empty commit log into `dir` unless it has one (intact or not), so
+// that databases found later without any log are known to be damage, not a
+// job that never committed.
+absl::Status CreateCommitLogIfMissing(const std::string& dir,
+                                      const std::string& db_type);
 
 // What a commit records about one epoch.
 struct EpochCommit {
@@ -51,18 +98,28 @@ struct EpochCommit {
 };
 
 // Commits `commit.epoch` in the commit log of `dir` (creating the log if it
-// is missing). A re-saved epoch replaces its entry; entries of later epochs
-// are dropped, because they belong to a run that was abandoned when the job
-// resumed from an earlier epoch. Call only after every node's database of
-// the epoch is durable under its final name.
+// is missing). Entries that share a node with the commit are this job's: a
+// re-saved epoch replaces its entry, and entries of later epochs are dropped,
+// because they belong to a run that was abandoned when the job resumed from
+// an earlier epoch. Other jobs' entries are kept. Call only after every
+// node's database of the epoch is durable under its final name.
 absl::Status CommitEpoch(const std::string& dir, const std::string& db_type,
                          const EpochCommit& commit);
 
-// The entry of `epoch`, or null.
-const CommittedEpoch* FindCommittedEpoch(const CommitLog& log, int64_t epoch);
+// Whether `entry` lists at least one of `nodes`, i.e. belongs to the job of
+// those nodes. Every entry belongs to an empty node list.
+bool BelongsToJob(const CommittedEpoch& entry,
+                  absl::Span<const std::string> nodes);
 
-// "0, 1, 2" or "none", for messages.
-std::string CommittedEpochList(const CommitLog& log);
+// The entry of `epoch` that belongs to the job of `nodes` (all entries if
+// `nodes` is empty), or null.
+const CommittedEpoch* FindCommittedEpoch(const CommitLog& log, int64_t epoch,
+                                         absl::Span<const std::string> nodes);
+
+// "0, 1, 2" or "none", for messages: the epochs of the entries that belong to
+// the job of `nodes` (all if empty).
+std::string CommittedEpochList(const CommitLog& log,
+                               absl::Span<const std::string> nodes = {});
 
 }  // namespace jobgraph
 

@@ -1,11 +1,13 @@
 #include "checkpoint/resume_choice.h"
 
+#include <algorithm>
 #include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "checkpoint/checkpoint_paths.h"
 #include "checkpoint/commit_log.h"
+#include "checkpoint/file_util.h"
 #include "checkpoint/verify.h"
 #include "engine/status_macros.h"
 #include "glog/logging.h"
@@ -35,32 +37,87 @@ absl::Status CheckEpoch(const std::string& dir, const std::string& db_type,
   return VerifyCommittedEpoch(dir, db_type, nodes, epoch.epoch());
 }
 
+// The database directories of `nodes` in `dir` ("trainer_0.3", ...), sorted.
+absl::StatusOr<std::vector<std::string>> JobDatabases(
+    const std::string& dir, const std::vector<std::string>& nodes) {
+  JG_ASSIGN_OR_RETURN(bool exists, PathExists(dir));
+  if (!exists) return std::vector<std::string>();
+  JG_ASSIGN_OR_RETURN(std::vector<std::string> names, ListDir(dir));
+  std::vector<std::string> found;
+  for (const std::string& name : names) {
+    std::optional<CheckpointDbName> db = ParseCheckpointDbName(name);
+    if (db.has_value() &&
+        std::find(nodes.begin(), nodes.end(), db->node) != nodes.end()) {
+      found.push_back(name);
+    }
+  }
+  return found;
+}
+
+// No commit log: nothing is committed, unless databases of the job are
+// there, which only a deleted commit log explains (one is written before the
+// first database).
+absl::Status CheckNothingCommitted(const std::string& dir,
+                                   const std::vector<std::string>& nodes,
+                                   absl::string_view what) {
+  JG_ASSIGN_OR_RETURN(std::vector<std::string> databases,
+                      JobDatabases(dir, nodes));
+  if (databases.empty()) return absl::OkStatus();
+  constexpr size_t kShown = 4;
+  const size_t shown = std::min(databases.size(), kShown);
+  return absl::DataLossError(absl::StrCat(
+      what, ": ", dir, " holds ", databases.size(),
+      " database(s) of this job (",
+      absl::StrJoin(databases.begin(), databases.begin() + shown, ", "),
+      databases.size() > shown ? ", ..." : "", ") but no commit log ",
+      JoinPath(dir, kCommitLogFileName),
+      ", so which epochs are complete cannot be known. Rebuild the log from "
+      "the databases that verify with `ckpt recover ",
+      dir,
+      "`, or start from scratch on purpose: run without "
+      "--resume_from_epoch, or with another --checkpoint_dir."));
+}
+
 }  // namespace
 
 absl::StatusOr<std::optional<int64_t>> ChooseResumeEpoch(
     const std::string& dir, const std::string& db_type,
     const std::vector<std::string>& nodes, const ResumeFrom& requested) {
   if (requested.kind == ResumeFrom::Kind::kScratch) return std::nullopt;
-  absl::StatusOr<CommitLog> log = ReadCommitLog(dir);
-  if (absl::IsNotFound(log.status())) {
+  const std::string what =
+      requested.kind == ResumeFrom::Kind::kLatest
+          ? std::string("resume_from_epoch=latest")
+          : absl::StrCat("cannot resume from epoch ", requested.epoch);
+  absl::StatusOr<CommitLogRead> read = ReadCommitLogWithFallback(dir);
+  if (absl::IsNotFound(read.status())) {
+    JG_RETURN_IF_ERROR(CheckNothingCommitted(dir, nodes, what));
     if (requested.kind == ResumeFrom::Kind::kLatest) {
       LOG(WARNING) << "resume_from_epoch=latest: no committed checkpoint in "
                    << dir << "; starting from scratch";
       return std::nullopt;
     }
-    return absl::NotFoundError(absl::StrCat(
-        "cannot resume from epoch ", requested.epoch, ": ", dir,
-        " has no committed checkpoint (no ", kCommitLogFileName, ")"));
+    return absl::NotFoundError(absl::StrCat(what, ": ", dir,
+                                            " has no committed checkpoint (no ",
+                                            kCommitLogFileName, ")"));
   }
-  JG_RETURN_IF_ERROR(log.status());
+  JG_RETURN_IF_ERROR(read.status());
+  if (!read->damage.ok()) {
+    // The previous copy lists at most one commit less: what it lists is
+    // still proven complete.
+    LOG(ERROR) << what << ": " << read->damage.message()
+               << "; using its previous copy, which lists epochs "
+               << CommittedEpochList(read->log, nodes);
+  }
+  const CommitLog* log = &read->log;
 
   if (requested.kind == ResumeFrom::Kind::kEpoch) {
-    const CommittedEpoch* epoch = FindCommittedEpoch(*log, requested.epoch);
+    const CommittedEpoch* epoch =
+        FindCommittedEpoch(*log, requested.epoch, nodes);
     if (epoch == nullptr) {
-      return absl::NotFoundError(
-          absl::StrCat("cannot resume from epoch ", requested.epoch,
-                       ": it is not committed in ", dir,
-                       " (committed epochs: ", CommittedEpochList(*log), ")"));
+      return absl::NotFoundError(absl::StrCat(
+          "cannot resume from epoch ", requested.epoch,
+          ": it is not committed in ", dir,
+          " (committed epochs: ", CommittedEpochList(*log, nodes), ")"));
     }
     JG_RETURN_IF_ERROR(CheckNodes(dir, *epoch, nodes));
     absl::Status verified =
@@ -77,6 +134,8 @@ absl::StatusOr<std::optional<int64_t>> ChooseResumeEpoch(
   std::vector<std::string> rejected;
   for (int i = log->epoch_size() - 1; i >= 0; --i) {
     const CommittedEpoch& epoch = log->epoch(i);
+    // Another job's entry in a shared directory.
+    if (!BelongsToJob(epoch, nodes)) continue;
     absl::Status s = CheckEpoch(dir, db_type, nodes, epoch);
     if (s.ok()) {
       if (!rejected.empty()) {

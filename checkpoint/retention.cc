@@ -13,25 +13,37 @@ namespace jobgraph {
 
 absl::StatusOr<std::vector<int64_t>> ApplyRetention(
     const std::string& dir, const RetentionOptions& retention,
-    bool background) {
+    absl::Span<const std::string> nodes, bool background) {
   std::vector<int64_t> dropped;
   if (retention.keep_last <= 0) return dropped;
-  JG_ASSIGN_OR_RETURN(CommitLog log, ReadCommitLog(dir));
-  const int n = log.epoch_size();
-  std::vector<CommittedEpoch> kept;
   std::vector<CommittedEpoch> removed;
-  for (int i = 0; i < n; ++i) {
-    const CommittedEpoch& e = log.epoch(i);
-    const bool newest = i == n - 1;
-    const bool recent = i >= n - retention.keep_last;
-    const bool milestone =
-        retention.keep_every > 0 && e.epoch() % retention.keep_every == 0;
-    (newest || recent || milestone ? kept : removed).push_back(e);
-  }
+  JG_RETURN_IF_ERROR(UpdateCommitLog(
+      dir, /*is_commit=*/false, [&](CommitLog& log) -> absl::StatusOr<bool> {
+        // Only the job's own entries count and go; others' stay as they are.
+        std::vector<int> own;
+        for (int i = 0; i < log.epoch_size(); ++i) {
+          if (BelongsToJob(log.epoch(i), nodes)) own.push_back(i);
+        }
+        const int n = static_cast<int>(own.size());
+        std::vector<bool> drop(log.epoch_size(), false);
+        for (int k = 0; k < n; ++k) {
+          const CommittedEpoch& e = log.epoch(own[k]);
+          const bool newest = k == n - 1;
+          const bool recent = k >= n - retention.keep_last;
+          const bool milestone =
+              retention.keep_every > 0 && e.epoch() % retention.keep_every == 0;
+          drop[own[k]] = !(newest || recent || milestone);
+        }
+        std::vector<CommittedEpoch> kept;
+        for (int i = 0; i < log.epoch_size(); ++i) {
+          (drop[i] ? removed : kept).push_back(log.epoch(i));
+        }
+        if (removed.empty()) return false;
+        log.clear_epoch();
+        for (CommittedEpoch& e : kept) *log.add_epoch() = std::move(e);
+        return true;
+      }));
   if (removed.empty()) return dropped;
-  log.clear_epoch();
-  for (CommittedEpoch& e : kept) *log.add_epoch() = std::move(e);
-  JG_RETURN_IF_ERROR(WriteCommitLog(dir, log, /*is_commit=*/false));
   JG_RETURN_IF_ERROR(Failpoint("retention.after_manifest"));
   bool first = true;
   for (const CommittedEpoch& e : removed) {

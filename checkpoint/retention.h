@@ -7,7 +7,7 @@
 // committed epoch is never dropped, and only databases the commit log lists
 // are deleted.
 //
-// Functions only; callers serialise writers of one directory.
+// Functions only; thread-safe (the commit log is updated under its lock).
 
 #ifndef JOBGRAPH_CHECKPOINT_RETENTION_H_
 #define JOBGRAPH_CHECKPOINT_RETENTION_H_
@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 
 namespace jobgraph {
 
@@ -27,12 +28,14 @@ struct RetentionOptions {
   int keep_every = 0;
 };
 
-// Applies `retention` to the commit log of `dir`, then deletes the databases
-// of the dropped epochs (in the background when `background` is true; the
-// caller then waits with WaitForBackgroundDeletes before exiting). Returns
+// Applies `retention` to the entries of the commit log of `dir` that belong
+// to the job of `nodes` (every entry if empty; BelongsToJob), then deletes the
+// databases of the dropped epochs (in the background when `background` is true;
+// the caller then waits with WaitForBackgroundDeletes before exiting). Returns
 // the dropped epochs.
 absl::StatusOr<std::vector<int64_t>> ApplyRetention(
-    const std::string& dir, const RetentionOptions& retention, bool background);
+    const std::string& dir, const RetentionOptions& retention,
+    absl::Span<const std::string> nodes, bool background);
 
 }  // namespace jobgraph
 

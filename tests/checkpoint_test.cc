@@ -88,7 +88,7 @@ TEST(CheckpointTest, SingleCheckpointManager) {
   });
   absl::StatusOr<std::vector<std::string>> files = ListDir(dir);
   ASSERT_TRUE(files.ok());
-  EXPECT_THAT(*files, ElementsAre("MANIFEST.jobgraph", "temp_node.0",
+  EXPECT_THAT(*files, ElementsAre("MANIFEST.jobgraph", "MANIFEST.jobgraph.prev", "temp_node.0",
                                   "temp_node.1", "temp_node.2", "temp_node.3",
                                   "temp_node.4", "temp_node.5"));
 }
@@ -101,7 +101,7 @@ TEST(CheckpointTest, MultiNodeCheckpointManager) {
   });
   absl::StatusOr<std::vector<std::string>> files = ListDir(dir);
   ASSERT_TRUE(files.ok());
-  EXPECT_THAT(*files, ElementsAre("MANIFEST.jobgraph", "trainer_0.0",
+  EXPECT_THAT(*files, ElementsAre("MANIFEST.jobgraph", "MANIFEST.jobgraph.prev", "trainer_0.0",
                                   "trainer_0.1", "trainer_0.2", "trainer_0.3",
                                   "trainer_0.4", "trainer_0.5"));
 }
@@ -418,7 +418,7 @@ TEST(CheckpointTest, RetentionKeepsTheNewestAndTheMilestones) {
     committed.push_back(e.epoch());
   EXPECT_THAT(committed, ElementsAre(0, 2, 3, 4));
   EXPECT_THAT(ListDir(dir).value(),
-              ElementsAre("MANIFEST.jobgraph", "trainer_0.0", "trainer_0.2",
+              ElementsAre("MANIFEST.jobgraph", "MANIFEST.jobgraph.prev", "trainer_0.0", "trainer_0.2",
                           "trainer_0.3", "trainer_0.4"));
   // A resume from the newest still works after retention.
   LocalSession again;
@@ -503,8 +503,10 @@ TEST(CheckpointTest, ASecondRunOfTheSameNodesIsRefused) {
               HasSubstr(absl::StrCat("node 'trainer_0' of checkpoint "
                                      "directory ",
                                      dir, " is in use by another run (host ")));
+  // The commit log is the running job's (written at its Start).
   EXPECT_THAT(ListDir(dir).value(),
-              ElementsAre("trainer_0.lock", "trainer_1.lock"));
+              ElementsAre("MANIFEST.jobgraph", "trainer_0.lock",
+                          "trainer_1.lock"));
 
   Job other;
   testing::BuildCaffe2Pipeline(other, 2);
@@ -517,7 +519,7 @@ TEST(CheckpointTest, ASecondRunOfTheSameNodesIsRefused) {
   EXPECT_EQ(again.Train(session).value(), 4);
   EXPECT_THAT(
       ListDir(dir).value(),
-      ElementsAre("MANIFEST.jobgraph", "trainer_0.0", "trainer_0.1",
+      ElementsAre("MANIFEST.jobgraph", "MANIFEST.jobgraph.prev", "trainer_0.0", "trainer_0.1",
                   "trainer_0.2", "trainer_0.3", "trainer_0.4", "trainer_1.0",
                   "trainer_1.1", "trainer_1.2", "trainer_1.3", "trainer_1.4",
                   "trainer_2.0", "trainer_2.1", "trainer_2.2", "trainer_2.3",

@@ -385,22 +385,22 @@ INSTANTIATE_TEST_SUITE_P(AllDamage, DamagedDatabaseTest,
                            return info.param.name;
                          });
 
-// --- Damage to the directory manifest ------------------------------------
+// --- Damage to the commit log ----------------------------------------------
 
-struct ManifestDamage {
+struct CommitLogDamage {
   std::string name;
   std::function<void(const std::string& path)> damage;
 };
 
-void PrintTo(const ManifestDamage& c, std::ostream* os) { *os << c.name; }
+void PrintTo(const CommitLogDamage& c, std::ostream* os) { *os << c.name; }
 
-class DamagedDirectoryManifestTest
-    : public ::testing::TestWithParam<ManifestDamage> {};
+class DamagedCommitLogTest : public ::testing::TestWithParam<CommitLogDamage> {
+};
 
-TEST_P(DamagedDirectoryManifestTest, ResumeFailsAndChangesNothing) {
-  const ManifestDamage& c = GetParam();
-  // Each kind of resume gets a directory of its own, so that a run that
-  // wrongly went ahead cannot hide what the other would do.
+// The previous copy (written before each commit) lists epochs 0..3 when the
+// log listed 0..4; a resume proves no more than that.
+TEST_P(DamagedCommitLogTest, ResumeFallsBackToThePreviousCopy) {
+  const CommitLogDamage& c = GetParam();
   for (const char* resume : {"latest", "3"}) {
     SCOPED_TRACE(absl::StrCat("resume_from_epoch=", resume));
     const std::string dir = NewTempDir(c.name);
@@ -408,47 +408,77 @@ TEST_P(DamagedDirectoryManifestTest, ResumeFailsAndChangesNothing) {
       RunOutcome full = RunPipeline(dir, "");
       ASSERT_TRUE(full.epochs.ok()) << full.epochs.status();
     }
-    const std::string manifest = JoinPath(dir, kCommitLogFileName);
-    c.damage(manifest);
+    c.damage(JoinPath(dir, kCommitLogFileName));
+
+    RunOutcome run = RunPipeline(dir, resume);
+    ASSERT_TRUE(run.epochs.ok()) << run.epochs.status();
+    EXPECT_EQ(run.stats.resumed_from, std::optional<int64_t>(3));
+    EXPECT_EQ(*run.epochs, 4);
+    EXPECT_THAT(run.totals, ElementsAre(145, 145));
+    // The commit of epoch 4 rewrote the log from its previous copy.
+    EXPECT_THAT(CommittedEpochs(dir), ElementsAre(0, 1, 2, 3, 4));
+  }
+}
+
+TEST_P(DamagedCommitLogTest, BothCopiesDamagedFailsAndChangesNothing) {
+  const CommitLogDamage& c = GetParam();
+  for (const char* resume : {"latest", "3"}) {
+    SCOPED_TRACE(absl::StrCat("resume_from_epoch=", resume));
+    const std::string dir = NewTempDir(c.name);
+    {
+      RunOutcome full = RunPipeline(dir, "");
+      ASSERT_TRUE(full.epochs.ok()) << full.epochs.status();
+    }
+    const std::string log = JoinPath(dir, kCommitLogFileName);
+    c.damage(log);
+    WriteInPlace(absl::StrCat(log, kPreviousCommitLogSuffix), "\xff\xff");
     const std::map<std::string, std::string> before = Snapshot(dir);
 
     RunOutcome run = RunPipeline(dir, resume);
     const absl::Status& status = run.epochs.status();
     LOG(INFO) << c.name << ": resume " << resume << ": " << status;
     EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << status;
-    EXPECT_THAT(std::string(status.message()), HasSubstr(manifest));
-    // Neither a database nor the manifest was touched: the damaged
-    // directory is left for a person (or `ckpt verify`) to look at.
+    EXPECT_THAT(std::string(status.message()), HasSubstr(log));
+    // Neither a database nor the log was touched: the damaged directory is
+    // left for a person (or `ckpt verify`, `ckpt recover`) to look at.
     EXPECT_TRUE(Snapshot(dir) == before) << "the failed resume changed files";
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(
-    AllDamage, DamagedDirectoryManifestTest,
+    AllDamage, DamagedCommitLogTest,
     ::testing::Values(
-        ManifestDamage{
+        CommitLogDamage{
             "GarbageBytes",
             [](const std::string& path) {
               ASSERT_TRUE(
                   WriteFileAtomically(path, "garbage\xff\xff\xff").ok());
             }},
-        ManifestDamage{"FlippedBytes",
-                       [](const std::string& path) {
-                         // Overwrites the start: format_version's tag.
-                         WriteInPlace(path, "\xff\xff\xff\xff");
-                       }},
-        ManifestDamage{"TruncatedByOneByte",
-                       [](const std::string& path) {
-                         // Cuts into the last epoch's entry, so its length
-                         // prefix overruns the file.
-                         Truncate(path, FileSize(path) - 1);
-                       }},
+        CommitLogDamage{"FlippedBytes",
+                        [](const std::string& path) {
+                          // Overwrites the start: format_version's tag.
+                          WriteInPlace(path, "\xff\xff\xff\xff");
+                        }},
+        CommitLogDamage{"TruncatedByOneByte",
+                        [](const std::string& path) {
+                          // Cuts into the last epoch's entry, so its length
+                          // prefix overruns the file.
+                          Truncate(path, FileSize(path) - 1);
+                        }},
         // A zero-length file parses as an empty message, which would list
         // no committed epoch: a resume must not take it for a fresh start
         // and overwrite the checkpoints.
-        ManifestDamage{"Empty",
-                       [](const std::string& path) { Truncate(path, 0); }}),
-    [](const ::testing::TestParamInfo<ManifestDamage>& info) {
+        CommitLogDamage{"Empty",
+                        [](const std::string& path) { Truncate(path, 0); }},
+        CommitLogDamage{"OneBitFlippedInTheLastEntry",
+                        [](const std::string& path) {
+                          XorByte(path, FileSize(path) - 1, 0x01);
+                        }},
+        CommitLogDamage{"Deleted",
+                        [](const std::string& path) {
+                          ASSERT_TRUE(RemoveRecursively(path).ok());
+                        }}),
+    [](const ::testing::TestParamInfo<CommitLogDamage>& info) {
       return info.param.name;
     });
 

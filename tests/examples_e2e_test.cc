@@ -159,7 +159,7 @@ TEST(SumPipeline, ASecondRunIntoTheSameDirectoryIsRefused) {
   // The refused run changed nothing: only epoch 0 of the first is there,
   // with the lock file the killed run left behind.
   EXPECT_THAT(ListDir(dir).value(),
-              ::testing::ElementsAre("MANIFEST.jobgraph", "trainer_0.0",
+              ::testing::ElementsAre("MANIFEST.jobgraph", "MANIFEST.jobgraph.prev", "trainer_0.0",
                                      "trainer_0.lock"));
   // With the first run gone, the job resumes.
   ChildRun resumed =

@@ -29,19 +29,6 @@ namespace {
 
 constexpr absl::string_view kSaveTempMarker = ".tmp-";
 
-// A decimal number without sign or leading zeros, as the writers print them.
-std::optional<int64_t> ParseCanonicalInt(absl::string_view s) {
-  if (s.empty() || (s.size() > 1 && s[0] == '0') ||
-      !std::all_of(s.begin(), s.end(), [](char c) {
-        return absl::ascii_isdigit(static_cast<unsigned char>(c));
-      })) {
-    return std::nullopt;
-  }
-  int64_t value = 0;
-  if (!absl::SimpleAtoi(s, &value)) return std::nullopt;
-  return value;
-}
-
 enum class FileType { kMissing, kDirectory, kRegular, kOther };
 
 absl::StatusOr<FileType> TypeOf(const std::string& path) {
@@ -59,34 +46,31 @@ absl::StatusOr<FileType> TypeOf(const std::string& path) {
 
 }  // namespace
 
-std::optional<DbName> ParseDbName(absl::string_view basename) {
-  const size_t dot = basename.rfind('.');
-  if (dot == absl::string_view::npos) return std::nullopt;
-  const absl::string_view node = basename.substr(0, dot);
-  std::optional<int64_t> epoch = ParseCanonicalInt(basename.substr(dot + 1));
-  if (!epoch.has_value() || !ValidateNodeName(node).ok()) return std::nullopt;
-  return DbName{std::string(node), *epoch};
-}
-
 SaveTempName ParseSaveTempName(absl::string_view basename) {
   SaveTempName parsed;
   if (!IsSaveTempName(basename)) return parsed;
   absl::ConsumePrefix(&basename, ".");
   const size_t marker = basename.rfind(kSaveTempMarker);
-  parsed.db = ParseDbName(basename.substr(0, marker));
+  parsed.db = ParseCheckpointDbName(basename.substr(0, marker));
   absl::string_view suffix = basename.substr(marker + kSaveTempMarker.size());
-  parsed.pid = ParseCanonicalInt(suffix.substr(0, suffix.find('-')));
+  parsed.pid = ParseDecimal(suffix.substr(0, suffix.find('-')));
   return parsed;
 }
 
 std::optional<int64_t> ParseCommitLogTempName(absl::string_view basename) {
+  // Temporaries of the log and of its previous copy.
   const std::string prefix = absl::StrCat(kCommitLogFileName, ".tmp-");
-  if (!absl::ConsumePrefix(&basename, prefix)) return std::nullopt;
+  const std::string previous_prefix =
+      absl::StrCat(kCommitLogFileName, kPreviousCommitLogSuffix, ".tmp-");
+  if (!absl::ConsumePrefix(&basename, prefix) &&
+      !absl::ConsumePrefix(&basename, previous_prefix)) {
+    return std::nullopt;
+  }
   const size_t dash = basename.find('-');
-  std::optional<int64_t> pid = ParseCanonicalInt(basename.substr(0, dash));
+  std::optional<int64_t> pid = ParseDecimal(basename.substr(0, dash));
   if (!pid.has_value()) return std::nullopt;
   if (dash != absl::string_view::npos &&
-      !ParseCanonicalInt(basename.substr(dash + 1)).has_value()) {
+      !ParseDecimal(basename.substr(dash + 1)).has_value()) {
     return std::nullopt;
   }
   return pid;
@@ -119,9 +103,10 @@ absl::StatusOr<CheckpointDir> ScanCheckpointDir(const std::string& dir) {
   }
   CheckpointDir result;
   result.path = dir;
-  absl::StatusOr<CommitLog> log = ReadCommitLog(dir);
+  absl::StatusOr<CommitLogRead> log = ReadCommitLogWithFallback(dir);
   if (log.ok()) {
-    result.commit_log = *std::move(log);
+    result.commit_log = std::move(log->log);
+    result.log_damage = log->damage;
   } else {
     result.log_status = log.status();
   }
@@ -129,7 +114,7 @@ absl::StatusOr<CheckpointDir> ScanCheckpointDir(const std::string& dir) {
   JG_ASSIGN_OR_RETURN(std::vector<std::string> names, ListDir(dir));
   for (const std::string& name : names) {
     const std::string path = JoinPath(dir, name);
-    if (std::optional<DbName> db = ParseDbName(name)) {
+    if (std::optional<CheckpointDbName> db = ParseCheckpointDbName(name)) {
       JG_ASSIGN_OR_RETURN(FileType t, TypeOf(path));
       if (t == FileType::kDirectory) {
         result.databases.push_back({*std::move(db), path});

@@ -20,6 +20,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "checkpoint/checkpoint_paths.h"
 #include "checkpoint/db.h"
 #include "proto/jobgraph.pb.h"
 
@@ -27,25 +28,17 @@ namespace jobgraph {
 namespace ckpt {
 
 // A database name "<node>.<epoch>" split in two.
-struct DbName {
-  std::string node;
-  int64_t epoch = 0;
-};
-
-// "<node>.<epoch>" with a valid node name (ValidateNodeName) and a decimal
-// epoch without sign or leading zeros; nullopt for anything else.
-std::optional<DbName> ParseDbName(absl::string_view basename);
-
 // For a save's temporary name (IsSaveTempName): the database it was for and
 // the pid of the process that made it. Either may be unknown.
 struct SaveTempName {
-  std::optional<DbName> db;
+  std::optional<CheckpointDbName> db;
   std::optional<int64_t> pid;
 };
 SaveTempName ParseSaveTempName(absl::string_view basename);
 
 // "MANIFEST.jobgraph.tmp-<pid>" (WriteCommitLog) or
-// "MANIFEST.jobgraph.tmp-<pid>-<n>" (WriteFileAtomically); the pid, or
+// "MANIFEST.jobgraph.tmp-<pid>-<n>" (WriteFileAtomically), or the same of
+// the previous copy ("MANIFEST.jobgraph.prev.tmp-<pid>-<n>"); the pid, or
 // nullopt when `basename` is not such a name.
 std::optional<int64_t> ParseCommitLogTempName(absl::string_view basename);
 
@@ -56,10 +49,13 @@ struct CheckpointDir {
   // read (DataLoss when damaged, FailedPrecondition for a newer format).
   absl::Status log_status;
   CommitLog commit_log;
+  // OK, or why the commit log itself is damaged or missing while its previous
+  // copy is intact: `commit_log` is then that copy and log_status is OK.
+  absl::Status log_damage;
 
   // Directories named "<node>.<epoch>", sorted by epoch, then node.
   struct Database {
-    DbName name;
+    CheckpointDbName name;
     std::string path;
   };
   std::vector<Database> databases;

@@ -934,7 +934,8 @@ TEST_F(CkptTest, VerifyReportsMissingDatabasesAndADamagedManifest) {
       Lines(r.out),
       ElementsAre(absl::StrCat("DAMAGED commit log: commit log ",
                                Path("MANIFEST.jobgraph"),
-                               " cannot be parsed; the file is damaged"),
+                               " is damaged: 7 bytes, shorter than the "
+                               "20-byte header of a checksummed record"),
                   absl::StrCat("FAILED: the committed epochs of ", dir_.path(),
                                " cannot be known")));
   r = RunTool({"verify", dir_.path(), "--format=json"});
@@ -944,16 +945,32 @@ TEST_F(CkptTest, VerifyReportsMissingDatabasesAndADamagedManifest) {
   // list cannot say what is committed either.
   r = RunTool({"list", dir_.path()});
   EXPECT_EQ(r.code, kExitUsage);
-  EXPECT_THAT(r.err, HasSubstr("cannot be parsed"));
+  EXPECT_THAT(r.err, HasSubstr("shorter than the 20-byte header"));
 }
 
-TEST_F(CkptTest, VerifyWithoutCommittedEpochsHasNothingToCheck) {
-  SaveEpochs({0});
+// jobgraph writes a commit log before its first database, so databases
+// without one mean the log was deleted: damage, not "nothing committed".
+TEST_F(CkptTest, VerifyOfDatabasesWithoutACommitLogIsDamage) {
   Result r = RunTool({"verify", dir_.path()});
-  EXPECT_EQ(r.code, kExitOk);
-  EXPECT_EQ(r.out, absl::StrCat(dir_.path(),
-                                " has no committed epoch (no "
-                                "MANIFEST.jobgraph); nothing to verify\n"));
+  EXPECT_EQ(r.code, kExitUsage) << r.out;  // nothing of a checkpoint at all
+  ASSERT_TRUE(CreateCommitLogIfMissing(dir_.path(), "leveldb").ok());
+  r = RunTool({"verify", dir_.path()});
+  EXPECT_EQ(r.code, kExitOk) << r.out;
+  EXPECT_EQ(r.out, absl::StrCat("OK: verified 0 databases of 0 committed "
+                                "epochs in ",
+                                dir_.path(), "\n"));
+  ASSERT_TRUE(RemoveRecursively(Path("MANIFEST.jobgraph")).ok());
+
+  SaveEpochs({0});
+  r = RunTool({"verify", dir_.path()});
+  EXPECT_EQ(r.code, kExitProblem);
+  EXPECT_EQ(r.out,
+            absl::StrCat("DAMAGED: ", dir_.path(),
+                         " holds 1 database(s) but no commit log "
+                         "(MANIFEST.jobgraph), so what is committed cannot be "
+                         "known; `ckpt recover ",
+                         dir_.path(),
+                         "` rebuilds it from the databases that verify\n"));
   r = RunTool({"verify", dir_.path(), "--epoch=0"});
   EXPECT_EQ(r.code, kExitUsage);
 
@@ -1076,10 +1093,11 @@ TEST_F(CkptTest, GcAppliesRetentionAndRemovesOnlyJobgraphsLeftovers) {
   EXPECT_EQ(lines[2], "kept committed epochs: 0, 3, 4");
   EXPECT_THAT(lines, Contains(absl::StrCat("removed temporary database ",
                                            Path(dead_temp), " (10 bytes)")));
-  EXPECT_THAT(List(dir_.path()),
-              ElementsAre(".hidden.tmp-1", live_temp, "MANIFEST.jobgraph",
-                          "notes.txt", "other", "trainer_0.0", "trainer_0.3",
-                          "trainer_0.4", "trainer_0.9"));
+  EXPECT_THAT(
+      List(dir_.path()),
+      ElementsAre(".hidden.tmp-1", live_temp, "MANIFEST.jobgraph",
+                  "MANIFEST.jobgraph.prev", "notes.txt", "other", "trainer_0.0",
+                  "trainer_0.3", "trainer_0.4", "trainer_0.9"));
   absl::StatusOr<CommitLog> manifest = ReadCommitLog(dir_.path());
   ASSERT_TRUE(manifest.ok());
   ASSERT_EQ(manifest->epoch_size(), 3);
@@ -1090,8 +1108,9 @@ TEST_F(CkptTest, GcAppliesRetentionAndRemovesOnlyJobgraphsLeftovers) {
   r = RunTool({"gc", dir_.path(), "--keep_last=1", "--force"});
   EXPECT_EQ(r.code, kExitOk) << r.err;
   EXPECT_THAT(List(dir_.path()),
-              ElementsAre(".hidden.tmp-1", "MANIFEST.jobgraph", "notes.txt",
-                          "other", "trainer_0.4", "trainer_0.9"));
+              ElementsAre(".hidden.tmp-1", "MANIFEST.jobgraph",
+                          "MANIFEST.jobgraph.prev", "notes.txt", "other",
+                          "trainer_0.4", "trainer_0.9"));
   r = RunTool({"verify", dir_.path()});
   EXPECT_EQ(r.code, kExitOk) << r.out;
 

@@ -91,7 +91,8 @@ int Gc(const GcOptions& options, std::ostream& out, std::ostream& err) {
       retention.keep_last = options.keep_last;
       retention.keep_every = options.keep_every;
       absl::StatusOr<std::vector<int64_t>> applied =
-          ApplyRetention(dir->path, retention, /*background=*/false);
+          ApplyRetention(dir->path, retention, /*nodes=*/{},
+                         /*background=*/false);
       if (!applied.ok()) {
         err << "ckpt: applying retention to " << dir->path << ": "
             << applied.status().message() << "\n";

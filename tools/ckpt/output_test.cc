@@ -105,22 +105,22 @@ TEST(Crc32cCombineTest, EqualsTheChecksumOfTheConcatenation) {
 }
 
 TEST(CheckpointDirNamesTest, DatabaseNames) {
-  std::optional<DbName> db = ParseDbName("trainer_0.12");
+  std::optional<CheckpointDbName> db = ParseCheckpointDbName("trainer_0.12");
   ASSERT_TRUE(db.has_value());
   EXPECT_EQ(db->node, "trainer_0");
   EXPECT_EQ(db->epoch, 12);
   // Node names may contain dots; the epoch follows the last one.
-  db = ParseDbName("a.b.0");
+  db = ParseCheckpointDbName("a.b.0");
   ASSERT_TRUE(db.has_value());
   EXPECT_EQ(db->node, "a.b");
   EXPECT_EQ(db->epoch, 0);
-  EXPECT_FALSE(ParseDbName("trainer_0").has_value());
-  EXPECT_FALSE(ParseDbName("trainer_0.").has_value());
-  EXPECT_FALSE(ParseDbName("trainer_0.01").has_value());
-  EXPECT_FALSE(ParseDbName("trainer_0.-1").has_value());
-  EXPECT_FALSE(ParseDbName(".trainer_0.1").has_value());
-  EXPECT_FALSE(ParseDbName("MANIFEST.jobgraph").has_value());
-  EXPECT_FALSE(ParseDbName("a b.1").has_value());
+  EXPECT_FALSE(ParseCheckpointDbName("trainer_0").has_value());
+  EXPECT_FALSE(ParseCheckpointDbName("trainer_0.").has_value());
+  EXPECT_FALSE(ParseCheckpointDbName("trainer_0.01").has_value());
+  EXPECT_FALSE(ParseCheckpointDbName("trainer_0.-1").has_value());
+  EXPECT_FALSE(ParseCheckpointDbName(".trainer_0.1").has_value());
+  EXPECT_FALSE(ParseCheckpointDbName("MANIFEST.jobgraph").has_value());
+  EXPECT_FALSE(ParseCheckpointDbName("a b.1").has_value());
 }
 
 TEST(CheckpointDirNamesTest, TemporaryNames) {

@@ -119,19 +119,27 @@ int Verify(const VerifyOptions& options, std::ostream& out, std::ostream& err) {
     }
   }
   const int failures = databases - counts["ok"];
-  const bool ok = failures == 0 && !log_damaged;
+  // Databases but no commit log: the log was deleted (jobgraph writes one
+  // before its first database), and what is committed cannot be known.
+  const bool databases_without_log =
+      absl::IsNotFound(log_status) && !dir->databases.empty();
+  const bool ok = failures == 0 && !log_damaged && dir->log_damage.ok() &&
+                  !databases_without_log;
 
   if (options.format == OutputFormat::kJson) {
     JsonWriter json(out);
     json.BeginObject();
     json.Field("dir", dir->path);
     json.Field("ok", ok);
-    json.Field("commit_log", log_status.ok() ? "ok"
-                             : log_damaged   ? "damaged"
-                                             : "missing");
+    json.Field("commit_log", !dir->log_damage.ok() ? "previous_copy"
+                             : log_status.ok()     ? "ok"
+                             : log_damaged         ? "damaged"
+                                                   : "missing");
     json.Key("commit_log_error");
     if (log_damaged) {
       json.String(log_status.message());
+    } else if (!dir->log_damage.ok()) {
+      json.String(dir->log_damage.message());
     } else {
       json.Null();
     }
@@ -179,10 +187,21 @@ int Verify(const VerifyOptions& options, std::ostream& out, std::ostream& err) {
         << " cannot be known\n";
     return kExitProblem;
   }
+  if (databases_without_log) {
+    out << "DAMAGED: " << dir->path << " holds " << dir->databases.size()
+        << " database(s) but no commit log (" << kCommitLogFileName
+        << "), so what is committed cannot be known; `ckpt recover "
+        << dir->path << "` rebuilds it from the databases that verify\n";
+    return kExitProblem;
+  }
   if (absl::IsNotFound(log_status)) {
     out << dir->path << " has no committed epoch (no " << kCommitLogFileName
         << "); nothing to verify\n";
     return kExitOk;
+  }
+  if (!dir->log_damage.ok()) {
+    out << "DAMAGED commit log: " << dir->log_damage.message()
+        << "; checking the epochs its previous copy lists\n";
   }
   for (const auto& [epoch, checks] : epochs) {
     for (const DbCheck& check : checks) {
@@ -203,6 +222,11 @@ int Verify(const VerifyOptions& options, std::ostream& out, std::ostream& err) {
   if (ok) {
     out << "OK: verified " << scope << "\n";
     return kExitOk;
+  }
+  if (failures == 0) {
+    out << "FAILED: the commit log is damaged; the " << scope
+        << " that its previous copy lists verified\n";
+    return kExitProblem;
   }
   out << "FAILED: " << failures << " of " << scope << " failed ("
       << counts["damaged"] << " damaged, " << counts["missing"] << " missing, "
