@@ -1,0 +1,225 @@
+#include "checkpoint/commit_log.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "checkpoint/checkpoint_paths.h"
+#include "checkpoint/file_util.h"
+#include "checkpoint/retention.h"
+#include "checkpoint/test_util.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace jobgraph {
+namespace {
+
+using ::jobgraph::testing_util::TempDir;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+void Commit(const std::string& dir, int64_t epoch,
+            std::vector<std::string> nodes) {
+  EpochCommit commit;
+  commit.epoch = epoch;
+  commit.nodes = std::move(nodes);
+  commit.total_bytes = 10 * epoch;
+  absl::Status status = CommitEpoch(dir, "leveldb", commit);
+  ASSERT_TRUE(status.ok()) << status;
+}
+
+// "epoch:node,node" for every entry, in log order.
+std::vector<std::string> Entries(const std::string& dir) {
+  absl::StatusOr<CommitLog> log = ReadCommitLog(dir);
+  CHECK(log.ok()) << log.status();
+  std::vector<std::string> entries;
+  for (const CommittedEpoch& e : log->epoch()) {
+    entries.push_back(
+        absl::StrCat(e.epoch(), ":", absl::StrJoin(e.node(), ",")));
+  }
+  return entries;
+}
+
+std::string LogPath(const TempDir& dir) {
+  return dir.Join(std::string(kCommitLogFileName));
+}
+
+TEST(CommitLogTest, AResumedJobDropsItsLaterEpochsAndNoOneElses) {
+  TempDir dir;
+  for (int e = 0; e <= 2; ++e) Commit(dir.path(), e, {"a0", "a1"});
+  for (int e = 0; e <= 3; ++e) Commit(dir.path(), e, {"b"});
+  EXPECT_THAT(Entries(dir.path()), ElementsAre("0:a0,a1", "0:b", "1:a0,a1",
+                                               "1:b", "2:a0,a1", "2:b", "3:b"));
+  // Job a resumed from epoch 0 and saves epoch 1 again.
+  Commit(dir.path(), 1, {"a0", "a1"});
+  EXPECT_THAT(Entries(dir.path()),
+              ElementsAre("0:a0,a1", "0:b", "1:b", "1:a0,a1", "2:b", "3:b"));
+
+  absl::StatusOr<CommitLog> log = ReadCommitLog(dir.path());
+  ASSERT_TRUE(log.ok()) << log.status();
+  const CommittedEpoch* b1 = FindCommittedEpoch(*log, 1, {"b"});
+  ASSERT_NE(b1, nullptr);
+  EXPECT_THAT(b1->node(), ElementsAre("b"));
+  EXPECT_EQ(FindCommittedEpoch(*log, 2, {"a0", "a1"}), nullptr);
+  EXPECT_EQ(CommittedEpochList(*log, {"a1"}), "0, 1");
+  EXPECT_EQ(CommittedEpochList(*log, {"b"}), "0, 1, 2, 3");
+  EXPECT_EQ(CommittedEpochList(*log, {"c"}), "none");
+}
+
+TEST(CommitLogTest, RetentionDropsOnlyTheJobsOwnEntries) {
+  TempDir dir;
+  for (int e = 0; e <= 3; ++e) {
+    Commit(dir.path(), e, {"a"});
+    Commit(dir.path(), e, {"b"});
+  }
+  absl::StatusOr<std::vector<int64_t>> dropped =
+      ApplyRetention(dir.path(), {.keep_last = 1}, {"a"}, /*background=*/false);
+  ASSERT_TRUE(dropped.ok()) << dropped.status();
+  EXPECT_THAT(*dropped, ElementsAre(0, 1, 2));
+  EXPECT_THAT(Entries(dir.path()),
+              ElementsAre("0:b", "1:b", "2:b", "3:a", "3:b"));
+}
+
+// Two processes commit into one directory at once, each its own job; the
+// directory lock keeps every entry of both. Without it, each read-modify-
+// write would overwrite the other's entries.
+TEST(CommitLogTest, ConcurrentCommitsFromTwoProcessesLoseNothing) {
+  TempDir dir;
+  constexpr int kEpochs = 25;
+  int go[2];
+  ASSERT_EQ(::pipe(go), 0);
+  std::vector<pid_t> children;
+  for (const char* node : {"p", "q"}) {
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      char byte;
+      if (::read(go[0], &byte, 1) != 1) ::_exit(3);
+      for (int e = 0; e < kEpochs; ++e) {
+        EpochCommit commit;
+        commit.epoch = e;
+        commit.nodes = {node};
+        if (!CommitEpoch(dir.path(), "leveldb", commit).ok()) ::_exit(2);
+      }
+      ::_exit(0);
+    }
+    children.push_back(pid);
+  }
+  ASSERT_EQ(::write(go[1], "xx", 2), 2);  // both start together
+  for (pid_t pid : children) {
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  }
+  ::close(go[0]);
+  ::close(go[1]);
+  absl::StatusOr<CommitLog> log = ReadCommitLog(dir.path());
+  ASSERT_TRUE(log.ok()) << log.status();
+  EXPECT_EQ(log->epoch_size(), 2 * kEpochs);
+  for (int e = 0; e < kEpochs; ++e) {
+    EXPECT_NE(FindCommittedEpoch(*log, e, {"p"}), nullptr) << e;
+    EXPECT_NE(FindCommittedEpoch(*log, e, {"q"}), nullptr) << e;
+  }
+}
+
+TEST(CommitLogTest, ADamagedLogFallsBackToItsPreviousCopy) {
+  TempDir dir;
+  Commit(dir.path(), 0, {"a"});
+  Commit(dir.path(), 1, {"a"});
+  // One flipped bit in the last byte (inside the last entry).
+  std::string bytes = ReadFileToString(LogPath(dir)).value();
+  bytes.back() = static_cast<char>(bytes.back() ^ 0x01);
+  ASSERT_TRUE(WriteFileAtomically(LogPath(dir), bytes).ok());
+
+  absl::StatusOr<CommitLog> strict = ReadCommitLog(dir.path());
+  EXPECT_EQ(strict.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(strict.status().message(),
+              HasSubstr(absl::StrCat("commit log ", LogPath(dir),
+                                     " is damaged: CRC-32C ")));
+
+  absl::StatusOr<CommitLogRead> read = ReadCommitLogWithFallback(dir.path());
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->damage, strict.status());
+  EXPECT_EQ(CommittedEpochList(read->log), "0");
+
+  // The next commit rewrites the log from the copy, and keeps the damaged
+  // bytes out of the copy.
+  Commit(dir.path(), 1, {"a"});
+  EXPECT_THAT(Entries(dir.path()), ElementsAre("0:a", "1:a"));
+  read = ReadCommitLogWithFallback(dir.path());
+  ASSERT_TRUE(read.ok());
+  EXPECT_TRUE(read->damage.ok()) << read->damage;
+}
+
+TEST(CommitLogTest, ADeletedLogIsDamageWhenItsCopyRemains) {
+  TempDir dir;
+  Commit(dir.path(), 0, {"a"});
+  Commit(dir.path(), 1, {"a"});
+  ASSERT_TRUE(RemoveRecursively(LogPath(dir)).ok());
+  absl::StatusOr<CommitLogRead> read = ReadCommitLogWithFallback(dir.path());
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->damage.code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(read->damage.message(),
+            absl::StrCat("commit log ", LogPath(dir),
+                         " is missing, but its previous copy ", LogPath(dir),
+                         ".prev exists; the log was deleted"));
+  // Not mistaken for a new directory.
+  ASSERT_TRUE(CreateCommitLogIfMissing(dir.path(), "leveldb").ok());
+  EXPECT_FALSE(PathExists(LogPath(dir)).value());
+}
+
+TEST(CommitLogTest, BothCopiesDamagedIsTheLogsOwnError) {
+  TempDir dir;
+  Commit(dir.path(), 0, {"a"});
+  Commit(dir.path(), 1, {"a"});
+  ASSERT_TRUE(WriteFileAtomically(LogPath(dir), "x").ok());
+  ASSERT_TRUE(WriteFileAtomically(LogPath(dir) + ".prev", "y").ok());
+  absl::StatusOr<CommitLogRead> read = ReadCommitLogWithFallback(dir.path());
+  EXPECT_EQ(read.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(read.status().message(), HasSubstr(LogPath(dir) + " is damaged"));
+  // A commit refuses to write over what it cannot read.
+  EpochCommit commit;
+  commit.epoch = 2;
+  commit.nodes = {"a"};
+  EXPECT_EQ(CommitEpoch(dir.path(), "leveldb", commit).code(),
+            absl::StatusCode::kDataLoss);
+  EXPECT_EQ(ReadFileToString(LogPath(dir)).value(), "x");
+}
+
+TEST(CommitLogTest, ABareLogOfAnOlderVersionStillLoads) {
+  TempDir dir;
+  CommitLog log;
+  log.set_format_version(1);
+  log.set_db_type("leveldb");
+  CommittedEpoch* e = log.add_epoch();
+  e->set_epoch(7);
+  e->add_node("a");
+  ASSERT_TRUE(WriteFileAtomically(LogPath(dir), log.SerializeAsString()).ok());
+  absl::StatusOr<CommitLog> read = ReadCommitLog(dir.path());
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(CommittedEpochList(*read), "7");
+  // The next write frames it.
+  Commit(dir.path(), 8, {"a"});
+  EXPECT_EQ(ReadFileToString(LogPath(dir)).value().substr(0, 8), "JGCKSUM\n");
+  EXPECT_THAT(Entries(dir.path()), ElementsAre("7:a", "8:a"));
+}
+
+TEST(CommitLogTest, CreateIfMissingNeverReplacesALog) {
+  TempDir dir;
+  ASSERT_TRUE(CreateCommitLogIfMissing(dir.path(), "leveldb").ok());
+  EXPECT_THAT(Entries(dir.path()), ElementsAre());
+  Commit(dir.path(), 0, {"a"});
+  ASSERT_TRUE(CreateCommitLogIfMissing(dir.path(), "leveldb").ok());
+  EXPECT_THAT(Entries(dir.path()), ElementsAre("0:a"));
+  ASSERT_TRUE(WriteFileAtomically(LogPath(dir), "damaged").ok());
+  ASSERT_TRUE(CreateCommitLogIfMissing(dir.path(), "leveldb").ok());
+  EXPECT_EQ(ReadFileToString(LogPath(dir)).value(), "damaged");
+}
+
+}  // namespace
+}  // namespace jobgraph
