@@ -482,5 +482,59 @@ INSTANTIATE_TEST_SUITE_P(
       return info.param.name;
     });
 
+// Both copies of the commit log deleted: a latest resume must not take the
+// directory for a new one and overwrite five epochs; `ckpt recover` rebuilds
+// the log from the databases, and the resume then continues exactly.
+TEST(LostCommitLogTest, LatestRefusesAndRecoverRebuildsTheLog) {
+  const std::string dir = NewTempDir("lost_log");
+  {
+    RunOutcome full = RunPipeline(dir, "");
+    ASSERT_TRUE(full.epochs.ok()) << full.epochs.status();
+  }
+  const std::string log = JoinPath(dir, kCommitLogFileName);
+  ASSERT_TRUE(RemoveRecursively(log).ok());
+  ASSERT_TRUE(
+      RemoveRecursively(absl::StrCat(log, kPreviousCommitLogSuffix)).ok());
+  const std::map<std::string, std::string> before = Snapshot(dir);
+
+  RunOutcome refused = RunPipeline(dir, "latest");
+  EXPECT_EQ(refused.epochs.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(refused.epochs.status().message(),
+            absl::StrCat("resume_from_epoch=latest: ", dir,
+                         " holds 10 database(s) of this job (trainer_0.0, "
+                         "trainer_0.1, trainer_0.2, trainer_0.3, ...) but no "
+                         "commit log ",
+                         log,
+                         ", so which epochs are complete cannot be known. "
+                         "Rebuild the log from the databases that verify "
+                         "with `ckpt recover ",
+                         dir,
+                         "`, or start from scratch on purpose: run without "
+                         "--resume_from_epoch, or with another "
+                         "--checkpoint_dir."));
+  EXPECT_TRUE(Snapshot(dir) == before) << "the refused resume changed files";
+
+  // One database of epoch 4 is damaged: recover lists epochs 0..3 only.
+  XorByte(FindFile(CheckpointDbPath(dir, "trainer_1", 4), ".ldb"), 100, 0x10);
+  testing::ChildRun recover =
+      testing::RunBinary(testing::RunfilesPath("tools/ckpt"), {"recover", dir});
+  EXPECT_EQ(recover.exit_code(), 0) << recover.Describe();
+  ASSERT_EQ(recover.lines.size(), 6u) << recover.Describe();
+  EXPECT_EQ(recover.lines[0],
+            "recovered epoch 0: trainer_0, trainer_1 (582 bytes)");
+  EXPECT_TRUE(absl::StartsWith(recover.lines[4],
+                               "skipped epoch 4: no database that verifies for "
+                               "trainer_1; "))
+      << recover.lines[4];
+  EXPECT_EQ(recover.lines[5],
+            absl::StrCat("wrote ", log, " listing epochs 0, 1, 2, 3"));
+  EXPECT_THAT(CommittedEpochs(dir), ElementsAre(0, 1, 2, 3));
+
+  RunOutcome resumed = RunPipeline(dir, "latest");
+  ASSERT_TRUE(resumed.epochs.ok()) << resumed.epochs.status();
+  EXPECT_EQ(resumed.stats.resumed_from, std::optional<int64_t>(3));
+  EXPECT_THAT(resumed.totals, ElementsAre(145, 145));
+}
+
 }  // namespace
 }  // namespace jobgraph

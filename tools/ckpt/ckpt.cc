@@ -213,6 +213,15 @@ absl::StatusOr<int> Dispatch(const std::vector<std::string>& args,
     JG_ASSIGN_OR_RETURN(options.force, BoolFlag(a, "force"));
     return Gc(options, out, err);
   }
+  if (command == "recover") {
+    JG_ASSIGN_OR_RETURN(Args a, SplitArgs(args, {"dry_run", "db_type"}));
+    JG_RETURN_IF_ERROR(CheckPositional(a, command, {"DIR"}));
+    RecoverOptions options;
+    options.dir = path(a.positional[0]);
+    JG_ASSIGN_OR_RETURN(options.dry_run, BoolFlag(a, "dry_run"));
+    JG_ASSIGN_OR_RETURN(options.db_type, DbTypeFlag(a, ""));
+    return Recover(options, out, err);
+  }
   return absl::InvalidArgumentError(
       absl::StrCat("unknown command '", command, "'"));
 }
@@ -249,13 +258,20 @@ commands:
       writes (MANIFEST.jobgraph.tmp-*) whose process is gone (--force: even
       if it seems alive). Touches nothing else. Run it when no job writes to
       DIR.
+  recover DIR [--dry_run]
+      Rebuilds a deleted or damaged commit log from the databases in DIR: an
+      epoch is listed when every node seen in DIR has a database of it that
+      verifies. A damaged log is kept as MANIFEST.jobgraph.damaged; an intact
+      one is never touched. Run it when no job writes to DIR.
 
 flags for every command that opens databases:
   --db_type=T    database type (default: the commit log's, else )",
                       kDefaultDbType, R"()
 
-exit codes: 0 success; 1 damage found (verify, dump) or databases differ
-(diff); 2 bad usage or input that cannot be read.
+exit codes: 0 success; 1 damage found (verify, dump), databases differ
+(diff) or nothing recoverable (recover); 2 bad usage or input that cannot be
+read. verify of a directory with databases but no commit log exits 1; of one
+with neither, 2 (not a checkpoint).
 )");
 }
 

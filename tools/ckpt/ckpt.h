@@ -10,6 +10,8 @@
 //   ckpt diff DB1 DB2                      blobs added, removed, changed
 //   ckpt gc DIR --keep_last=N [--keep_every=K] [--dry_run] [--force]
 //                                          retention and leftover temporaries
+//   ckpt recover DIR [--dry_run]           rebuilds a deleted or damaged
+//                                          commit log from the databases
 //   --db_type=T overrides the database type (default: the commit log's, else
 //   kDefaultDbType).
 //
@@ -104,6 +106,19 @@ struct GcOptions {
   bool force = false;
 };
 int Gc(const GcOptions& options, std::ostream& out, std::ostream& err);
+
+struct RecoverOptions {
+  std::string dir;
+  // Print the commit log that would be written; write nothing.
+  bool dry_run = false;
+  std::string db_type;  // empty: the commit log's, else kDefaultDbType
+};
+// Rebuilds the commit log of a directory whose log is deleted or damaged: an
+// epoch is listed when every node seen in the directory has a database of
+// it that verifies. An intact log is never touched; a damaged one is kept as
+// "MANIFEST.jobgraph.damaged". kExitProblem when no epoch can be recovered.
+int Recover(const RecoverOptions& options, std::ostream& out,
+            std::ostream& err);
 
 // Runs the command line `args` (without the program name). Relative paths
 // are resolved against `working_dir` when it is not empty (`bazel run` starts

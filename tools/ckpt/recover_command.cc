@@ -1,0 +1,124 @@
+// `ckpt recover`: rebuilds a deleted or damaged commit log from the
+// databases that verify.
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "checkpoint/checkpoint_paths.h"
+#include "checkpoint/commit_log.h"
+#include "checkpoint/file_util.h"
+#include "checkpoint/verify.h"
+#include "proto/jobgraph.pb.h"
+#include "tools/ckpt/checkpoint_dir.h"
+#include "tools/ckpt/ckpt.h"
+#include "tools/ckpt/output.h"
+
+namespace jobgraph {
+namespace ckpt {
+
+int Recover(const RecoverOptions& options, std::ostream& out,
+            std::ostream& err) {
+  std::optional<CheckpointDir> dir = ScanOrReport(options.dir, err);
+  if (!dir.has_value()) return kExitUsage;
+  const std::string log_path = JoinPath(dir->path, kCommitLogFileName);
+  if (dir->log_status.ok() && dir->log_damage.ok()) {
+    out << "nothing to recover: " << log_path << " is intact\n";
+    return kExitOk;
+  }
+  if (!dir->log_status.ok() && !absl::IsNotFound(dir->log_status) &&
+      !absl::IsDataLoss(dir->log_status)) {
+    err << "ckpt: " << dir->log_status.message() << "\n";
+    return kExitUsage;
+  }
+  const std::string db_type = DbTypeFor(*dir, options.db_type);
+
+  // Which databases verify, per epoch; every node seen makes up the job.
+  std::set<std::string> nodes;
+  std::map<int64_t, std::map<std::string, int64_t>> good;  // epoch->node->bytes
+  std::map<int64_t, std::vector<std::string>> problems;
+  for (const CheckpointDir::Database& db : dir->databases) {
+    nodes.insert(db.name.node);
+    absl::StatusOr<BlobIndex> index =
+        VerifyCheckpointDb(db_type, db.path, db.name.node, db.name.epoch);
+    if (index.ok()) {
+      good[db.name.epoch][db.name.node] = index->total_bytes();
+    } else {
+      problems[db.name.epoch].push_back(std::string(index.status().message()));
+    }
+  }
+
+  CommitLog log;
+  log.set_format_version(kCommitLogFormatVersion);
+  log.set_db_type(db_type);
+  std::set<int64_t> epochs;
+  for (const auto& [epoch, unused] : good) epochs.insert(epoch);
+  for (const auto& [epoch, unused] : problems) epochs.insert(epoch);
+  const int64_t now = absl::ToUnixMicros(absl::Now());
+  for (int64_t epoch : epochs) {
+    const std::map<std::string, int64_t>& have = good[epoch];
+    std::vector<std::string> missing;
+    for (const std::string& node : nodes) {
+      if (have.count(node) == 0) missing.push_back(node);
+    }
+    if (!missing.empty()) {
+      out << "skipped epoch " << epoch << ": no database that verifies for "
+          << Printable(absl::StrJoin(missing, ", "));
+      for (const std::string& problem : problems[epoch]) {
+        out << "; " << Printable(problem);
+      }
+      out << "\n";
+      continue;
+    }
+    CommittedEpoch* entry = log.add_epoch();
+    entry->set_epoch(epoch);
+    int64_t bytes = 0;
+    for (const std::string& node : nodes) {
+      entry->add_node(node);
+      bytes += have.at(node);
+    }
+    entry->set_total_bytes(bytes);
+    entry->set_committed_unix_micros(now);
+    out << "recovered epoch " << epoch << ": "
+        << Printable(absl::StrJoin(nodes, ", ")) << " (" << bytes
+        << " bytes)\n";
+  }
+  if (log.epoch_size() == 0) {
+    out << "FAILED: no epoch of " << dir->path
+        << " has a database that verifies for every node; nothing written\n";
+    return kExitProblem;
+  }
+  const std::string list = CommittedEpochList(log);
+  if (options.dry_run) {
+    out << "would write " << log_path << " listing epochs " << list << "\n";
+    return kExitOk;
+  }
+  absl::StatusOr<bool> damaged_exists = PathExists(log_path);
+  if (damaged_exists.ok() && *damaged_exists) {
+    // Kept for a person to look at: recovery destroys nothing.
+    const std::string kept = absl::StrCat(log_path, ".damaged");
+    absl::Status moved = RenameAndSync(log_path, kept);
+    if (!moved.ok()) {
+      err << "ckpt: " << moved.message() << "\n";
+      return kExitUsage;
+    }
+    out << "kept the damaged commit log as " << kept << "\n";
+  }
+  absl::Status written = WriteCommitLog(dir->path, log, /*is_commit=*/false);
+  if (!written.ok()) {
+    err << "ckpt: writing " << log_path << ": " << written.message() << "\n";
+    return kExitUsage;
+  }
+  out << "wrote " << log_path << " listing epochs " << list << "\n";
+  return kExitOk;
+}
+
+}  // namespace ckpt
+}  // namespace jobgraph
