@@ -25,6 +25,7 @@
 #include "checkpoint/db_registry.h"
 #include "checkpoint/file_util.h"
 #include "checkpoint/leveldb_files.h"
+#include "checkpoint/leveldb_tables.h"
 #include "engine/status_macros.h"
 #include "glog/logging.h"
 #include "leveldb/cache.h"
@@ -453,6 +454,23 @@ absl::StatusOr<std::unique_ptr<DB>> LevelDbType::OpenImpl(
           ": it has no CURRENT file (an empty or foreign directory, or a "
           "database whose creation did not finish)"));
     }
+  }
+
+  if (mode == DbMode::kRead) {
+    // A finished database is read without DB::Open, which would rewrite its
+    // descriptor and log (leveldb_tables.h); only one whose log still holds
+    // data needs LevelDB's recovery.
+    JG_ASSIGN_OR_RETURN(std::string canonical, CanonicalPath(path));
+    if (!OpenPaths::Get().Acquire(canonical)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("LevelDB database ", path,
+                       " is already open in this process; close it first"));
+    }
+    absl::StatusOr<std::unique_ptr<DB>> tables = OpenLevelDbTables(
+        path, options, [canonical] { OpenPaths::Get().Release(canonical); });
+    // A failed open released the path already.
+    if (!absl::IsUnimplemented(tables.status())) return tables;
+    VLOG(1) << tables.status().message() << "; opening it with LevelDB";
   }
 
   absl::Status status;

@@ -31,9 +31,12 @@
 //   with AlreadyExists if anything exists at the path.
 // - kRead of a missing path, or of a directory without LevelDB's CURRENT file,
 //   is NotFound naming the path; nothing is created there.
-// - Opening a database, even for reading, makes LevelDB write a new MANIFEST-*
-// file
-//   and log file in its directory and delete the old ones.
+// - kRead of a finished database (all data in tables) writes nothing: it is
+//   read through LevelDB's Table API after checking its MANIFEST-* file
+//   (leveldb_tables.h), so a committed checkpoint stays byte- and
+//   mtime-identical and reads from read-only storage. Only a database whose
+//   log still holds data (flush_memtable_on_close off) is opened with
+//   LevelDB's DB::Open, which writes a new MANIFEST-* file and log.
 // - A path may be open through one DB at a time per process
 //   (FailedPrecondition otherwise); LevelDB's lock file also keeps other
 //   processes out.

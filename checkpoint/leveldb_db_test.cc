@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -119,6 +120,75 @@ TEST(LevelDbTest, WithoutMemtableFlushTheLogsHoldTheTailAndReplay) {
   }
   EXPECT_GT(log_bytes, 256 << 10);  // At least one value only in a log.
   ExpectRotatingDbIntact(path);     // The open replays it.
+}
+
+// Every file of `dir` with its size, modification time (ns) and bytes.
+std::map<std::string, std::string> Snapshot(const std::string& dir) {
+  std::map<std::string, std::string> files;
+  const std::vector<std::string> names = ListDir(dir).value();
+  for (const std::string& name : names) {
+    const std::string path = JoinPath(dir, name);
+    struct stat st;
+    CHECK_EQ(::stat(path.c_str(), &st), 0) << path;
+    files[name] = absl::StrCat(st.st_size, " ", st.st_mtim.tv_sec, ".",
+                               st.st_mtim.tv_nsec, " ",
+                               ReadFileToString(path).value());
+  }
+  return files;
+}
+
+// A committed checkpoint is immutable: reading it (cursor, Get, twice over)
+// creates, writes, renames and deletes nothing, where LevelDB's DB::Open
+// would write a new MANIFEST-* file and log and delete the old ones.
+TEST(LevelDbTest, ReadingAFinishedDatabaseChangesNothing) {
+  TempDir dir;
+  const std::string path = dir.Join("node.1");
+  WriteRotatingDb(path, SmallMemtable());
+  const std::map<std::string, std::string> before = Snapshot(path);
+  for (int pass = 0; pass < 2; ++pass) {
+    ExpectRotatingDbIntact(path);
+    std::unique_ptr<DB> db = LevelDbType().Open(path, DbMode::kRead).value();
+    EXPECT_EQ(db->Get("blob_0007").value(), Value(7, 256 << 10));
+    EXPECT_EQ(db->Get("blob_0007x").status().code(),
+              absl::StatusCode::kNotFound);
+    std::unique_ptr<Cursor> cursor = db->NewCursor();
+    cursor->Seek("blob_0039");
+    ASSERT_TRUE(cursor->Valid());
+    EXPECT_EQ(cursor->key(), "blob_0039");
+    cursor->Next();
+    EXPECT_FALSE(cursor->Valid());
+    cursor.reset();
+    ASSERT_TRUE(db->Close().ok());
+  }
+  EXPECT_TRUE(Snapshot(path) == before) << "a read changed the database";
+}
+
+// Many small batches into a small memtable: many table files, some merged
+// by compactions; the read-only reader merges them back in key order.
+TEST(LevelDbTest, ReadingManyTablesMergesThemInKeyOrder) {
+  TempDir dir;
+  const std::string path = dir.Join("node.1");
+  {
+    DbOptions small_batches;
+    small_batches.writer_batch_bytes = 64 << 10;
+    std::unique_ptr<DB> db = LevelDbType(SmallMemtable())
+                                 .Open(path, DbMode::kNew, small_batches)
+                                 .value();
+    std::unique_ptr<Writer> writer = db->NewWriter().value();
+    // Written in an order unlike the key order.
+    for (int k = 0; k < 40; ++k) {
+      const int i = (k * 17) % 40;
+      ASSERT_TRUE(
+          writer->Put(absl::StrFormat("blob_%04d", i), Value(i, 256 << 10))
+              .ok());
+    }
+    writer.reset();
+    ASSERT_TRUE(db->Close().ok());
+  }
+  ASSERT_GT(FilesWithSuffix(path, ".ldb").size(), 2u);
+  const std::map<std::string, std::string> before = Snapshot(path);
+  ExpectRotatingDbIntact(path);
+  EXPECT_TRUE(Snapshot(path) == before) << "a read changed the database";
 }
 
 TEST(LevelDbTest, NewNeverCreatesParentDirectories) {

@@ -304,11 +304,12 @@ std::vector<DamageCase> AllDamageCases() {
       // every I/O error to Internal.
       {"TruncateTableToHalf", TruncateTableToHalf, ".ldb"},
       {"TruncateTableByOneByte", TruncateTableByOneByte, ".ldb"},
-      // LevelDB recovers the descriptor's complete records and drops the
-      // rest, losing the table that holds the jobgraph manifest key, so the
-      // database opens but is missing its manifest (DataLoss).
+      // LevelDB's recovery kept the descriptor's complete records and
+      // dropped the rest, losing the table that holds the blob index ("has
+      // no blob index"); the read-only reader (leveldb_tables.h) checks
+      // every record and names the file.
       {"TruncateLevelDbManifestToHalf", TruncateLevelDbManifestToHalf,
-       "has no blob index"},
+       "/MANIFEST-000002 is damaged at offset "},
       // (c) Deleted files. "Corruption: 1 missing files; e.g.: <db>/...ldb".
       {"DeleteTable", DeleteTable, ".ldb"},
       // Gave NOT_FOUND ("no LevelDB database at <db>: it has no CURRENT

@@ -24,10 +24,9 @@
 // `err` and returns the exit code, so tests run them in-process. RunCkpt
 // parses a command line into them.
 //
-// Reading a database opens it, which some DB types record inside it (LevelDB
-// writes a new descriptor and log file, leveldb_db.h); the values are left
-// untouched. A database that a running job has open cannot be opened and is
-// reported as such.
+// Reading a database writes nothing into it (for LevelDB databases whose data
+// is all in tables, as jobgraph's saves leave them; leveldb_db.h). `recover`
+// and `gc` are the only commands that change a directory.
 //
 // Thread-compatible: commands share no state, but two commands must not open
 // the same database at once (a path may be open through one DB at a time,

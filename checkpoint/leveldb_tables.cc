@@ -1,0 +1,465 @@
+#include "checkpoint/leveldb_tables.h"
+
+#include <sys/stat.h>
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
+#include "checkpoint/crc32c.h"
+#include "checkpoint/file_util.h"
+#include "checkpoint/leveldb_files.h"
+#include "engine/status_macros.h"
+#include "glog/logging.h"
+#include "leveldb/comparator.h"
+#include "leveldb/env.h"
+#include "leveldb/iterator.h"
+#include "leveldb/options.h"
+#include "leveldb/table.h"
+
+namespace jobgraph {
+namespace {
+
+// --- LevelDB's on-disk encodings (its documented log and table formats).
+
+constexpr size_t kLogBlockSize = 32768;
+constexpr size_t kLogHeaderSize = 7;  // crc (4), length (2), type (1)
+enum LogRecordType {
+  kZeroType = 0,
+  kFull = 1,
+  kFirst = 2,
+  kMiddle = 3,
+  kLast = 4
+};
+constexpr uint32_t kCrcMaskDelta = 0xa282ead8u;
+constexpr uint8_t kTypeDeletion = 0;
+constexpr uint64_t kMaxSequenceNumber = (uint64_t{1} << 56) - 1;
+
+uint32_t LoadLE32(const char* p) {
+  uint32_t v = 0;
+  for (int i = 0; i < 4; ++i)
+    v |= uint32_t{static_cast<uint8_t>(p[i])} << (8 * i);
+  return v;
+}
+
+uint64_t LoadLE64(const char* p) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i)
+    v |= uint64_t{static_cast<uint8_t>(p[i])} << (8 * i);
+  return v;
+}
+
+uint32_t UnmaskCrc(uint32_t masked) {
+  const uint32_t rot = masked - kCrcMaskDelta;
+  return (rot >> 17) | (rot << 15);
+}
+
+bool GetVarint64(absl::string_view* in, uint64_t* value) {
+  uint64_t result = 0;
+  for (int shift = 0; shift <= 63 && !in->empty(); shift += 7) {
+    const uint8_t byte = static_cast<uint8_t>((*in)[0]);
+    in->remove_prefix(1);
+    result |= uint64_t{byte & 0x7fu} << shift;
+    if ((byte & 0x80u) == 0) {
+      *value = result;
+      return true;
+    }
+  }
+  return false;
+}
+
+bool GetLengthPrefixed(absl::string_view* in, absl::string_view* value) {
+  uint64_t length = 0;
+  if (!GetVarint64(in, &length) || length > in->size()) return false;
+  *value = in->substr(0, length);
+  in->remove_prefix(length);
+  return true;
+}
+
+// The records of a LevelDB log file (the MANIFEST-* file is one), each
+// checked against its CRC. Any damage, a truncated record included, is
+// DataLoss naming `path`.
+absl::StatusOr<std::vector<std::string>> ReadLogRecords(
+    const std::string& path, absl::string_view file) {
+  auto damaged = [&](size_t offset, absl::string_view what) {
+    return absl::DataLossError(absl::StrCat(
+        "LevelDB file ", path, " is damaged at offset ", offset, ": ", what));
+  };
+  std::vector<std::string> records;
+  std::string pending;
+  bool in_record = false;
+  size_t offset = 0;
+  while (offset < file.size()) {
+    const size_t left_in_block = kLogBlockSize - offset % kLogBlockSize;
+    if (left_in_block < kLogHeaderSize) {
+      offset += left_in_block;  // the block's zero-filled trailer
+      continue;
+    }
+    if (file.size() - offset < kLogHeaderSize) {
+      return damaged(offset, "a truncated record header");
+    }
+    const char* header = file.data() + offset;
+    const uint32_t length = static_cast<uint8_t>(header[4]) |
+                            (uint32_t{static_cast<uint8_t>(header[5])} << 8);
+    const uint8_t type = static_cast<uint8_t>(header[6]);
+    if (type == kZeroType && length == 0) {
+      // Preallocated space, never written.
+      offset += left_in_block;
+      continue;
+    }
+    if (kLogHeaderSize + length > left_in_block ||
+        offset + kLogHeaderSize + length > file.size()) {
+      return damaged(offset, "a record that overruns its block or the file");
+    }
+    const char* payload = header + kLogHeaderSize;
+    const uint32_t expected = UnmaskCrc(LoadLE32(header));
+    const uint32_t actual =
+        crc32c::Extend(Crc32c(header + 6, 1), payload, length);
+    if (expected != actual) return damaged(offset, "a record fails its CRC");
+    switch (type) {
+      case kFull:
+        if (in_record) return damaged(offset, "an unfinished record");
+        records.emplace_back(payload, length);
+        break;
+      case kFirst:
+        if (in_record) return damaged(offset, "an unfinished record");
+        pending.assign(payload, length);
+        in_record = true;
+        break;
+      case kMiddle:
+      case kLast:
+        if (!in_record) return damaged(offset, "a record without its start");
+        pending.append(payload, length);
+        if (type == kLast) {
+          records.push_back(std::move(pending));
+          pending.clear();
+          in_record = false;
+        }
+        break;
+      default:
+        return damaged(offset, absl::StrCat("unknown record type ", type));
+    }
+    offset += kLogHeaderSize + length;
+  }
+  if (in_record) return damaged(offset, "the last record is cut off");
+  return records;
+}
+
+// The live table files of a database, from its MANIFEST-* records
+// (LevelDB's VersionEdit encoding): file number -> size.
+absl::StatusOr<std::map<uint64_t, uint64_t>> LiveTables(
+    const std::string& path, const std::vector<std::string>& records) {
+  std::map<uint64_t, uint64_t> live;
+  for (size_t r = 0; r < records.size(); ++r) {
+    absl::string_view in = records[r];
+    auto damaged = [&](absl::string_view what) {
+      return absl::DataLossError(absl::StrCat(
+          "LevelDB file ", path, " is damaged: record ", r, " ", what));
+    };
+    while (!in.empty()) {
+      uint64_t tag = 0, level = 0, number = 0, size = 0, unused = 0;
+      absl::string_view bytes;
+      if (!GetVarint64(&in, &tag)) return damaged("has a broken tag");
+      switch (tag) {
+        case 1:  // comparator
+          if (!GetLengthPrefixed(&in, &bytes)) return damaged("is cut off");
+          if (bytes != "leveldb.BytewiseComparator") {
+            return absl::FailedPreconditionError(absl::StrCat(
+                "LevelDB database of ", path, " uses comparator '", bytes,
+                "'; checkpoints use leveldb.BytewiseComparator"));
+          }
+          break;
+        case 2:  // log number
+        case 3:  // next file number
+        case 4:  // last sequence
+        case 9:  // previous log number
+          if (!GetVarint64(&in, &unused)) return damaged("is cut off");
+          break;
+        case 5:  // compaction pointer: level, internal key
+          if (!GetVarint64(&in, &level) || !GetLengthPrefixed(&in, &bytes)) {
+            return damaged("is cut off");
+          }
+          break;
+        case 6:  // deleted file: level, number
+          if (!GetVarint64(&in, &level) || !GetVarint64(&in, &number)) {
+            return damaged("is cut off");
+          }
+          live.erase(number);
+          break;
+        case 7:  // new file: level, number, size, smallest, largest
+          if (!GetVarint64(&in, &level) || !GetVarint64(&in, &number) ||
+              !GetVarint64(&in, &size) || !GetLengthPrefixed(&in, &bytes) ||
+              !GetLengthPrefixed(&in, &bytes)) {
+            return damaged("is cut off");
+          }
+          live[number] = size;
+          break;
+        default:
+          return damaged(absl::StrCat("has unknown tag ", tag));
+      }
+    }
+  }
+  return live;
+}
+
+// LevelDB's order of internal keys (user key, then sequence descending),
+// which the tables' index blocks were built with.
+class InternalKeyOrder final : public leveldb::Comparator {
+ public:
+  int Compare(const leveldb::Slice& a, const leveldb::Slice& b) const override {
+    const leveldb::Slice ua(a.data(), a.size() - 8);
+    const leveldb::Slice ub(b.data(), b.size() - 8);
+    const int r = ua.compare(ub);
+    if (r != 0) return r;
+    const uint64_t ta = LoadLE64(a.data() + a.size() - 8);
+    const uint64_t tb = LoadLE64(b.data() + b.size() - 8);
+    return ta > tb ? -1 : (ta < tb ? 1 : 0);
+  }
+  const char* Name() const override { return "leveldb.InternalKeyComparator"; }
+  // Only table builders shorten keys; a reader never calls these.
+  void FindShortestSeparator(std::string*,
+                             const leveldb::Slice&) const override {}
+  void FindShortSuccessor(std::string*) const override {}
+};
+
+const InternalKeyOrder& Order() {
+  static const InternalKeyOrder* order = new InternalKeyOrder;
+  return *order;
+}
+
+absl::string_view UserKey(const leveldb::Slice& internal_key) {
+  return absl::string_view(internal_key.data(), internal_key.size() - 8);
+}
+
+uint8_t KeyType(const leveldb::Slice& internal_key) {
+  return static_cast<uint8_t>(internal_key.data()[internal_key.size() - 8]);
+}
+
+absl::Status TableError(const leveldb::Status& status,
+                        const std::string& path) {
+  return absl::DataLossError(
+      absl::StrCat("read LevelDB database ", path, ": ", status.ToString()));
+}
+
+// The tables' entries merged in key order; deletions and older versions of
+// a key (which jobgraph's saves never write) are skipped.
+class TablesCursor final : public Cursor {
+ public:
+  TablesCursor(std::vector<std::unique_ptr<leveldb::Iterator>> iterators,
+               const std::string* path)
+      : iterators_(std::move(iterators)), path_(path) {
+    SeekToFirst();
+  }
+
+  void SeekToFirst() override {
+    for (auto& it : iterators_) it->SeekToFirst();
+    Settle();
+  }
+  void Seek(absl::string_view target) override {
+    std::string key(target);
+    const uint64_t trailer = (kMaxSequenceNumber << 8) | 1;
+    for (int i = 0; i < 8; ++i)
+      key.push_back(static_cast<char>(trailer >> (8 * i)));
+    for (auto& it : iterators_) it->Seek(key);
+    Settle();
+  }
+  void Next() override {
+    SkipKey(UserKey(iterators_[current_]->key()));
+    Settle();
+  }
+  bool Valid() const override { return current_ >= 0; }
+  absl::string_view key() const override {
+    return UserKey(iterators_[current_]->key());
+  }
+  absl::string_view value() const override {
+    const leveldb::Slice v = iterators_[current_]->value();
+    return absl::string_view(v.data(), v.size());
+  }
+  absl::Status status() const override {
+    for (const auto& it : iterators_) {
+      if (!it->status().ok()) return TableError(it->status(), *path_);
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  // Points current_ at the smallest entry that is a live value.
+  void Settle() {
+    while (true) {
+      current_ = -1;
+      for (int i = 0; i < static_cast<int>(iterators_.size()); ++i) {
+        if (!iterators_[i]->Valid()) continue;
+        if (current_ < 0 || Order().Compare(iterators_[i]->key(),
+                                            iterators_[current_]->key()) < 0) {
+          current_ = i;
+        }
+      }
+      if (current_ < 0 ||
+          KeyType(iterators_[current_]->key()) != kTypeDeletion) {
+        return;
+      }
+      SkipKey(UserKey(iterators_[current_]->key()));
+    }
+  }
+
+  // Moves every iterator past `user_key` (the newest version is taken).
+  void SkipKey(absl::string_view user_key) {
+    const std::string skipped(user_key);
+    for (auto& it : iterators_) {
+      while (it->Valid() && UserKey(it->key()) == skipped) it->Next();
+    }
+  }
+
+  std::vector<std::unique_ptr<leveldb::Iterator>> iterators_;
+  const std::string* const path_;
+  int current_ = -1;
+};
+
+class LevelDbTables final : public DB {
+ public:
+  LevelDbTables(const std::string& path, const DbOptions& options,
+                std::function<void()> on_release)
+      : DB(path, DbMode::kRead),
+        options_(options),
+        on_release_(std::move(on_release)) {}
+  ~LevelDbTables() override { Release(); }
+
+  absl::Status Open() {
+    JG_ASSIGN_OR_RETURN(std::vector<std::string> names, ListDir(path()));
+    // CURRENT names the descriptor.
+    const std::string current_path = JoinPath(path(), kLevelDbCurrentFile);
+    JG_ASSIGN_OR_RETURN(std::string current, ReadFileToString(current_path));
+    absl::string_view manifest_name = current;
+    if (!absl::ConsumeSuffix(&manifest_name, "\n") ||
+        !absl::StartsWith(manifest_name, kLevelDbManifestPrefix) ||
+        manifest_name.find('/') != absl::string_view::npos) {
+      return absl::DataLossError(absl::StrCat(
+          "LevelDB file ", current_path, " is damaged: it does not name a ",
+          kLevelDbManifestPrefix, "* file"));
+    }
+    const std::string manifest_path = JoinPath(path(), manifest_name);
+    JG_ASSIGN_OR_RETURN(bool manifest_exists, PathExists(manifest_path));
+    if (!manifest_exists) {
+      return absl::DataLossError(absl::StrCat(
+          "LevelDB database ", path(), " is damaged: ", kLevelDbCurrentFile,
+          " names ", manifest_name, ", which does not exist"));
+    }
+    JG_ASSIGN_OR_RETURN(std::string manifest, ReadFileToString(manifest_path));
+    JG_ASSIGN_OR_RETURN(std::vector<std::string> records,
+                        ReadLogRecords(manifest_path, manifest));
+    JG_ASSIGN_OR_RETURN(auto live, LiveTables(manifest_path, records));
+
+    // Files on disk by number: tables and logs.
+    std::map<uint64_t, std::string> tables;
+    for (const std::string& name : names) {
+      absl::string_view stem = name;
+      uint64_t number = 0;
+      const std::string file = JoinPath(path(), name);
+      if (absl::ConsumeSuffix(&stem, ".log") &&
+          absl::SimpleAtoi(stem, &number)) {
+        struct stat st;
+        if (::stat(file.c_str(), &st) == 0 && st.st_size > 0) {
+          // Data that only LevelDB's recovery can read.
+          return absl::UnimplementedError(absl::StrCat(
+              "LevelDB database ", path(), " has a non-empty log ", name));
+        }
+      } else if ((absl::ConsumeSuffix(&stem, ".ldb") ||
+                  absl::ConsumeSuffix(&stem, ".sst")) &&
+                 absl::SimpleAtoi(stem, &number)) {
+        tables[number] = file;
+      }
+    }
+    leveldb::Options table_options;
+    table_options.comparator = &Order();
+    table_options.paranoid_checks = true;
+    for (const auto& [number, size] : live) {
+      auto found = tables.find(number);
+      if (found == tables.end()) {
+        return absl::DataLossError(
+            absl::StrCat("LevelDB database ", path(), " is damaged: its table ",
+                         absl::StrFormat("%06d.ldb", number), " is missing"));
+      }
+      struct stat st;
+      if (::stat(found->second.c_str(), &st) != 0 ||
+          static_cast<uint64_t>(st.st_size) != size) {
+        return absl::DataLossError(absl::StrCat(
+            "LevelDB database ", path(), " is damaged: table ", found->second,
+            " has ", st.st_size, " bytes, its descriptor records ", size));
+      }
+      leveldb::RandomAccessFile* file = nullptr;
+      leveldb::Status s =
+          leveldb::Env::Default()->NewRandomAccessFile(found->second, &file);
+      if (!s.ok()) return TableError(s, path());
+      files_.emplace_back(file);
+      leveldb::Table* table = nullptr;
+      s = leveldb::Table::Open(table_options, file, size, &table);
+      if (!s.ok()) return TableError(s, path());
+      tables_.emplace_back(table);
+    }
+    return absl::OkStatus();
+  }
+
+ protected:
+  std::unique_ptr<Cursor> NewCursorImpl() override {
+    leveldb::ReadOptions read_options;
+    read_options.verify_checksums = options_.verify_checksums;
+    read_options.fill_cache = false;
+    std::vector<std::unique_ptr<leveldb::Iterator>> iterators;
+    for (const auto& table : tables_) {
+      iterators.emplace_back(table->NewIterator(read_options));
+    }
+    return std::make_unique<TablesCursor>(std::move(iterators), &path());
+  }
+
+  std::unique_ptr<Writer> NewWriterImpl() override {
+    LOG(FATAL) << "NewWriter of a read-only database";
+    return nullptr;
+  }
+
+  absl::StatusOr<std::string> GetImpl(absl::string_view key) override {
+    std::unique_ptr<Cursor> cursor = NewCursorImpl();
+    cursor->Seek(key);
+    JG_RETURN_IF_ERROR(cursor->status());
+    if (!cursor->Valid() || cursor->key() != key) return NotFoundKeyError(key);
+    return std::string(cursor->value());
+  }
+
+  absl::Status CloseImpl() override {
+    Release();
+    return absl::OkStatus();
+  }
+
+ private:
+  void Release() {
+    tables_.clear();
+    files_.clear();
+    if (on_release_) std::exchange(on_release_, nullptr)();
+  }
+
+  const DbOptions options_;
+  std::function<void()> on_release_;
+  std::vector<std::unique_ptr<leveldb::RandomAccessFile>> files_;
+  std::vector<std::unique_ptr<leveldb::Table>> tables_;  // before files_ dies
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<DB>> OpenLevelDbTables(
+    const std::string& path, const DbOptions& options,
+    std::function<void()> on_release) {
+  auto db =
+      std::make_unique<LevelDbTables>(path, options, std::move(on_release));
+  JG_RETURN_IF_ERROR(db->Open());
+  return std::unique_ptr<DB>(std::move(db));
+}
+
+}  // namespace jobgraph

@@ -1,0 +1,38 @@
+// A LevelDB database read without LevelDB's DB::Open: its MANIFEST-* file is
+// parsed (every record's CRC checked), the live table files it lists are
+// checked against the directory (each present with its recorded size), and
+// the tables are read through LevelDB's public Table API and merged. Nothing
+// in the directory is created, written, renamed or deleted, so a committed
+// checkpoint stays byte- and mtime-identical and can be read from read-only
+// storage. Internal to the LevelDB adapter.
+//
+// Only databases whose contents are all in tables qualify: a non-empty log
+// file (a database closed without flushing its memtable) needs LevelDB's
+// recovery, and OpenLevelDbTables then returns Unimplemented so that the
+// caller can fall back to DB::Open.
+//
+// The returned DB is thread-compatible, like every DB.
+
+#ifndef JOBGRAPH_CHECKPOINT_LEVELDB_TABLES_H_
+#define JOBGRAPH_CHECKPOINT_LEVELDB_TABLES_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "checkpoint/db.h"
+
+namespace jobgraph {
+
+// Opens the database at `path` for reading (DbMode::kRead). DataLoss naming
+// the file for a damaged CURRENT or MANIFEST-* file, a listed table that is
+// missing or has the wrong size, or a table that does not open.
+// `on_release` runs once when the DB is closed or destroyed.
+absl::StatusOr<std::unique_ptr<DB>> OpenLevelDbTables(
+    const std::string& path, const DbOptions& options,
+    std::function<void()> on_release);
+
+}  // namespace jobgraph
+
+#endif  // JOBGRAPH_CHECKPOINT_LEVELDB_TABLES_H_
