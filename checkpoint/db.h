@@ -137,6 +137,13 @@ class DB {
   // The value stored under `key`; NotFound naming the key and the path.
   absl::StatusOr<std::string> Get(absl::string_view key);
 
+  // Checks the stored files themselves against what was recorded when they
+  // were written (LevelDB: every file's size and CRC-32C in JOBGRAPH_FILES),
+  // reading each byte once: damage outside the values (indexes, the
+  // backend's own metadata) shows here. DataLoss naming the file; OK for
+  // types without files and for databases written before such records.
+  virtual absl::Status VerifyFiles() { return absl::OkStatus(); }
+
   // Releases the database. For kNew (with DbOptions::durable_close) this
   // first makes every written byte durable. Fails if a Writer or Cursor is
   // still alive (the DB stays open), or if any earlier write failed (the DB

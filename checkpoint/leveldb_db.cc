@@ -7,8 +7,10 @@
 #include <cerrno>
 #include <cstdarg>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -21,6 +23,8 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "checkpoint/checksummed.h"
+#include "checkpoint/crc32c.h"
 #include "checkpoint/db.h"
 #include "checkpoint/db_registry.h"
 #include "checkpoint/file_util.h"
@@ -36,6 +40,7 @@
 #include "leveldb/slice.h"
 #include "leveldb/status.h"
 #include "leveldb/write_batch.h"
+#include "proto/jobgraph.pb.h"
 
 namespace jobgraph {
 namespace {
@@ -115,12 +120,107 @@ class DiscardingLogFile final : public leveldb::WritableFile {
   const std::unique_ptr<leveldb::WritableFile> file_;
 };
 
+// What ChecksummingEnv recorded of one file.
+struct WrittenFile {
+  uint64_t size = 0;
+  uint32_t crc = 0;
+};
+
+// Records the size and CRC-32C of every file written through it, as the
+// bytes pass (no second read), following renames and removals. The records
+// become the database's JOBGRAPH_FILES list at close. Thread-safe: LevelDB
+// writes tables from its background thread.
+class ChecksummingEnv final : public leveldb::EnvWrapper {
+ public:
+  ChecksummingEnv() : EnvWrapper(leveldb::Env::Default()) {}
+
+  leveldb::Status NewWritableFile(const std::string& name,
+                                  leveldb::WritableFile** result) override {
+    leveldb::Status status = target()->NewWritableFile(name, result);
+    if (status.ok()) {
+      Set(name, WrittenFile{});
+      *result = new File(this, name, *result);
+    }
+    return status;
+  }
+  leveldb::Status NewAppendableFile(const std::string& name,
+                                    leveldb::WritableFile** result) override {
+    // Appending continues a file this Env did not see from its start.
+    Forget(name);
+    return target()->NewAppendableFile(name, result);
+  }
+  leveldb::Status RenameFile(const std::string& from,
+                             const std::string& to) override {
+    leveldb::Status status = target()->RenameFile(from, to);
+    if (status.ok()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = files_.find(from);
+      if (it != files_.end()) {
+        files_[to] = it->second;
+        files_.erase(from);
+      } else {
+        files_.erase(to);
+      }
+    }
+    return status;
+  }
+  leveldb::Status RemoveFile(const std::string& name) override {
+    Forget(name);
+    return target()->RemoveFile(name);
+  }
+
+  // The record of `path`, if every byte of it was written through this Env.
+  std::optional<WrittenFile> Find(const std::string& path) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = files_.find(path);
+    if (it == files_.end()) return std::nullopt;
+    return it->second;
+  }
+
+ private:
+  class File final : public leveldb::WritableFile {
+   public:
+    File(ChecksummingEnv* env, std::string name, leveldb::WritableFile* file)
+        : env_(env), name_(std::move(name)), file_(file) {}
+    leveldb::Status Append(const leveldb::Slice& data) override {
+      leveldb::Status status = file_->Append(data);
+      if (status.ok()) {
+        written_.size += data.size();
+        written_.crc = crc32c::Extend(written_.crc, data.data(), data.size());
+        env_->Set(name_, written_);
+      }
+      return status;
+    }
+    leveldb::Status Flush() override { return file_->Flush(); }
+    leveldb::Status Sync() override { return file_->Sync(); }
+    leveldb::Status Close() override { return file_->Close(); }
+
+   private:
+    ChecksummingEnv* const env_;
+    const std::string name_;
+    const std::unique_ptr<leveldb::WritableFile> file_;
+    WrittenFile written_;
+  };
+
+  void Set(const std::string& name, WrittenFile file) {
+    std::lock_guard<std::mutex> lock(mu_);
+    files_[name] = file;
+  }
+  void Forget(const std::string& name) {
+    std::lock_guard<std::mutex> lock(mu_);
+    files_.erase(name);
+  }
+
+  mutable std::mutex mu_;
+  std::map<std::string, WrittenFile> files_;
+};
+
 // The default Env, except that new log files ("<number>.log") discard their
 // contents (DiscardingLogFile). Only for kNew databases that flush their
 // memtable on close.
 class DiscardLogsEnv final : public leveldb::EnvWrapper {
  public:
-  DiscardLogsEnv() : EnvWrapper(leveldb::Env::Default()) {}
+  explicit DiscardLogsEnv(leveldb::Env* target) : EnvWrapper(target) {}
 
   leveldb::Status NewWritableFile(const std::string& name,
                                   leveldb::WritableFile** result) override {
@@ -306,9 +406,14 @@ class LevelDb final : public DB {
     options.write_buffer_size = leveldb_options_.write_buffer_size;
     options.max_file_size = leveldb_options_.max_file_size;
     options.block_size = leveldb_options_.block_size;
-    if (mode() == DbMode::kNew && leveldb_options_.flush_memtable_on_close) {
-      discard_logs_env_ = std::make_unique<DiscardLogsEnv>();
-      options.env = discard_logs_env_.get();
+    if (mode() == DbMode::kNew) {
+      checksumming_env_ = std::make_unique<ChecksummingEnv>();
+      options.env = checksumming_env_.get();
+      if (leveldb_options_.flush_memtable_on_close) {
+        discard_logs_env_ =
+            std::make_unique<DiscardLogsEnv>(checksumming_env_.get());
+        options.env = discard_logs_env_.get();
+      }
     }
     leveldb::DB* db = nullptr;
     leveldb::Status status = leveldb::DB::Open(options, path(), &db);
@@ -372,6 +477,7 @@ class LevelDb final : public DB {
     }
     const absl::Time flushed = absl::Now();
     Release();
+    if (status.ok() && mode() == DbMode::kNew) status = WriteFileList();
     if (status.ok() && mode() == DbMode::kNew && options_.durable_close) {
       // LevelDB closed its rotated logs without fsync and never syncs the
       // directory after creating files; this reaches all of them.
@@ -388,6 +494,35 @@ class LevelDb final : public DB {
   }
 
  private:
+  // Writes JOBGRAPH_FILES: every file of the closed database with the size
+  // and CRC-32C recorded as it was written; a file written otherwise (LOCK,
+  // created empty by LevelDB's lock) is read once.
+  absl::Status WriteFileList() {
+    JG_ASSIGN_OR_RETURN(std::vector<std::string> names, ListDir(path()));
+    DbFileList list;
+    for (const std::string& name : names) {
+      if (name == kDbFileListName) continue;
+      const std::string file = JoinPath(path(), name);
+      std::optional<WrittenFile> written = checksumming_env_->Find(file);
+      struct stat st;
+      if (::stat(file.c_str(), &st) != 0) {
+        return absl::ErrnoToStatus(errno, absl::StrCat("stat ", file));
+      }
+      if (!written.has_value() ||
+          written->size != static_cast<uint64_t>(st.st_size)) {
+        JG_ASSIGN_OR_RETURN(std::string bytes, ReadFileToString(file));
+        written = WrittenFile{bytes.size(), Crc32c(bytes)};
+      }
+      DbFile* entry = list.add_file();
+      entry->set_name(name);
+      entry->set_size(static_cast<int64_t>(written->size));
+      entry->set_crc32c(written->crc);
+    }
+    // Synced with everything else by the durability pass that follows.
+    return WriteFileAtomically(JoinPath(path(), kDbFileListName),
+                               FrameChecksummed(list.SerializeAsString()));
+  }
+
   // Closes LevelDB (its background work finishes first) and frees the cache
   // it used, then lets other DBs open the path.
   void Release() {
@@ -403,7 +538,9 @@ class LevelDb final : public DB {
   const std::string canonical_path_;
   VlogLogger logger_;
   std::unique_ptr<leveldb::Cache> cache_;
-  // Set for kNew databases that discard their logs; outlives db_.
+  // Set for kNew databases (the second only when they discard their logs);
+  // both outlive db_.
+  std::unique_ptr<ChecksummingEnv> checksumming_env_;
   std::unique_ptr<leveldb::Env> discard_logs_env_;
   std::unique_ptr<leveldb::DB> db_;
   bool released_ = false;

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
+#include "checkpoint/checksummed.h"
 #include "checkpoint/crc32c.h"
 #include "checkpoint/file_util.h"
 #include "checkpoint/leveldb_files.h"
@@ -25,6 +26,7 @@
 #include "leveldb/iterator.h"
 #include "leveldb/options.h"
 #include "leveldb/table.h"
+#include "proto/jobgraph.pb.h"
 
 namespace jobgraph {
 namespace {
@@ -435,6 +437,48 @@ class LevelDbTables final : public DB {
 
   absl::Status CloseImpl() override {
     Release();
+    return absl::OkStatus();
+  }
+
+ public:
+  // Against JOBGRAPH_FILES, written when the database was closed. Databases
+  // written before the list existed have none.
+  absl::Status VerifyFiles() override {
+    const std::string list_path = JoinPath(path(), kDbFileListName);
+    JG_ASSIGN_OR_RETURN(bool exists, PathExists(list_path));
+    if (!exists) return absl::OkStatus();
+    JG_ASSIGN_OR_RETURN(std::string bytes, ReadFileToString(list_path));
+    JG_ASSIGN_OR_RETURN(
+        Unframed unframed,
+        UnframeChecksummed(bytes, absl::StrCat("file list ", list_path)));
+    DbFileList list;
+    if (!list.ParseFromString(unframed.payload)) {
+      return absl::DataLossError(
+          absl::StrCat("file list ", list_path, " does not parse"));
+    }
+    for (const DbFile& file : list.file()) {
+      const std::string file_path = JoinPath(path(), file.name());
+      struct stat st;
+      if (file.name().find('/') != std::string::npos ||
+          ::stat(file_path.c_str(), &st) != 0) {
+        return absl::DataLossError(absl::StrCat("LevelDB database ", path(),
+                                                " is damaged: its file ",
+                                                file.name(), " is missing"));
+      }
+      if (st.st_size != file.size()) {
+        return absl::DataLossError(absl::StrCat(
+            "LevelDB database ", path(), " is damaged: ", file_path, " has ",
+            st.st_size, " bytes, ", file.size(), " were written"));
+      }
+      JG_ASSIGN_OR_RETURN(std::string contents, ReadFileToString(file_path));
+      const uint32_t crc = Crc32c(contents);
+      if (crc != file.crc32c()) {
+        return absl::DataLossError(absl::StrCat(
+            "LevelDB database ", path(), " is damaged: ", file_path,
+            " has CRC-32C ", absl::Hex(crc, absl::kZeroPad8), ", ",
+            absl::Hex(file.crc32c(), absl::kZeroPad8), " was written"));
+      }
+    }
     return absl::OkStatus();
   }
 

@@ -51,6 +51,7 @@ absl::StatusOr<Contents> Inspect(const std::string& path) {
   const bool is_leveldb =
       std::any_of(names.begin(), names.end(), [](const std::string& name) {
         return name == kLevelDbCurrentFile || name == kLevelDbLockFile ||
+               name == kDbFileListName ||
                absl::StartsWith(name, kLevelDbManifestPrefix);
       });
   return is_leveldb ? Contents::kDatabase : Contents::kForeignDirectory;
