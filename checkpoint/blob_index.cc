@@ -200,7 +200,7 @@ absl::Status ScanDbValues(DB* db, const BlobIndex& index,
   return absl::OkStatus();
 }
 
-absl::StatusOr<BlobIndex> VerifyDb(DB* db) {
+absl::StatusOr<BlobIndex> VerifyDb(DB* db, VerifyDepth depth) {
   JG_ASSIGN_OR_RETURN(BlobIndex index, ReadBlobIndex(db));
   std::vector<int> all(index.blob_size());
   std::iota(all.begin(), all.end(), 0);
@@ -209,19 +209,22 @@ absl::StatusOr<BlobIndex> VerifyDb(DB* db) {
       [](int, int, absl::string_view) { return absl::OkStatus(); }));
   // After the values, whose damage is reported naming the blob: the files'
   // own checksums catch the rest (indexes, the backend's metadata).
-  JG_RETURN_IF_ERROR(db->VerifyFiles());
+  if (depth == VerifyDepth::kValuesAndFiles) {
+    JG_RETURN_IF_ERROR(db->VerifyFiles());
+  }
   return index;
 }
 
 absl::StatusOr<BlobIndex> VerifyDbAt(absl::string_view db_type,
-                                     const std::string& path) {
+                                     const std::string& path,
+                                     VerifyDepth depth) {
   DbOptions options;
   // VerifyDb checks every value's CRC-32C itself.
   options.verify_checksums = false;
   JG_ASSIGN_OR_RETURN(
       std::unique_ptr<DB> db,
       DbRegistry::Global().Open(db_type, path, DbMode::kRead, options));
-  return VerifyDb(db.get());
+  return VerifyDb(db.get(), depth);
 }
 
 }  // namespace jobgraph

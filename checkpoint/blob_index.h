@@ -90,12 +90,24 @@ absl::Status ScanDbValues(DB* db, const BlobIndex& index,
                           absl::Span<const int> blob_indices, bool verify_crc,
                           const DbValueVisitor& visit);
 
+// How much of a database VerifyDb reads.
+enum class VerifyDepth {
+  // Every value the blob index lists (size and CRC-32C): everything a load
+  // uses, so enough to choose an epoch to resume from.
+  kValues,
+  // Also every byte of the database's files against the checksums recorded
+  // when they were written (DB::VerifyFiles), so damage anywhere shows.
+  kValuesAndFiles,
+};
+
 // Reads the blob index of `db` and checks every value it lists (sizes and
-// CRC-32C) without deserializing anything. Returns the blob index.
-absl::StatusOr<BlobIndex> VerifyDb(DB* db);
+// CRC-32C) without deserializing anything, then, for kValuesAndFiles, the
+// files. Returns the blob index.
+absl::StatusOr<BlobIndex> VerifyDb(DB* db, VerifyDepth depth);
 // VerifyDb of the database of `db_type` at `path`, opened for reading.
 absl::StatusOr<BlobIndex> VerifyDbAt(absl::string_view db_type,
-                                     const std::string& path);
+                                     const std::string& path,
+                                     VerifyDepth depth);
 
 }  // namespace jobgraph
 

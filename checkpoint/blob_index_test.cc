@@ -139,9 +139,9 @@ TEST_F(BlobIndexDbTest, ReadAndScan) {
       ScanDbValues(db.get(), *read, {}, true, [&](int, int, absl::string_view) {
         return absl::InternalError("called");
       }).ok());
-  EXPECT_TRUE(VerifyDb(db.get()).ok());
+  EXPECT_TRUE(VerifyDb(db.get(), VerifyDepth::kValuesAndFiles).ok());
   // VerifyDbAt opens the database itself, which `db` still holds open.
-  EXPECT_EQ(VerifyDbAt("memory", "good").status().code(),
+  EXPECT_EQ(VerifyDbAt("memory", "good", VerifyDepth::kValues).status().code(),
             absl::StatusCode::kFailedPrecondition);
 }
 
@@ -149,7 +149,8 @@ TEST_F(BlobIndexDbTest, DamageIsDataLossNamingTheKey) {
   const std::string manifest = TwoKeyManifest().SerializeAsString();
   std::unique_ptr<DB> db = MakeDb(
       "bad", {{"w#%0", "abd"}, {"w#%1", "d"}, {kBlobIndexKey, manifest}});
-  absl::StatusOr<BlobIndex> verified = VerifyDb(db.get());
+  absl::StatusOr<BlobIndex> verified =
+      VerifyDb(db.get(), VerifyDepth::kValuesAndFiles);
   EXPECT_EQ(verified.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_EQ(verified.status().message(),
             "checkpoint bad: value of key 'w#%0' (blob 'w') fails its CRC-32C "

@@ -10,8 +10,9 @@ namespace jobgraph {
 absl::StatusOr<BlobIndex> VerifyCheckpointDb(const std::string& db_type,
                                              const std::string& path,
                                              std::optional<std::string> node,
-                                             std::optional<int64_t> epoch) {
-  JG_ASSIGN_OR_RETURN(BlobIndex index, VerifyDbAt(db_type, path));
+                                             std::optional<int64_t> epoch,
+                                             VerifyDepth depth) {
+  JG_ASSIGN_OR_RETURN(BlobIndex index, VerifyDbAt(db_type, path, depth));
   if (node.has_value() && index.node() != *node) {
     return absl::DataLossError(absl::StrCat("checkpoint ", path,
                                             " belongs to node '", index.node(),
@@ -31,7 +32,9 @@ absl::Status VerifyCommittedEpoch(const std::string& dir,
   for (const std::string& node : nodes) {
     const std::string path = CheckpointDbPath(dir, node, epoch);
     absl::StatusOr<BlobIndex> db =
-        VerifyCheckpointDb(db_type, path, node, epoch);
+        // Everything a load then reads is checked; the files' own checksums
+        // (a second full read) are `ckpt verify`'s.
+        VerifyCheckpointDb(db_type, path, node, epoch, VerifyDepth::kValues);
     // The commit log says this database was committed, so anything missing
     // from it (the directory, a table file) is data loss.
     if (absl::IsNotFound(db.status())) {

@@ -14,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "checkpoint/blob_index.h"
 #include "proto/jobgraph.pb.h"
 
 namespace jobgraph {
@@ -21,11 +22,14 @@ namespace jobgraph {
 // Reads and checks one node's database: it opens, holds the blob index for
 // `node` and `epoch` (when given), and every key the index lists is present
 // with the recorded size and CRC-32C. Errors name the database path and the
-// damaged key (or, for the backend's own checks, the file).
+// damaged key (or, for the backend's own checks, the file). `depth`:
+// kValuesAndFiles for tools that look for any damage (`ckpt verify`),
+// kValues where only what a load reads matters (choosing a resume epoch).
 absl::StatusOr<BlobIndex> VerifyCheckpointDb(
     const std::string& db_type, const std::string& path,
     std::optional<std::string> node = std::nullopt,
-    std::optional<int64_t> epoch = std::nullopt);
+    std::optional<int64_t> epoch = std::nullopt,
+    VerifyDepth depth = VerifyDepth::kValuesAndFiles);
 
 // Every node's database of committed `epoch` in `dir` verifies. A database
 // that is missing although the commit log lists the epoch is DataLoss.
