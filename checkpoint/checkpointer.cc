@@ -140,8 +140,10 @@ absl::StatusOr<std::optional<int64_t>> Checkpointer::Start(
                       ChooseResumeEpoch(options_.directory, options_.db_type,
                                         FileNames(), resume));
   if (usable.ok()) {
-    JG_RETURN_IF_ERROR(
-        CreateCommitLogIfMissing(options_.directory, options_.db_type));
+    // Like a directory that cannot be created: each save tries again.
+    absl::Status created =
+        CreateCommitLogIfMissing(options_.directory, options_.db_type);
+    if (!created.ok()) LOG(WARNING) << created.message();
   }
   return epoch;
 }

@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "checkpoint/io_faults.h"
 #include "engine/status_macros.h"
 
 namespace jobgraph {
@@ -60,11 +61,13 @@ absl::Status FsyncPath(const std::string& path, int extra_flags) {
   int fd = OpenNoIntr(path.c_str(), O_RDONLY | extra_flags);
   if (fd < 0) return PosixError(errno, "open for fsync", path);
   FdCloser closer(fd);
+  if (int e = io_faults::Next()) return PosixError(e, "fsync", path);
   if (::fsync(fd) != 0) return PosixError(errno, "fsync", path);
   return absl::OkStatus();
 }
 
 absl::Status WriteAll(int fd, absl::string_view data, const std::string& path) {
+  if (int e = io_faults::Next()) return PosixError(e, "write", path);
   while (!data.empty()) {
     // Linux writes at most ~2 GiB per call; larger requests come back short.
     ssize_t n = ::write(fd, data.data(), data.size());
@@ -120,6 +123,9 @@ absl::StatusOr<bool> PathExists(const std::string& path) {
 }
 
 absl::Status CreateDir(const std::string& path) {
+  if (int e = io_faults::Next()) {
+    return PosixError(e, "create directory", path);
+  }
   if (::mkdir(path.c_str(), 0755) == 0) return absl::OkStatus();
   int error = errno;
   if (error == ENOENT) {
@@ -186,9 +192,14 @@ absl::Status WriteFileAtomically(
   absl::Status status = [&]() -> absl::Status {
     FdCloser closer(fd);
     JG_RETURN_IF_ERROR(WriteAll(fd, contents, tmp));
+    if (int e = io_faults::Next()) return PosixError(e, "fsync", tmp);
     if (::fsync(fd) != 0) return PosixError(errno, "fsync", tmp);
+    if (int e = io_faults::Next()) return PosixError(e, "close", tmp);
     if (::close(closer.Release()) != 0) return PosixError(errno, "close", tmp);
     if (before_rename) JG_RETURN_IF_ERROR(before_rename());
+    if (int e = io_faults::Next()) {
+      return PosixError(e, absl::StrCat("rename ", tmp, " to"), path);
+    }
     if (::rename(tmp.c_str(), path.c_str()) != 0) {
       return PosixError(errno, absl::StrCat("rename ", tmp, " to"), path);
     }
@@ -230,6 +241,9 @@ absl::StatusOr<std::string> ReadFileToString(const std::string& path) {
 }
 
 absl::Status RenameAndSync(const std::string& from, const std::string& to) {
+  if (int e = io_faults::Next()) {
+    return PosixError(e, absl::StrCat("rename ", from, " to"), to);
+  }
   if (::rename(from.c_str(), to.c_str()) != 0) {
     return PosixError(errno, absl::StrCat("rename ", from, " to"), to);
   }
@@ -241,6 +255,9 @@ absl::Status RenameAndSync(const std::string& from, const std::string& to) {
 }
 
 absl::Status ExchangeAndSync(const std::string& a, const std::string& b) {
+  if (int e = io_faults::Next()) {
+    return PosixError(e, absl::StrCat("exchange ", a, " with"), b);
+  }
   if (::renameat2(AT_FDCWD, a.c_str(), AT_FDCWD, b.c_str(), RENAME_EXCHANGE) !=
       0) {
     return PosixError(errno, absl::StrCat("exchange ", a, " with"), b);

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdarg>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -28,6 +29,7 @@
 #include "checkpoint/db.h"
 #include "checkpoint/db_registry.h"
 #include "checkpoint/file_util.h"
+#include "checkpoint/io_faults.h"
 #include "checkpoint/leveldb_files.h"
 #include "checkpoint/leveldb_tables.h"
 #include "engine/status_macros.h"
@@ -151,6 +153,9 @@ class ChecksummingEnv final : public leveldb::EnvWrapper {
   }
   leveldb::Status RenameFile(const std::string& from,
                              const std::string& to) override {
+    if (int e = io_faults::Next()) {
+      return leveldb::Status::IOError(from, std::strerror(e));
+    }
     leveldb::Status status = target()->RenameFile(from, to);
     if (status.ok()) {
       std::lock_guard<std::mutex> lock(mu_);
@@ -183,6 +188,7 @@ class ChecksummingEnv final : public leveldb::EnvWrapper {
     File(ChecksummingEnv* env, std::string name, leveldb::WritableFile* file)
         : env_(env), name_(std::move(name)), file_(file) {}
     leveldb::Status Append(const leveldb::Slice& data) override {
+      if (int e = io_faults::Next()) return Injected(e);
       leveldb::Status status = file_->Append(data);
       if (status.ok()) {
         written_.size += data.size();
@@ -192,10 +198,20 @@ class ChecksummingEnv final : public leveldb::EnvWrapper {
       return status;
     }
     leveldb::Status Flush() override { return file_->Flush(); }
-    leveldb::Status Sync() override { return file_->Sync(); }
-    leveldb::Status Close() override { return file_->Close(); }
+    leveldb::Status Sync() override {
+      if (int e = io_faults::Next()) return Injected(e);
+      return file_->Sync();
+    }
+    leveldb::Status Close() override {
+      if (int e = io_faults::Next()) return Injected(e);
+      return file_->Close();
+    }
 
    private:
+    leveldb::Status Injected(int error) const {
+      return leveldb::Status::IOError(name_, std::strerror(error));
+    }
+
     ChecksummingEnv* const env_;
     const std::string name_;
     const std::unique_ptr<leveldb::WritableFile> file_;
