@@ -67,24 +67,11 @@ bool DropCaches() {
   return ok;
 }
 
-long StatusKb(const char* field) {
-  FILE* f = std::fopen("/proc/self/status", "r");
-  if (f == nullptr) return -1;
-  char line[256];
-  long value = -1;
-  const size_t n = std::strlen(field);
-  while (std::fgets(line, sizeof(line), f) != nullptr) {
-    if (std::strncmp(line, field, n) == 0 && line[n] == ':') {
-      value = std::strtol(line + n + 1, nullptr, 10);
-      break;
-    }
-  }
-  std::fclose(f);
-  return value;
-}
+namespace {
 
-int64_t IoBytes(const char* field) {
-  FILE* f = std::fopen("/proc/self/io", "r");
+// The number after "<field>:" in the /proc file at `path`; -1 if absent.
+int64_t ProcField(const char* path, const char* field) {
+  FILE* f = std::fopen(path, "r");
   if (f == nullptr) return -1;
   char line[256];
   int64_t value = -1;
@@ -98,6 +85,14 @@ int64_t IoBytes(const char* field) {
   std::fclose(f);
   return value;
 }
+
+}  // namespace
+
+long StatusKb(const char* field) {
+  return static_cast<long>(ProcField("/proc/self/status", field));
+}
+
+int64_t IoBytes(const char* field) { return ProcField("/proc/self/io", field); }
 
 bool ResetPeakRss() {
   FILE* f = std::fopen("/proc/self/clear_refs", "w");
