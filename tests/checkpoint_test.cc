@@ -88,9 +88,9 @@ TEST(CheckpointTest, SingleCheckpointManager) {
   });
   absl::StatusOr<std::vector<std::string>> files = ListDir(dir);
   ASSERT_TRUE(files.ok());
-  EXPECT_THAT(*files, ElementsAre("MANIFEST.jobgraph", "MANIFEST.jobgraph.prev", "temp_node.0",
-                                  "temp_node.1", "temp_node.2", "temp_node.3",
-                                  "temp_node.4", "temp_node.5"));
+  EXPECT_THAT(*files, ElementsAre("MANIFEST.jobgraph", "MANIFEST.jobgraph.prev",
+                                  "temp_node.0", "temp_node.1", "temp_node.2",
+                                  "temp_node.3", "temp_node.4", "temp_node.5"));
 }
 
 TEST(CheckpointTest, MultiNodeCheckpointManager) {
@@ -101,9 +101,9 @@ TEST(CheckpointTest, MultiNodeCheckpointManager) {
   });
   absl::StatusOr<std::vector<std::string>> files = ListDir(dir);
   ASSERT_TRUE(files.ok());
-  EXPECT_THAT(*files, ElementsAre("MANIFEST.jobgraph", "MANIFEST.jobgraph.prev", "trainer_0.0",
-                                  "trainer_0.1", "trainer_0.2", "trainer_0.3",
-                                  "trainer_0.4", "trainer_0.5"));
+  EXPECT_THAT(*files, ElementsAre("MANIFEST.jobgraph", "MANIFEST.jobgraph.prev",
+                                  "trainer_0.0", "trainer_0.1", "trainer_0.2",
+                                  "trainer_0.3", "trainer_0.4", "trainer_0.5"));
 }
 
 // jobgraph pins its own count of checkpointed blobs (Caffe2 had 12, later
@@ -417,9 +417,10 @@ TEST(CheckpointTest, RetentionKeepsTheNewestAndTheMilestones) {
   for (const CommittedEpoch& e : manifest->epoch())
     committed.push_back(e.epoch());
   EXPECT_THAT(committed, ElementsAre(0, 2, 3, 4));
-  EXPECT_THAT(ListDir(dir).value(),
-              ElementsAre("MANIFEST.jobgraph", "MANIFEST.jobgraph.prev", "trainer_0.0", "trainer_0.2",
-                          "trainer_0.3", "trainer_0.4"));
+  EXPECT_THAT(
+      ListDir(dir).value(),
+      ElementsAre("MANIFEST.jobgraph", "MANIFEST.jobgraph.prev", "trainer_0.0",
+                  "trainer_0.2", "trainer_0.3", "trainer_0.4"));
   // A resume from the newest still works after retention.
   LocalSession again;
   MultiNodeCheckpointManager resumed_manager({.directory = dir});
@@ -504,9 +505,9 @@ TEST(CheckpointTest, ASecondRunOfTheSameNodesIsRefused) {
                                      "directory ",
                                      dir, " is in use by another run (host ")));
   // The commit log is the running job's (written at its Start).
-  EXPECT_THAT(ListDir(dir).value(),
-              ElementsAre("MANIFEST.jobgraph", "trainer_0.lock",
-                          "trainer_1.lock"));
+  EXPECT_THAT(
+      ListDir(dir).value(),
+      ElementsAre("MANIFEST.jobgraph", "trainer_0.lock", "trainer_1.lock"));
 
   Job other;
   testing::BuildCaffe2Pipeline(other, 2);
@@ -519,11 +520,11 @@ TEST(CheckpointTest, ASecondRunOfTheSameNodesIsRefused) {
   EXPECT_EQ(again.Train(session).value(), 4);
   EXPECT_THAT(
       ListDir(dir).value(),
-      ElementsAre("MANIFEST.jobgraph", "MANIFEST.jobgraph.prev", "trainer_0.0", "trainer_0.1",
-                  "trainer_0.2", "trainer_0.3", "trainer_0.4", "trainer_1.0",
-                  "trainer_1.1", "trainer_1.2", "trainer_1.3", "trainer_1.4",
-                  "trainer_2.0", "trainer_2.1", "trainer_2.2", "trainer_2.3",
-                  "trainer_2.4"));
+      ElementsAre("MANIFEST.jobgraph", "MANIFEST.jobgraph.prev", "trainer_0.0",
+                  "trainer_0.1", "trainer_0.2", "trainer_0.3", "trainer_0.4",
+                  "trainer_1.0", "trainer_1.1", "trainer_1.2", "trainer_1.3",
+                  "trainer_1.4", "trainer_2.0", "trainer_2.1", "trainer_2.2",
+                  "trainer_2.3", "trainer_2.4"));
 }
 
 TEST(CheckpointTest, NodeNamesThatEscapeTheDirectoryAreRejected) {

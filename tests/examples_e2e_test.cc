@@ -158,9 +158,10 @@ TEST(SumPipeline, ASecondRunIntoTheSameDirectoryIsRefused) {
   EXPECT_EQ(second.Result(), std::nullopt);
   // The refused run changed nothing: only epoch 0 of the first is there,
   // with the lock file the killed run left behind.
-  EXPECT_THAT(ListDir(dir).value(),
-              ::testing::ElementsAre("MANIFEST.jobgraph", "MANIFEST.jobgraph.prev", "trainer_0.0",
-                                     "trainer_0.lock"));
+  EXPECT_THAT(
+      ListDir(dir).value(),
+      ::testing::ElementsAre("MANIFEST.jobgraph", "MANIFEST.jobgraph.prev",
+                             "trainer_0.0", "trainer_0.lock"));
   // With the first run gone, the job resumes.
   ChildRun resumed =
       SumPipeline({"--checkpoint_dir=" + dir, "--resume_from_epoch=latest"});
