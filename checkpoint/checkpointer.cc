@@ -139,6 +139,17 @@ absl::StatusOr<std::optional<int64_t>> Checkpointer::Start(
   JG_ASSIGN_OR_RETURN(std::optional<int64_t> epoch,
                       ChooseResumeEpoch(options_.directory, options_.db_type,
                                         FileNames(), resume));
+  resumed_preemption_.reset();
+  if (epoch.has_value()) {
+    // The choice read this log a moment ago; it holds the chosen entry.
+    JG_ASSIGN_OR_RETURN(CommitLogRead log,
+                        ReadCommitLogWithFallback(options_.directory));
+    const CommittedEpoch* entry =
+        FindCommittedEpoch(log.log, *epoch, FileNames());
+    if (entry != nullptr && entry->has_preemption()) {
+      resumed_preemption_ = entry->preemption();
+    }
+  }
   if (usable.ok()) {
     // Like a directory that cannot be created: each save tries again.
     absl::Status created =
@@ -243,7 +254,12 @@ absl::StatusOr<CheckpointStats> Checkpointer::Restore(Session& session,
   const std::string what = absl::StrCat("cannot resume from epoch ", epoch,
                                         " in ", options_.directory);
   JG_RETURN_IF_ERROR(Annotate(session.Run(group), what));
-  JG_RETURN_IF_ERROR(Annotate(FetchBlobNames(session), what));
+  if (resumed_preemption_.has_value() &&
+      resumed_preemption_->group() == "init") {
+    // Stopped in the middle of init: the blob list is fixed when init ends.
+  } else {
+    JG_RETURN_IF_ERROR(Annotate(FetchBlobNames(session), what));
+  }
 
   CheckpointStats stats;
   stats.epoch = epoch;
@@ -257,24 +273,71 @@ absl::StatusOr<CheckpointStats> Checkpointer::Restore(Session& session,
   return stats;
 }
 
+absl::Status Checkpointer::PrepareSave() {
+  JG_RETURN_IF_ERROR(PrepareDirectory(options_.directory));
+  JG_RETURN_IF_ERROR(LockNodes());
+  // Before any database is in place: databases without a commit log are
+  // then always damage, never a crash before the first commit.
+  return CreateCommitLogIfMissing(options_.directory, options_.db_type);
+}
+
 absl::StatusOr<CheckpointStats> Checkpointer::SaveEpoch(Session& session,
                                                         int64_t epoch) {
-  const absl::Time start = absl::Now();
   if (!blobs_fixed_) {
     return absl::FailedPreconditionError(absl::StrCat(
         "cannot save epoch ", epoch,
         ": the checkpointed blobs are not fixed yet (call CaptureBlobNames "
         "or Restore first)"));
   }
-  JG_RETURN_IF_ERROR(PrepareDirectory(options_.directory));
-  JG_RETURN_IF_ERROR(LockNodes());
-  // Before any database is in place: databases without a commit log are
-  // then always damage, never a crash before the first commit.
-  JG_RETURN_IF_ERROR(
-      CreateCommitLogIfMissing(options_.directory, options_.db_type));
-  TaskGroup group("checkpoint_save", GLOBAL);
+  std::vector<std::vector<std::string>> blobs;
+  for (const NodeState& state : nodes_) blobs.push_back(state.blobs);
+  return SaveAndCommit(session, epoch, blobs, std::nullopt);
+}
+
+absl::StatusOr<CheckpointStats> Checkpointer::SavePreempted(
+    Session& session, int64_t epoch, const Preemption& preemption) {
+  if (nodes_.empty()) {
+    return absl::FailedPreconditionError(
+        "Checkpointer::SavePreempted before Start: the nodes are unknown");
+  }
+  std::vector<std::vector<std::string>> blobs;
   for (const NodeState& state : nodes_) {
-    std::vector<BlobRef> inputs(state.blobs.begin(), state.blobs.end());
+    absl::StatusOr<Tensor> value =
+        session.FetchBlob(state.node, kPlanPositionBlob);
+    PlanPosition position;
+    if (!value.ok() || value->dtype() != STRING || value->numel() != 1 ||
+        !position.ParseFromString(value->data<std::string>()[0])) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "node '", state.node, "' holds no plan position of a stopped run (",
+          value.ok() ? "damaged" : value.status().message(),
+          "); only a run stopped on request can be saved mid-epoch"));
+    }
+    std::vector<std::string> names;
+    for (const std::string& name : position.root_blob()) {
+      // The byte count of an earlier save describes that save only.
+      if (name != kSavedBytesBlob) names.push_back(name);
+    }
+    blobs.push_back(std::move(names));
+  }
+  return SaveAndCommit(session, epoch, blobs, preemption);
+}
+
+absl::Status Checkpointer::MarkLoopFinished(int64_t epoch,
+                                            const Preemption& preemption) {
+  return MarkEpochLoopFinished(options_.directory, epoch, FileNames(),
+                               preemption);
+}
+
+absl::StatusOr<CheckpointStats> Checkpointer::SaveAndCommit(
+    Session& session, int64_t epoch,
+    const std::vector<std::vector<std::string>>& blobs,
+    const std::optional<Preemption>& preemption) {
+  const absl::Time start = absl::Now();
+  JG_RETURN_IF_ERROR(PrepareSave());
+  TaskGroup group("checkpoint_save", GLOBAL);
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    const NodeState& state = nodes_[i];
+    std::vector<BlobRef> inputs(blobs[i].begin(), blobs[i].end());
     Task& task = group.NewTask(Node(state.node), {.name = "checkpoint_save"});
     task.net().Op(
         "Save", inputs, {BlobRef(kSavedBytesBlob)},
@@ -304,6 +367,7 @@ absl::StatusOr<CheckpointStats> Checkpointer::SaveEpoch(Session& session,
   }
   commit.total_bytes = stats.bytes;
   commit.save_micros = MicrosSince(start);
+  commit.preemption = preemption;
   JG_RETURN_IF_ERROR(CommitEpoch(options_.directory, options_.db_type, commit));
   // The epoch is committed now; a failure to drop old epochs must not turn
   // it into a failed save. It is logged, and the next commit tries again.

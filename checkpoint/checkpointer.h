@@ -16,7 +16,20 @@
 //                             creates the directory, writes every node's
 //                             database durably under its final name, commits
 //                             the epoch, applies retention;
+//   SavePreempted(session, e, p)
+//                             after a run stopped on request in the middle
+//                             of epoch e (or of init, e = 0): saves every
+//                             node's root workspace and plan position
+//                             (session.h) as epoch e, committed with the
+//                             Preemption `p`; the epoch's ordinary save
+//                             replaces it later;
+//   MarkLoopFinished(e, p)    after a stop once the epoch loop had ended at
+//                             epoch e: marks e so that a resume runs the
+//                             download and exit groups, not another epoch;
 //   End()                     releases the nodes' locks.
+//
+// After Start, resumed_preemption() says whether the chosen epoch is such a
+// preemption checkpoint, and where the run stopped.
 //
 // As in Caffe2, the checkpointed blobs of a node are the blobs in its root
 // workspace once the init group has run (GetAllBlobNames; the list is stored
@@ -120,6 +133,24 @@ class Checkpointer {
   // logged and does not fail the save.
   absl::StatusOr<CheckpointStats> SaveEpoch(Session& session, int64_t epoch);
 
+  // Saves a run that stopped on request in the middle of `epoch` (of the
+  // init group for epoch 0) and commits it marked with `preemption`. Every
+  // node's database holds the root-workspace blobs its plan position names
+  // (kPlanPositionBlob included); the session must hold those positions.
+  // Errors as SaveEpoch.
+  absl::StatusOr<CheckpointStats> SavePreempted(Session& session,
+                                                int64_t epoch,
+                                                const Preemption& preemption);
+
+  // Marks the committed `epoch` as the last of the run's epoch loop
+  // (preemption.group must be "download"). NotFound if it is not committed.
+  absl::Status MarkLoopFinished(int64_t epoch, const Preemption& preemption);
+
+  // Set by Start when the epoch to resume from is a preemption checkpoint.
+  const std::optional<Preemption>& resumed_preemption() const {
+    return resumed_preemption_;
+  }
+
   // Ends the run: releases the nodes' locks (also done by the destructor).
   void End();
 
@@ -156,6 +187,13 @@ class Checkpointer {
   absl::Status SetNodes(const std::vector<std::string>& nodes);
   // Takes the lock of every node unless this run holds them already.
   absl::Status LockNodes();
+  // Directory, locks and commit log ready for a save.
+  absl::Status PrepareSave();
+  // Saves blobs[i] of node i as `epoch` and commits them.
+  absl::StatusOr<CheckpointStats> SaveAndCommit(
+      Session& session, int64_t epoch,
+      const std::vector<std::vector<std::string>>& blobs,
+      const std::optional<Preemption>& preemption);
   // Fetches each node's "blob_names" blob into NodeState::blobs.
   absl::Status FetchBlobNames(const Session& session);
   std::string DbPathOf(const NodeState& state, int64_t epoch) const;
@@ -166,6 +204,7 @@ class Checkpointer {
   const bool single_node_;
   std::vector<NodeState> nodes_;
   bool blobs_fixed_ = false;
+  std::optional<Preemption> resumed_preemption_;
   std::vector<std::unique_ptr<NodeLock>> locks_;  // empty outside a run
 };
 

@@ -200,6 +200,9 @@ absl::Status CommitEpoch(const std::string& dir, const std::string& db_type,
   for (const std::string& node : commit.nodes) entry.add_node(node);
   entry.set_total_bytes(commit.total_bytes);
   entry.set_save_micros(commit.save_micros);
+  if (commit.preemption.has_value()) {
+    *entry.mutable_preemption() = *commit.preemption;
+  }
   return UpdateCommitLog(
       dir, /*is_commit=*/true, [&](CommitLog& log) -> absl::StatusOr<bool> {
         log.set_db_type(db_type);
@@ -220,6 +223,23 @@ absl::Status CommitEpoch(const std::string& dir, const std::string& db_type,
         log.clear_epoch();
         for (CommittedEpoch& e : kept) *log.add_epoch() = std::move(e);
         return true;
+      });
+}
+
+absl::Status MarkEpochLoopFinished(const std::string& dir, int64_t epoch,
+                                   absl::Span<const std::string> nodes,
+                                   const Preemption& preemption) {
+  return UpdateCommitLog(
+      dir, /*is_commit=*/false, [&](CommitLog& log) -> absl::StatusOr<bool> {
+        for (CommittedEpoch& e : *log.mutable_epoch()) {
+          if (e.epoch() == epoch && BelongsToJob(e, nodes)) {
+            *e.mutable_preemption() = preemption;
+            return true;
+          }
+        }
+        return absl::NotFoundError(absl::StrCat(
+            "epoch ", epoch, " is not committed in ", dir,
+            ", so it cannot be marked as the last epoch of a preempted run"));
       });
 }
 

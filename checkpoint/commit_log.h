@@ -29,6 +29,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -95,6 +96,8 @@ struct EpochCommit {
   int64_t total_bytes = 0;
   // Wall time of the save, from its start to the commit.
   int64_t save_micros = 0;
+  // Set for a preemption checkpoint: where the run stopped.
+  std::optional<Preemption> preemption;
 };
 
 // Commits `commit.epoch` in the commit log of `dir` (creating the log if it
@@ -105,6 +108,14 @@ struct EpochCommit {
 // node's database of the epoch is durable under its final name.
 absl::Status CommitEpoch(const std::string& dir, const std::string& db_type,
                          const EpochCommit& commit);
+
+// Marks the committed `epoch` of the job of `nodes` as the one at which the
+// run's epoch loop ended before a preemption (Preemption.group "download"),
+// so a resume from it runs the download and exit groups instead of another
+// epoch. NotFound if the job has no such entry.
+absl::Status MarkEpochLoopFinished(const std::string& dir, int64_t epoch,
+                                   absl::Span<const std::string> nodes,
+                                   const Preemption& preemption);
 
 // Whether `entry` lists at least one of `nodes`, i.e. belongs to the job of
 // those nodes. Every entry belongs to an empty node list.

@@ -1,5 +1,7 @@
 #include "checkpoint/job_runner.h"
 
+#include <memory>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -82,68 +84,217 @@ void JobRunner::EndEpoch(const EpochStats& epoch_stats) {
   if (options_.on_epoch_end) options_.on_epoch_end(epoch_stats);
 }
 
+absl::Status JobRunner::RunGroup(Session& session, const TaskGroup& group,
+                                 absl::string_view what,
+                                 bool continue_stopped) {
+  absl::Status s =
+      session.Run(group, {.stop = &preempt_, .resume = continue_stopped});
+  if (IsStopRequest(s)) return s;
+  return Annotate(s, what);
+}
+
+bool JobRunner::PreemptionPending() const { return preempt_.StopRequested(); }
+
+std::string JobRunner::PreemptingSignal() const {
+  const int signal = signals_ != nullptr ? signals_->received() : 0;
+  return signal != 0 ? SignalName(signal) : "request";
+}
+
+absl::Status JobRunner::PreemptMidGroup(Session& session, int64_t epoch,
+                                        const std::string& group,
+                                        EpochStats* epoch_stats) {
+  PreemptionStats preemption;
+  preemption.group = group;
+  preemption.epoch = epoch;
+  preemption.signal = PreemptingSignal();
+  epoch_stats->preempted = true;
+  std::string outcome;
+  if (checkpointer_ == nullptr) {
+    outcome = "nothing saved (the job runs without a checkpointer)";
+  } else {
+    Preemption record;
+    record.set_group(group);
+    record.set_signal(preemption.signal);
+    record.set_preempted_unix_micros(absl::ToUnixMicros(absl::Now()));
+    absl::StatusOr<CheckpointStats> saved =
+        checkpointer_->SavePreempted(session, epoch, record);
+    if (saved.ok()) {
+      preemption.saved = true;
+      preemption.save_micros = saved->wall_micros;
+      preemption.save_bytes = saved->bytes;
+      epoch_stats->saved = true;
+      epoch_stats->save_micros = saved->wall_micros;
+      epoch_stats->save_bytes = saved->bytes;
+      outcome = absl::StrCat("checkpoint of epoch ", epoch, " (mid-", group,
+                             ") committed in ",
+                             checkpointer_->options().directory, " in ",
+                             absl::FormatDuration(absl::Microseconds(
+                                 saved->wall_micros)),
+                             ", ", saved->bytes, " bytes");
+    } else {
+      ++stats_.save_failures;
+      stats_.save_errors.push_back(std::string(saved.status().message()));
+      LOG(ERROR) << "unable to write the preemption checkpoint of epoch "
+                 << epoch << ": " << saved.status().message();
+      outcome = absl::StrCat(
+          "the preemption checkpoint failed (", saved.status().message(),
+          "); a resume starts from the newest committed epoch");
+    }
+  }
+  stats_.preemption = preemption;
+  EndEpoch(*epoch_stats);
+  const std::string message =
+      absl::StrCat("preempted by ", preemption.signal, " in ",
+                   group == "init" ? std::string("init")
+                                   : absl::StrCat("epoch ", epoch),
+                   ": ", outcome);
+  LOG(WARNING) << message;
+  return PreemptedStatus(message);
+}
+
+absl::Status JobRunner::PreemptAtBoundary(int64_t epoch, bool loop_finished) {
+  PreemptionStats preemption;
+  preemption.group = loop_finished ? "download" : "between epochs";
+  preemption.epoch = epoch;
+  preemption.signal = PreemptingSignal();
+  std::string outcome;
+  if (checkpointer_ == nullptr) {
+    outcome = "nothing saved (the job runs without a checkpointer)";
+  } else if (!loop_finished) {
+    preemption.saved = !stats_.epochs.empty() && stats_.epochs.back().saved;
+    outcome = preemption.saved
+                  ? absl::StrCat("epoch ", epoch,
+                                 " is committed; a resume starts after it")
+                  : "a resume starts from the newest committed epoch";
+  } else {
+    Preemption record;
+    record.set_group("download");
+    record.set_signal(preemption.signal);
+    record.set_preempted_unix_micros(absl::ToUnixMicros(absl::Now()));
+    absl::Status marked = checkpointer_->MarkLoopFinished(epoch, record);
+    preemption.saved = marked.ok();
+    outcome = marked.ok()
+                  ? absl::StrCat("epoch ", epoch,
+                                 " is marked as the last; a resume runs the "
+                                 "download and exit groups")
+                  : absl::StrCat("cannot mark epoch ", epoch,
+                                 " as the last: ", marked.message());
+  }
+  stats_.preemption = preemption;
+  const std::string message =
+      absl::StrCat("preempted by ", preemption.signal,
+                   loop_finished ? " after the last epoch, " : " after epoch ",
+                   loop_finished ? "" : absl::StrCat(epoch, ": "), outcome);
+  LOG(WARNING) << message;
+  return PreemptedStatus(message);
+}
+
 absl::StatusOr<int64_t> JobRunner::Train(Session& session) {
   stats_ = JobRunStats();
   // Building the job reports mistakes made while building it (a stop
   // condition without a node, conflicting workspace types) before anything
   // runs.
   JG_RETURN_IF_ERROR(job_.Build().status());
-  std::optional<int64_t> resume;
-  // However the run ends, it releases the checkpointer's node locks.
+  std::unique_ptr<PreemptionSignals> signals;
+  if (!options_.preempt_signals.empty()) {
+    JG_ASSIGN_OR_RETURN(signals, PreemptionSignals::Install(
+                                     options_.preempt_signals, &preempt_));
+  }
+  // However the run ends, it restores the signal handlers and releases the
+  // checkpointer's node locks.
   struct EndRun {
-    Checkpointer* checkpointer;
+    JobRunner* runner;
     ~EndRun() {
-      if (checkpointer != nullptr) checkpointer->End();
+      runner->signals_ = nullptr;
+      runner->preempt_.stop_requested.store(false);
+      if (runner->checkpointer_ != nullptr) runner->checkpointer_->End();
     }
-  } end_run{checkpointer_};
+  } end_run{this};
+  signals_ = signals.get();
+
+  std::optional<int64_t> resume;
+  std::optional<Preemption> resumed_in;
   if (checkpointer_ != nullptr) {
     JG_ASSIGN_OR_RETURN(resume, checkpointer_->Start(job_.nodes_to_checkpoint(),
                                                      options_.resume_from));
+    resumed_in = checkpointer_->resumed_preemption();
   } else if (!options_.resume_from.from_scratch()) {
     return absl::InvalidArgumentError(
         absl::StrCat("resume_from_epoch=", options_.resume_from.ToString(),
                      " was given, but the job runs without a checkpointer"));
   }
   stats_.resumed_from = resume;
+  const std::string resumed_group =
+      resumed_in.has_value() ? resumed_in->group() : "";
 
-  if (!resume.has_value()) {
-    JG_RETURN_IF_ERROR(Annotate(session.Run(job_.init_group()), "init group"));
+  if (resume.has_value()) {
+    JG_RETURN_IF_ERROR(checkpointer_->Restore(session, *resume).status());
+    LOG(INFO) << "resumed from epoch " << *resume << " of "
+              << checkpointer_->options().directory
+              << (resumed_group == "init"    ? " (in the middle of init)"
+                  : resumed_group == "epoch" ? " (in the middle of the epoch)"
+                  : resumed_group == "download"
+                      ? " (after the last epoch: download and exit)"
+                      : "");
+    if (options_.on_restore) {
+      options_.on_restore(*resume,
+                          resumed_group == "init" || resumed_group == "epoch");
+    }
+  }
+  if (!resume.has_value() || resumed_group == "init") {
+    EpochStats epoch0;
+    absl::Status init = RunGroup(session, job_.init_group(), "init group",
+                                 /*continue_stopped=*/resume.has_value());
+    if (IsStopRequest(init)) {
+      return PreemptMidGroup(session, 0, "init", &epoch0);
+    }
+    JG_RETURN_IF_ERROR(init);
     if (checkpointer_ != nullptr) {
       JG_RETURN_IF_ERROR(checkpointer_->CaptureBlobNames(session));
-      EpochStats epoch0;
       JG_RETURN_IF_ERROR(SaveEpoch(0, session, &epoch0));
       EndEpoch(epoch0);
     }
-  } else {
-    JG_RETURN_IF_ERROR(checkpointer_->Restore(session, *resume).status());
-    LOG(INFO) << "resumed from epoch " << *resume << " of "
-              << checkpointer_->options().directory;
+    if (PreemptionPending()) return PreemptAtBoundary(0, false);
   }
 
-  int64_t epoch = resume.has_value() ? *resume + 1 : 1;
-  while (true) {
-    EpochStats epoch_stats;
-    epoch_stats.epoch = epoch;
-    epoch_stats.resumed_from = resume;
-    const absl::Time start = absl::Now();
-    JG_RETURN_IF_ERROR(Annotate(session.Run(job_.epoch_group()),
-                                absl::StrCat("epoch ", epoch)));
-    epoch_stats.run_micros = MicrosSince(start);
-    JG_ASSIGN_OR_RETURN(bool stop, AnyStopConditionTrue(session));
-    if (checkpointer_ != nullptr) {
-      JG_RETURN_IF_ERROR(SaveEpoch(epoch, session, &epoch_stats));
+  const bool loop_finished = resumed_group == "download";
+  const bool continue_epoch = resumed_group == "epoch";
+  int64_t epoch = !resume.has_value() || resumed_group == "init" ? 1
+                  : continue_epoch || loop_finished              ? *resume
+                                                                 : *resume + 1;
+  if (!loop_finished) {
+    for (bool first = true;; first = false) {
+      EpochStats epoch_stats;
+      epoch_stats.epoch = epoch;
+      epoch_stats.resumed_from = resume;
+      epoch_stats.continued = first && continue_epoch;
+      const absl::Time start = absl::Now();
+      absl::Status ran =
+          RunGroup(session, job_.epoch_group(), absl::StrCat("epoch ", epoch),
+                   /*continue_stopped=*/epoch_stats.continued);
+      epoch_stats.run_micros = MicrosSince(start);
+      if (IsStopRequest(ran)) {
+        return PreemptMidGroup(session, epoch, "epoch", &epoch_stats);
+      }
+      JG_RETURN_IF_ERROR(ran);
+      JG_ASSIGN_OR_RETURN(bool stop, AnyStopConditionTrue(session));
+      if (checkpointer_ != nullptr) {
+        JG_RETURN_IF_ERROR(SaveEpoch(epoch, session, &epoch_stats));
+      }
+      EndEpoch(epoch_stats);
+      if (stop) break;
+      if (PreemptionPending()) return PreemptAtBoundary(epoch, false);
+      ++epoch;
     }
-    EndEpoch(epoch_stats);
-    if (stop) break;
-    ++epoch;
   }
+  if (PreemptionPending()) return PreemptAtBoundary(epoch, true);
 
   if (upload_ != nullptr) {
     if (checkpointer_ == nullptr) {
       return absl::InvalidArgumentError(
           "an upload builder needs a checkpointer");
     }
-    if (stats_.epochs.back().saved) {
+    if (loop_finished || stats_.epochs.back().saved) {
       JG_ASSIGN_OR_RETURN(TaskGroup upload,
                           upload_->Build(epoch, *checkpointer_));
       JG_RETURN_IF_ERROR(Annotate(session.Run(upload), "upload"));
@@ -155,9 +306,14 @@ absl::StatusOr<int64_t> JobRunner::Train(Session& session) {
                  << ": its checkpoint was not saved";
     }
   }
-  JG_RETURN_IF_ERROR(
-      Annotate(session.Run(job_.download_group()), "download group"));
-  JG_RETURN_IF_ERROR(Annotate(session.Run(job_.exit_group()), "exit group"));
+  for (const auto& [group, what] :
+       {std::pair<const TaskGroup*, const char*>{&job_.download_group(),
+                                                 "download group"},
+        {&job_.exit_group(), "exit group"}}) {
+    absl::Status ran = RunGroup(session, *group, what, false);
+    if (IsStopRequest(ran)) return PreemptAtBoundary(epoch, true);
+    JG_RETURN_IF_ERROR(ran);
+  }
   // Old databases dropped by retention are deleted off the critical path;
   // finish before returning so a process that exits next leaves none behind.
   WaitForBackgroundDeletes();

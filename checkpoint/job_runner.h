@@ -12,8 +12,24 @@
 // silent: each is logged as an error and recorded in stats(); with
 // `fail_on_save_error` the first one ends the run.
 //
+// Preemption. While Train runs, the signals in `preempt_signals` (and
+// RequestPreemption()) stop the job at the next point between two nets,
+// whatever group it is in, in every thread. Then:
+//   in init or in an epoch: the run's state (every node's root workspace and
+//     plan position, session.h) is saved as that epoch (0 for init) and
+//     committed as a preemption checkpoint; a resume from it continues at
+//     exactly that point, and the epoch's ordinary save later replaces it;
+//   between epochs or during a save: the save in progress completes; the
+//     newest committed epoch is where a resume starts;
+//   after the last epoch (download, exit): that epoch is marked so that a
+//     resume runs download and exit again, not another epoch.
+// Train then returns a status for which IsPreempted() is true (the program
+// should exit with kPreemptedExitCode for its batch script to requeue it).
+// The resumed run ends in exactly the state, and with exactly the epoch
+// numbering, of a run that was never stopped.
+//
 // The runner borrows the job, the checkpointer and the upload builder; they
-// must outlive it. Not thread-safe.
+// must outlive it. Not thread-safe, except RequestPreemption().
 
 #ifndef JOBGRAPH_CHECKPOINT_JOB_RUNNER_H_
 #define JOBGRAPH_CHECKPOINT_JOB_RUNNER_H_
@@ -28,6 +44,7 @@
 #include "absl/strings/string_view.h"
 #include "checkpoint/checkpointer.h"
 #include "checkpoint/job.h"
+#include "checkpoint/preemption.h"
 #include "checkpoint/resume_from.h"
 #include "checkpoint/upload.h"
 #include "engine/session.h"
@@ -45,6 +62,25 @@ struct EpochStats {
   bool saved = false;
   // The epoch this run resumed from, if it did.
   std::optional<int64_t> resumed_from;
+  // The run stopped in this epoch on a preemption; the other fields cover
+  // the part that ran and the preemption checkpoint.
+  bool preempted = false;
+  // This epoch continued one stopped by a preemption.
+  bool continued = false;
+};
+
+// How a run was preempted.
+struct PreemptionStats {
+  // "init", "epoch" or "download" (Preemption.group, see checkpointer.h);
+  // "between epochs" when the stop came at an epoch boundary.
+  std::string group;
+  int64_t epoch = 0;
+  // "SIGTERM", ..., or "request" for RequestPreemption().
+  std::string signal;
+  // Whether a checkpoint (or mark) that a resume continues from was saved.
+  bool saved = false;
+  int64_t save_micros = 0;
+  int64_t save_bytes = 0;
 };
 
 struct JobRunStats {
@@ -53,6 +89,8 @@ struct JobRunStats {
   std::vector<EpochStats> epochs;  // epoch 0 (the init save) included
   int save_failures = 0;
   std::vector<std::string> save_errors;
+  // Set when the run was preempted.
+  std::optional<PreemptionStats> preemption;
 };
 
 struct JobRunnerOptions {
@@ -61,8 +99,15 @@ struct JobRunnerOptions {
   ResumeFrom resume_from;
   // End the run at the first save failure instead of logging it.
   bool fail_on_save_error = false;
-  // Called after each epoch's save (and after the epoch-0 save).
+  // Called after each epoch's save (and after the epoch-0 save), and for
+  // the epoch a preemption stopped (EpochStats::preempted).
   std::function<void(const EpochStats&)> on_epoch_end;
+  // Called after the checkpoint of `epoch` was restored, before anything
+  // runs, with `continued` true when the run continues a stopped epoch.
+  std::function<void(int64_t epoch, bool continued)> on_restore;
+  // Signals that preempt the run (see above); handlers are installed for
+  // the duration of Train and the previous ones restored after. Empty: none.
+  std::vector<int> preempt_signals = DefaultPreemptSignals();
 };
 
 class JobRunner {
@@ -72,8 +117,13 @@ class JobRunner {
             JobRunnerOptions options = {},
             UploadTaskGroupBuilder* upload = nullptr);
 
-  // Runs the job; returns the last epoch.
+  // Runs the job; returns the last epoch. A preempted run returns a status
+  // for which IsPreempted() is true, saying what was saved.
   absl::StatusOr<int64_t> Train(Session& session);
+
+  // Preempts the running (or, called between runs, the next) Train as a
+  // signal would. Thread-safe and async-signal-safe.
+  void RequestPreemption() { preempt_.stop_requested.store(true); }
 
   // Loads `blob_names` from every checkpointed node's database of `epoch`
   // into that node's workspace; false, loading nothing, if a database is
@@ -90,6 +140,21 @@ class JobRunner {
   absl::Status SaveEpoch(int64_t epoch, Session& session,
                          EpochStats* epoch_stats);
   void EndEpoch(const EpochStats& epoch_stats);
+  // Runs `group`, stoppable by a preemption; `continue_stopped` continues
+  // a stopped run of it. Errors are prefixed by `what`; a stop is returned
+  // as is (IsStopRequest).
+  absl::Status RunGroup(Session& session, const TaskGroup& group,
+                        absl::string_view what, bool continue_stopped);
+  bool PreemptionPending() const;
+  std::string PreemptingSignal() const;
+  // Ends a run stopped on request in the middle of `group` ("init" or
+  // "epoch") of `epoch`: saves the preemption checkpoint.
+  absl::Status PreemptMidGroup(Session& session, int64_t epoch,
+                               const std::string& group,
+                               EpochStats* epoch_stats);
+  // Ends a run stopped at a boundary after `epoch` was saved (or its save
+  // failed); `loop_finished` when that was the last epoch.
+  absl::Status PreemptAtBoundary(int64_t epoch, bool loop_finished);
   absl::StatusOr<bool> AnyStopConditionTrue(const Session& session) const;
 
   const Job& job_;
@@ -97,6 +162,9 @@ class JobRunner {
   const JobRunnerOptions options_;
   UploadTaskGroupBuilder* const upload_;
   JobRunStats stats_;
+  // Set by the preemption signals and RequestPreemption().
+  RunControl preempt_;
+  const PreemptionSignals* signals_ = nullptr;  // while Train runs
 };
 
 // Makes the job stop after exactly `num_epochs` epochs: a counter created in

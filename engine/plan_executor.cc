@@ -13,9 +13,11 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "engine/net.h"
+#include "engine/serialization.h"
 #include "engine/status_macros.h"
 #include "glog/logging.h"
 
@@ -30,10 +32,15 @@ struct NetCache {
   std::map<std::string, std::unique_ptr<Net>> nets ABSL_GUARDED_BY(mu);
 };
 
+constexpr char kStopPayloadUrl[] = "jobgraph.dev/stop_request";
+
 // State shared by every step of one RunPlan.
 struct PlanRun {
   std::map<std::string, const NetDef*> net_defs;
   const RunControl* control = nullptr;
+  // What reporters run with: the same nets, no stop requests (they report,
+  // and run once more at the end whatever stopped the body).
+  PlanRun* for_reporters = nullptr;
 
   bool StopRequested() const {
     return control != nullptr && control->StopRequested();
@@ -87,8 +94,52 @@ struct CompiledStep {
 
 absl::StatusOr<std::unique_ptr<CompiledStep>> CompileStep(
     PlanRun* run, const ExecutionStep* step, Workspace* ws, NetCache* cache);
+// Runs a compiled step from the start, or from `resume` (may be null). When
+// the run stops on request, `*stopped_at` says where it was.
 absl::Status RunCompiledStep(PlanRun* run, CompiledStep* compiled,
-                             const Continuation* parent);
+                             const Continuation* parent,
+                             const StepPosition* resume,
+                             StepPosition* stopped_at);
+
+absl::Status PositionMismatch(const ExecutionStep& step,
+                              absl::string_view what) {
+  return absl::FailedPreconditionError(absl::StrCat(
+      "the saved plan position does not fit step '", step.name(), "': ", what,
+      "; the job's plan changed since the position was saved"));
+}
+
+// The initialized blobs local to `ws`, serialized into `out->local_blob`.
+absl::Status SaveLocalBlobs(const Workspace& ws, StepPosition* out) {
+  for (const std::string& name : ws.LocalBlobNames()) {
+    const Blob* blob = ws.GetBlob(name);
+    if (blob == nullptr || !blob->IsInitialized()) continue;
+    absl::Status saved =
+        SerializeBlob(name, *blob, {}, [&](std::string key, std::string value) {
+          SerializedPiece* piece = out->add_local_blob();
+          piece->set_key(std::move(key));
+          piece->set_value(std::move(value));
+          return absl::OkStatus();
+        });
+    if (!saved.ok()) {
+      return absl::Status(
+          saved.code(),
+          absl::StrCat("cannot save the state of workspace '", ws.name(),
+                       "' at a stop: ", saved.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Recreates the blobs that SaveLocalBlobs saved, as local blobs of `ws`.
+absl::Status RestoreLocalBlobs(const StepPosition& at, Workspace* ws) {
+  BlobAssembler assembler;
+  for (const SerializedPiece& piece : at.local_blob()) {
+    JG_ASSIGN_OR_RETURN(BlobKey key, ParseBlobKey(piece.key()));
+    JG_RETURN_IF_ERROR(assembler.Add(key.blob_name, piece.value(),
+                                     ws->CreateLocalBlob(key.blob_name)));
+  }
+  return assembler.Finish();
+}
 
 // Wraps a step. Without create_workspace the step is compiled once, when the
 // wrapper is prepared (so a whole subtree is built before any of it runs);
@@ -108,13 +159,27 @@ class StepWrapper {
   const ExecutionStep& step() const { return *step_; }
 
   // Reentrant: concurrent instances of one substep run the same wrapper.
-  absl::Status Run(const Continuation* parent) {
+  // `resume` (may be null) continues a stopped run; `stopped_at` (may be
+  // null) receives the position when this run stops on request.
+  absl::Status Run(const Continuation* parent,
+                   const StepPosition* resume = nullptr,
+                   StepPosition* stopped_at = nullptr) {
+    if (resume != nullptr && resume->name() != step_->name()) {
+      return PositionMismatch(*step_, absl::StrCat("the position is of step '",
+                                                   resume->name(), "'"));
+    }
+    StepPosition ignored;
+    if (stopped_at == nullptr) stopped_at = &ignored;
     if (!step_->create_workspace()) {
-      return RunCompiledStep(run_, compiled_.get(), parent);
+      return RunCompiledStep(run_, compiled_.get(), parent, resume,
+                             stopped_at);
     }
     JG_ASSIGN_OR_RETURN(std::unique_ptr<CompiledStep> fresh,
                         CompileStep(run_, step_, ws_, cache_));
-    return RunCompiledStep(run_, fresh.get(), parent);
+    if (resume != nullptr) {
+      JG_RETURN_IF_ERROR(RestoreLocalBlobs(*resume, fresh->ws));
+    }
+    return RunCompiledStep(run_, fresh.get(), parent, resume, stopped_at);
   }
 
  private:
@@ -206,8 +271,10 @@ absl::StatusOr<std::unique_ptr<CompiledStep>> CompileStep(
     cache = compiled->child_cache.get();
   }
   for (const ExecutionStep& substep : step->substep()) {
-    auto wrapper =
-        std::make_unique<StepWrapper>(run, &substep, compiled->ws, cache);
+    PlanRun* substep_run =
+        substep.has_run_every_ms() ? run->for_reporters : run;
+    auto wrapper = std::make_unique<StepWrapper>(substep_run, &substep,
+                                                 compiled->ws, cache);
     JG_RETURN_IF_ERROR(wrapper->Prepare());
     (substep.has_run_every_ms() ? compiled->reporters : compiled->recurring)
         .push_back(std::move(wrapper));
@@ -283,11 +350,13 @@ class ReporterThreads {
   absl::Status first_error_ ABSL_GUARDED_BY(mu_);
 };
 
-// Runs one iteration of a nets step; true when the stop blob ended the step.
-absl::StatusOr<bool> RunNets(PlanRun* run, CompiledStep* c) {
-  for (Net* net : c->nets) {
+// Runs one iteration of a nets step from net `*next` on; true when the stop
+// blob ended the step. On a stop request `*next` is the net not yet run.
+absl::StatusOr<bool> RunNets(PlanRun* run, CompiledStep* c, int* next) {
+  for (; *next < static_cast<int>(c->nets.size()); ++*next) {
+    Net* net = c->nets[*next];
     if (ABSL_PREDICT_FALSE(run->StopRequested())) {
-      return absl::CancelledError(
+      return StopRequestStatus(
           absl::StrCat("stopped on request before net '", net->name(), "'"));
     }
     JG_RETURN_IF_ERROR(net->Run());
@@ -300,17 +369,34 @@ absl::StatusOr<bool> RunNets(PlanRun* run, CompiledStep* c) {
   return false;
 }
 
-// Runs one iteration of the substeps. Returns true in `*stop` when the stop
-// blob asked the step to end.
+// Runs one iteration of the substeps, from `at` (may be null) on. Returns
+// true in `*stop` when the stop blob asked the step to end. On a stop request
+// `*out` says which substeps had run and where the others were.
 absl::Status RunSubstepIteration(CompiledStep* c, const Continuation* own,
+                                 const StepPosition* at, StepPosition* out,
                                  bool* stop) {
   const ExecutionStep& step = *c->step;
   const bool sequential =
       (!step.concurrent_substeps() || step.substep_size() <= 1) &&
       step.num_concurrent_instances() <= 1;
   if (sequential) {
-    for (const auto& substep : c->recurring) {
-      JG_RETURN_IF_ERROR(substep->Run(own));
+    const int first = at != nullptr ? at->substeps_done() : 0;
+    if (first > static_cast<int>(c->recurring.size()) ||
+        (at != nullptr && at->substep_size() > 1)) {
+      return PositionMismatch(step, "it has other substeps");
+    }
+    for (int k = first; k < static_cast<int>(c->recurring.size()); ++k) {
+      const StepPosition* inner = (at != nullptr && k == first &&
+                                   at->substep_size() == 1)
+                                      ? &at->substep(0)
+                                      : nullptr;
+      StepPosition inner_out;
+      absl::Status s = c->recurring[k]->Run(own, inner, &inner_out);
+      if (IsStopRequest(s)) {
+        out->set_substeps_done(k);
+        *out->add_substep() = std::move(inner_out);
+      }
+      JG_RETURN_IF_ERROR(s);
       if (c->stop_blob != nullptr) {
         JG_ASSIGN_OR_RETURN(
             *stop, ReadStopBlob(c->stop_blob, step.should_stop_blob()));
@@ -322,23 +408,48 @@ absl::Status RunSubstepIteration(CompiledStep* c, const Continuation* own,
   if (c->recurring.empty()) return absl::OkStatus();
   const size_t instances = std::max(1, step.num_concurrent_instances());
   const size_t num_threads = c->recurring.size() * instances;
+  if (at != nullptr && at->substep_size() != static_cast<int>(num_threads)) {
+    return PositionMismatch(
+        step, absl::StrCat("it runs ", num_threads, " threads, the position ",
+                           at->substep_size()));
+  }
   std::mutex mu;
   absl::Status first_error;
+  bool stopped = false;
+  std::vector<StepPosition> positions(num_threads);
   std::vector<std::thread> threads;
   threads.reserve(num_threads);
   for (size_t k = 0; k < num_threads; ++k) {
     StepWrapper* substep = c->recurring[k % c->recurring.size()].get();
-    threads.emplace_back([&, substep] {
-      absl::Status s = substep->Run(own);
-      if (!s.ok()) {
-        std::lock_guard<std::mutex> lock(mu);
-        if (first_error.ok()) first_error = std::move(s);
-        c->got_failure.store(true);
+    const StepPosition* inner = at != nullptr ? &at->substep(k) : nullptr;
+    if (inner != nullptr && inner->finished()) {
+      positions[k].set_name(substep->step().name());
+      positions[k].set_finished(true);
+      continue;
+    }
+    threads.emplace_back([&, k, substep, inner] {
+      absl::Status s = substep->Run(own, inner, &positions[k]);
+      if (s.ok()) {
+        positions[k].Clear();
+        positions[k].set_name(substep->step().name());
+        positions[k].set_finished(true);
+        return;
       }
+      std::lock_guard<std::mutex> lock(mu);
+      if (IsStopRequest(s)) {
+        stopped = true;
+        return;
+      }
+      if (first_error.ok()) first_error = std::move(s);
+      c->got_failure.store(true);
     });
   }
   for (std::thread& t : threads) t.join();
   if (!first_error.ok()) return first_error;
+  if (stopped) {
+    for (StepPosition& p : positions) *out->add_substep() = std::move(p);
+    return StopRequestStatus("stopped on request");
+  }
   if (c->stop_blob != nullptr) {
     JG_ASSIGN_OR_RETURN(*stop,
                         ReadStopBlob(c->stop_blob, step.should_stop_blob()));
@@ -347,7 +458,9 @@ absl::Status RunSubstepIteration(CompiledStep* c, const Continuation* own,
 }
 
 absl::Status RunCompiledStep(PlanRun* run, CompiledStep* c,
-                             const Continuation* parent) {
+                             const Continuation* parent,
+                             const StepPosition* resume,
+                             StepPosition* stopped_at) {
   const ExecutionStep& step = *c->step;
   // Concurrent children see this step's failure flag, so one failing child
   // stops its siblings at their next iteration boundary.
@@ -363,14 +476,30 @@ absl::Status RunCompiledStep(PlanRun* run, CompiledStep* c,
   };
 
   absl::Status body;
-  for (int64_t i = 0; body.ok() && keep_going(i); ++i) {
+  const int64_t first = resume != nullptr ? resume->iteration() : 0;
+  for (int64_t i = first; body.ok() && keep_going(i); ++i) {
+    const StepPosition* at = i == first ? resume : nullptr;
     bool stop = false;
     if (!c->nets.empty() || c->recurring.empty()) {
-      absl::StatusOr<bool> stopped = RunNets(run, c);
+      int next = at != nullptr ? at->nets_done() : 0;
+      if (next > static_cast<int>(c->nets.size())) {
+        body = PositionMismatch(step, "it has fewer nets");
+        break;
+      }
+      absl::StatusOr<bool> stopped = RunNets(run, c, &next);
       body = stopped.status();
       stop = stopped.ok() && *stopped;
+      if (IsStopRequest(body)) stopped_at->set_nets_done(next);
     } else {
-      body = RunSubstepIteration(c, &own, &stop);
+      body = RunSubstepIteration(c, &own, at, stopped_at, &stop);
+    }
+    if (IsStopRequest(body)) {
+      stopped_at->set_name(step.name());
+      stopped_at->set_iteration(i);
+      if (c->child_ws != nullptr) {
+        absl::Status saved = SaveLocalBlobs(*c->child_ws, stopped_at);
+        if (!saved.ok()) body = saved;
+      }
     }
     if (stop) break;
   }
@@ -381,22 +510,68 @@ absl::Status RunCompiledStep(PlanRun* run, CompiledStep* c,
 
 }  // namespace
 
+absl::Status StopRequestStatus(absl::string_view message) {
+  absl::Status status = absl::CancelledError(message);
+  status.SetPayload(kStopPayloadUrl, absl::Cord("1"));
+  return status;
+}
+
+bool IsStopRequest(const absl::Status& status) {
+  return absl::IsCancelled(status) &&
+         status.GetPayload(kStopPayloadUrl).has_value();
+}
+
 absl::Status RunPlan(Workspace* ws, const PlanDef& plan,
                      const RunControl* control) {
+  return RunPlan(ws, plan, PlanRunOptions{.control = control});
+}
+
+absl::Status RunPlan(Workspace* ws, const PlanDef& plan,
+                     const PlanRunOptions& options) {
   PlanRun run;
-  run.control = control;
+  run.control = options.control;
+  PlanRun reporters_run;
+  run.for_reporters = &reporters_run;
+  reporters_run.for_reporters = &reporters_run;
   for (const NetDef& net : plan.network()) {
     if (!run.net_defs.emplace(net.name(), &net).second) {
       return absl::InvalidArgumentError(absl::StrCat(
           "plan '", plan.name(), "' defines net '", net.name(), "' twice"));
     }
   }
+  reporters_run.net_defs = run.net_defs;
+  const PlanPosition* resume = options.resume_from;
+  int first = 0;
+  if (resume != nullptr) {
+    if (resume->plan() != plan.name()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("the saved plan position is of plan '", resume->plan(),
+                       "', not of '", plan.name(), "'"));
+    }
+    if (resume->finished()) return absl::OkStatus();
+    first = resume->steps_done();
+    if (first >= plan.execution_step_size()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the saved plan position is at top-level step ", first, ", but plan '",
+          plan.name(), "' has ", plan.execution_step_size()));
+    }
+  }
   NetCache root_cache;
   const Continuation top;
-  for (const ExecutionStep& step : plan.execution_step()) {
-    StepWrapper wrapper(&run, &step, ws, &root_cache);
+  for (int k = first; k < plan.execution_step_size(); ++k) {
+    StepWrapper wrapper(&run, &plan.execution_step(k), ws, &root_cache);
     JG_RETURN_IF_ERROR(wrapper.Prepare());
-    JG_RETURN_IF_ERROR(wrapper.Run(&top));
+    StepPosition where;
+    absl::Status s = wrapper.Run(
+        &top, resume != nullptr && k == first ? &resume->step() : nullptr,
+        &where);
+    if (IsStopRequest(s) && options.stopped_at != nullptr) {
+      options.stopped_at->Clear();
+      options.stopped_at->set_plan(plan.name());
+      options.stopped_at->set_steps_done(k);
+      *options.stopped_at->mutable_step() = std::move(where);
+    }
+    JG_RETURN_IF_ERROR(s);
   }
   return absl::OkStatus();
 }

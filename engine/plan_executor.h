@@ -17,6 +17,23 @@
 // - Substeps with run_every_ms are reporters: they run periodically while
 //   their parent runs, and once more after the parent's body ends.
 //
+// Stopping and continuing (preemption):
+// - A stop requested through RunControl takes effect at the next point
+//   between two nets, in every thread of the plan; reporters are not
+//   stopped (they log, and run once more at the end as usual).
+// - The stopped run returns a status for which IsStopRequest() is true and,
+//   when asked, describes where it was as a PlanPosition: which top-level
+//   step, which iteration of each enclosing loop, how many nets or substeps
+//   of that iteration had run, which branches of a concurrent step had
+//   finished, and the blobs of every live child workspace (create_workspace),
+//   serialized. Blobs of the root workspace are not in it: the caller saves
+//   those (PlanPosition.root_blob names them).
+// - RunPlan with that position, in a workspace holding the same root blobs,
+//   continues exactly there: finished parts are skipped, child workspaces are
+//   recreated with their blobs, loops resume at their iteration. A position
+//   that does not fit the plan (steps renamed, other thread counts) is
+//   FailedPrecondition.
+//
 // Thread-safe as far as the workspace is: RunPlan may be called concurrently
 // on different workspaces.
 
@@ -26,6 +43,7 @@
 #include <atomic>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "engine/workspace.h"
 #include "proto/jobgraph.pb.h"
 
@@ -37,20 +55,37 @@ struct RunControl {
   // RunPlan returns a Cancelled error. This is the safe point used for
   // preemption and for cancelling the other nodes when one node fails.
   std::atomic<bool> stop_requested{false};
-  // A stop requested on the parent (borrowed; may be null) applies too.
+  // Stops requested on these (borrowed; may be null) apply too.
   const RunControl* parent = nullptr;
+  const RunControl* other_parent = nullptr;
 
   bool StopRequested() const {
-    for (const RunControl* c = this; c != nullptr; c = c->parent) {
-      if (c->stop_requested.load(std::memory_order_relaxed)) return true;
-    }
-    return false;
+    if (stop_requested.load(std::memory_order_relaxed)) return true;
+    return (parent != nullptr && parent->StopRequested()) ||
+           (other_parent != nullptr && other_parent->StopRequested());
   }
 };
 
-// Runs `plan` in `ws`. `control` may be null. An empty plan succeeds.
+struct PlanRunOptions {
+  // Stops the run on request (borrowed; may be null).
+  const RunControl* control = nullptr;
+  // Continue a run that stopped here (borrowed; may be null: from the start).
+  const PlanPosition* resume_from = nullptr;
+  // When the run stops on request: where it was (borrowed; may be null).
+  PlanPosition* stopped_at = nullptr;
+};
+
+// Runs `plan` in `ws`. An empty plan succeeds.
+absl::Status RunPlan(Workspace* ws, const PlanDef& plan,
+                     const PlanRunOptions& options);
 absl::Status RunPlan(Workspace* ws, const PlanDef& plan,
                      const RunControl* control = nullptr);
+
+// The Cancelled status of a run that stopped because a stop was requested,
+// and the test for it (other Cancelled errors, e.g. from an operator, are not
+// stop requests).
+absl::Status StopRequestStatus(absl::string_view message);
+bool IsStopRequest(const absl::Status& status);
 
 }  // namespace jobgraph
 

@@ -1,5 +1,6 @@
 #include "engine/session.h"
 
+#include <optional>
 #include <set>
 #include <thread>
 #include <utility>
@@ -59,9 +60,9 @@ absl::StatusOr<std::vector<NodePlan>> PlanByNode(const TaskGroupDef& group) {
   return plans;
 }
 
-absl::Status Session::Run(const TaskGroup& group) {
+absl::Status Session::Run(const TaskGroup& group, const RunOptions& options) {
   JG_ASSIGN_OR_RETURN(TaskGroupDef def, group.Build());
-  return Run(def);
+  return Run(def, options);
 }
 
 absl::StatusOr<Tensor> Session::Fetch(const TaskOutput& output) const {
@@ -91,42 +92,105 @@ std::vector<std::string> LocalSession::nodes() const {
   return names;
 }
 
-absl::Status LocalSession::Run(const TaskGroupDef& group) {
+namespace {
+
+// Reads and removes the position a stopped run left in `ws`.
+absl::StatusOr<PlanPosition> TakePlanPosition(Workspace* ws,
+                                              absl::string_view node) {
+  absl::StatusOr<const Tensor*> blob = ws->GetTensor(kPlanPositionBlob);
+  PlanPosition position;
+  if (!blob.ok() || (*blob)->dtype() != STRING || (*blob)->numel() != 1 ||
+      !position.ParseFromString((*blob)->data<std::string>()[0])) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "node '", node, "' has no saved plan position to continue from (blob '",
+        kPlanPositionBlob, "' is missing or damaged)"));
+  }
+  ws->RemoveBlob(kPlanPositionBlob);
+  return position;
+}
+
+// Stores `position` in `ws`, naming the root blobs a checkpoint must hold.
+void PutPlanPosition(Workspace* ws, PlanPosition position) {
+  ws->RemoveBlob(kPlanPositionBlob);
+  for (const std::string& name : ws->LocalBlobNames()) {
+    const Blob* blob = ws->GetBlob(name);
+    if (blob != nullptr && blob->IsInitialized()) {
+      position.add_root_blob(name);
+    }
+  }
+  position.add_root_blob(kPlanPositionBlob);
+  Tensor value(STRING, {1});
+  value.mutable_data<std::string>()[0] = position.SerializeAsString();
+  ws->SetTensor(kPlanPositionBlob, std::move(value));
+}
+
+}  // namespace
+
+absl::Status LocalSession::Run(const TaskGroupDef& group,
+                               const RunOptions& options) {
   JG_ASSIGN_OR_RETURN(std::vector<NodePlan> plans, PlanByNode(group));
   std::vector<Workspace*> workspaces;
-  for (const NodePlan& plan : plans) {
-    Workspace* ws = NodeWorkspace(plan.node);
-    for (const std::string& output : plan.outputs) ws->CreateBlob(output);
+  std::vector<std::optional<PlanPosition>> resume(plans.size());
+  for (size_t i = 0; i < plans.size(); ++i) {
+    Workspace* ws = NodeWorkspace(plans[i].node);
+    if (options.resume) {
+      JG_ASSIGN_OR_RETURN(resume[i], TakePlanPosition(ws, plans[i].node));
+    }
+    for (const std::string& output : plans[i].outputs) ws->CreateBlob(output);
     workspaces.push_back(ws);
   }
-  auto run_node = [&](size_t i, const RunControl* control) {
-    absl::Status s = RunPlan(workspaces[i], plans[i].plan, control);
-    if (s.ok()) return s;
-    return absl::Status(
-        s.code(), absl::StrCat("node '", plans[i].node, "': ", s.message()));
-  };
-  if (plans.size() == 1) return run_node(0, &control_);
-
   // A failing node stops the others at their next point between nets.
   RunControl group_control;
   group_control.parent = &control_;
+  group_control.other_parent = options.stop;
   std::vector<absl::Status> results(plans.size());
-  std::vector<std::thread> threads;
-  for (size_t i = 0; i < plans.size(); ++i) {
-    threads.emplace_back([&, i] {
-      results[i] = run_node(i, &group_control);
-      if (!results[i].ok()) group_control.stop_requested.store(true);
-    });
+  std::vector<PlanPosition> stopped_at(plans.size());
+  auto run_node = [&](size_t i) {
+    PlanRunOptions run_options{
+        .control = &group_control,
+        .resume_from = resume[i].has_value() ? &*resume[i] : nullptr,
+        .stopped_at = &stopped_at[i]};
+    absl::Status s = RunPlan(workspaces[i], plans[i].plan, run_options);
+    if (!s.ok() && !IsStopRequest(s)) {
+      group_control.stop_requested.store(true);
+      s = absl::Status(s.code(), absl::StrCat("node '", plans[i].node,
+                                              "': ", s.message()));
+    }
+    results[i] = std::move(s);
+  };
+  if (plans.size() == 1) {
+    run_node(0);
+  } else {
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < plans.size(); ++i) {
+      threads.emplace_back(run_node, i);
+    }
+    for (std::thread& t : threads) t.join();
   }
-  for (std::thread& t : threads) t.join();
   // The failure that caused the others' cancellation is the one to report.
+  bool stopped = false;
   for (const absl::Status& s : results) {
-    if (!s.ok() && !absl::IsCancelled(s)) return s;
+    if (!s.ok() && !IsStopRequest(s)) return s;
+    stopped |= IsStopRequest(s);
   }
-  for (const absl::Status& s : results) {
-    if (!s.ok()) return s;
+  if (!stopped) return absl::OkStatus();
+  if (control_.StopRequested()) {
+    // RequestStop() cancels the session for good: nothing to continue.
+    return absl::CancelledError(absl::StrCat(
+        "group '", group.name(), "' cancelled: the session was stopped"));
   }
-  return absl::OkStatus();
+  // Stopped on request: every node keeps where it was, those that had
+  // finished included, so the group can be continued on every node.
+  for (size_t i = 0; i < plans.size(); ++i) {
+    if (results[i].ok()) {
+      stopped_at[i].Clear();
+      stopped_at[i].set_plan(plans[i].plan.name());
+      stopped_at[i].set_finished(true);
+    }
+    PutPlanPosition(workspaces[i], std::move(stopped_at[i]));
+  }
+  return StopRequestStatus(
+      absl::StrCat("group '", group.name(), "' stopped on request"));
 }
 
 absl::StatusOr<Tensor> LocalSession::FetchBlob(absl::string_view node,

@@ -6,6 +6,16 @@
 // node's workspace through this interface: outputs are fetched by name and
 // copied, so a session may run nodes in other processes.
 //
+// A run can be stopped and continued later (preemption): a Run given a
+// RunOptions::stop control stops at the next point between nets once a stop
+// is requested there, returns a status for which IsStopRequest() is true, and
+// leaves in each node's root workspace the blob kPlanPositionBlob, a
+// serialized PlanPosition (plan_executor.h) saying where that node was. A
+// checkpoint of the root workspace taken then (the blobs named in
+// PlanPosition.root_blob, the position included) lets a later Run of the same
+// group with RunOptions::resume, in a session holding those blobs, continue
+// exactly there.
+//
 // LocalSession runs every node in this process: the tasks of one group on all
 // its nodes run concurrently, each node in its own root workspace (nodes never
 // see each other's blobs). Run() is not reentrant; RequestStop() may be called
@@ -44,14 +54,29 @@ struct NodePlan {
 // tasks of one node define a net of the same name.
 absl::StatusOr<std::vector<NodePlan>> PlanByNode(const TaskGroupDef& group);
 
+// The blob in a node's root workspace that holds where a stopped run of the
+// node was: a one-element STRING tensor, a serialized PlanPosition.
+inline constexpr char kPlanPositionBlob[] = "__plan_position__";
+
+struct RunOptions {
+  // When a stop is requested here (borrowed; may be null), the run stops at
+  // the next point between nets and leaves each node's position behind.
+  const RunControl* stop = nullptr;
+  // Continue a stopped run of this group: every node reads (and removes) its
+  // kPlanPositionBlob, which must exist.
+  bool resume = false;
+};
+
 class Session {
  public:
   virtual ~Session() = default;
 
   // Runs the group to completion; the first error of any node is returned,
   // prefixed by the node's name.
-  virtual absl::Status Run(const TaskGroupDef& group) = 0;
-  absl::Status Run(const TaskGroup& group);
+  virtual absl::Status Run(const TaskGroupDef& group,
+                           const RunOptions& options) = 0;
+  absl::Status Run(const TaskGroupDef& group) { return Run(group, {}); }
+  absl::Status Run(const TaskGroup& group, const RunOptions& options = {});
 
   // A copy of the tensor in blob `blob` of `node`'s root workspace.
   virtual absl::StatusOr<Tensor> FetchBlob(absl::string_view node,
@@ -60,7 +85,8 @@ class Session {
   absl::StatusOr<Tensor> Fetch(const TaskOutput& output) const;
 
   // Asks running and future Runs to stop at the next point between nets;
-  // they then fail with a Cancelled error.
+  // they then fail with a Cancelled error that is not a stop request (no
+  // positions are kept: a stopped session runs nothing more).
   virtual void RequestStop() = 0;
   virtual bool StopRequested() const = 0;
 };
@@ -72,7 +98,8 @@ class LocalSession : public Session {
   LocalSession& operator=(const LocalSession&) = delete;
 
   using Session::Run;
-  absl::Status Run(const TaskGroupDef& group) override;
+  absl::Status Run(const TaskGroupDef& group,
+                   const RunOptions& options) override;
   absl::StatusOr<Tensor> FetchBlob(absl::string_view node,
                                    absl::string_view blob) const override;
   void RequestStop() override { control_.stop_requested.store(true); }

@@ -24,6 +24,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "checkpoint/epoch_metrics.h"
+#include "checkpoint/preemption.h"
 #include "engine/blob.h"
 #include "engine/operator.h"
 #include "engine/status_macros.h"
@@ -53,6 +54,17 @@ ABSL_FLAG(std::string, metrics_out, "",
 ABSL_FLAG(int64_t, epoch_delay_ms, 0,
           "Sleep this many milliseconds in every epoch, so that a run can be "
           "interrupted; does not change the results.");
+ABSL_FLAG(int64_t, record_delay_ms, 0,
+          "Sleep this many milliseconds for every record (batch) an epoch "
+          "reads, so that a run can be interrupted in the middle of an "
+          "epoch; does not change the results.");
+ABSL_FLAG(std::string, preempt_signals, "TERM,USR1,INT",
+          "Signals that preempt the run: it stops at the next point between "
+          "two nets, saves a checkpoint to continue from exactly there, and "
+          "exits with --preempt_exit_code. 'none' handles no signal.");
+ABSL_FLAG(int, preempt_exit_code, jobgraph::kPreemptedExitCode,
+          "Exit status of a preempted run (75 is EX_TEMPFAIL: try again), "
+          "for a batch script that requeues the job.");
 
 namespace jobgraph {
 namespace examples {
@@ -62,6 +74,12 @@ namespace {
 std::string& ProgramName() {
   static std::string* name = new std::string("example");
   return *name;
+}
+
+// --preempt_exit_code, once read.
+int& PreemptExitCode() {
+  static int code = kPreemptedExitCode;
+  return code;
 }
 
 std::string FormatBytes(int64_t bytes) {
@@ -237,6 +255,21 @@ absl::StatusOr<CommonOptions> ReadCommonFlags() {
   options.epoch_delay_ms = absl::GetFlag(FLAGS_epoch_delay_ms);
   JG_RETURN_IF_ERROR(
       CheckFlagRange("epoch_delay_ms", options.epoch_delay_ms, 0));
+  options.record_delay_ms = absl::GetFlag(FLAGS_record_delay_ms);
+  JG_RETURN_IF_ERROR(
+      CheckFlagRange("record_delay_ms", options.record_delay_ms, 0));
+  absl::StatusOr<std::vector<int>> signals =
+      ParseSignalList(absl::GetFlag(FLAGS_preempt_signals));
+  if (!signals.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--preempt_signals=", absl::GetFlag(FLAGS_preempt_signals),
+                     ": ", signals.status().message()));
+  }
+  options.preempt_signals = *std::move(signals);
+  options.preempt_exit_code = absl::GetFlag(FLAGS_preempt_exit_code);
+  JG_RETURN_IF_ERROR(
+      CheckFlagRange("preempt_exit_code", options.preempt_exit_code, 0, 255));
+  PreemptExitCode() = options.preempt_exit_code;
   return options;
 }
 
@@ -247,6 +280,12 @@ int UsageError(const absl::Status& status) {
 }
 
 int RunError(const absl::Status& status) {
+  if (IsPreempted(status)) {
+    std::fprintf(stderr, "%s: %s; exiting with status %d\n",
+                 ProgramName().c_str(), std::string(status.message()).c_str(),
+                 PreemptExitCode());
+    return PreemptExitCode();
+  }
   std::fprintf(stderr, "%s: %s\n", ProgramName().c_str(),
                status.ToString().c_str());
   return 1;
@@ -301,22 +340,42 @@ absl::StatusOr<int64_t> RunJob(const Job& job, const CommonOptions& options,
   }
   JobRunnerOptions runner_options;
   runner_options.resume_from = options.resume_from;
+  runner_options.preempt_signals = options.preempt_signals;
   const bool checkpointing = checkpointer != nullptr;
-  runner_options.on_epoch_end = [&session, &log, &metrics,
-                                 checkpointing](const EpochStats& stats) {
+  // The records an epoch that continues a preempted one had read before the
+  // preemption: its log line tells them apart from those read since.
+  std::optional<int64_t> records_before_resume;
+  runner_options.on_restore = [&](int64_t epoch, bool continued) {
+    if (continued && !log.record_nodes.empty()) {
+      records_before_resume =
+          SumRecords(session, log.record_nodes, kEpochRecordsBlob);
+    }
+  };
+  runner_options.on_epoch_end = [&session, &log, &metrics, checkpointing,
+                                 &records_before_resume](
+                                    const EpochStats& stats) {
     // Epoch 0 is the save after the init group; it has no run of its own.
-    std::string head = "epoch 0 (init)";
+    std::string head = stats.preempted ? "init (preempted)" : "epoch 0 (init)";
     std::vector<std::string> parts;
     std::optional<int64_t> records;
     if (stats.epoch > 0) {
-      head = absl::StrCat("epoch ", stats.epoch);
+      head = absl::StrCat("epoch ", stats.epoch,
+                          stats.preempted   ? " (preempted)"
+                          : stats.continued ? " (continued)"
+                                            : "");
       parts.push_back(FormatMillis(stats.run_micros));
       if (!log.record_nodes.empty()) {
         records = SumRecords(session, log.record_nodes, kEpochRecordsBlob);
-        parts.push_back(
+        std::string text =
             records.has_value()
                 ? absl::StrCat(*records, *records == 1 ? " record" : " records")
-                : std::string("? records"));
+                : std::string("? records");
+        if (stats.continued && records.has_value() &&
+            records_before_resume.has_value()) {
+          absl::StrAppend(&text, " (", *records - *records_before_resume,
+                          " since the resume)");
+        }
+        parts.push_back(std::move(text));
       }
       if (log.extra) {
         std::string extra = log.extra(session);
@@ -326,7 +385,8 @@ absl::StatusOr<int64_t> RunJob(const Job& job, const CommonOptions& options,
     if (!checkpointing) {
       parts.push_back("no checkpoint");
     } else if (stats.saved) {
-      parts.push_back(absl::StrCat("checkpoint ",
+      parts.push_back(absl::StrCat(stats.preempted ? "preemption checkpoint "
+                                                   : "checkpoint ",
                                    FormatMillis(stats.save_micros), " ",
                                    FormatBytes(stats.save_bytes)));
     } else {

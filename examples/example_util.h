@@ -17,6 +17,12 @@
 //                              (EpochMetricsFile)
 //   --epoch_delay_ms=MS        pause MS ms in each epoch (to interrupt a run
 //                              by hand or from a test); results do not change
+//   --record_delay_ms=MS       pause MS ms for each record (batch) read, to
+//                              interrupt a run mid-epoch; likewise
+//   --preempt_signals=LIST     signals that preempt the run (default
+//                              TERM,USR1,INT; "none"): it saves a checkpoint
+//                              to continue from exactly there and exits with
+//   --preempt_exit_code=N      (default 75, EX_TEMPFAIL)
 // Relative paths resolve against $BUILD_WORKING_DIRECTORY when it is set:
 // `bazel run` starts binaries in their runfiles directory, not where the
 // user typed the command.
@@ -67,6 +73,9 @@ struct CommonOptions {
   bool dump_plan = false;
   std::string plan_dot;  // absolute, or ""
   int64_t epoch_delay_ms = 0;
+  int64_t record_delay_ms = 0;
+  std::vector<int> preempt_signals;
+  int preempt_exit_code = 75;
 };
 
 // Parses the command line (Abseil flags; unknown flags and positional
@@ -95,7 +104,8 @@ absl::StatusOr<std::string> ResolvePath(absl::string_view flag,
 // Prints "<program>: <message>" to stderr and returns the exit status for
 // bad flags (2).
 int UsageError(const absl::Status& status);
-// The same for failures at run time; returns 1.
+// The same for failures at run time; returns 1, or --preempt_exit_code for
+// a preempted run (IsPreempted).
 int RunError(const absl::Status& status);
 
 // Handles --plan_dot (writes the file) and --dump_plan (prints the plan to

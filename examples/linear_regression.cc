@@ -149,7 +149,8 @@ absl::StatusOr<Options> ReadFlags() {
 // x, y, true_W, true_b, W, b, the shuffle cursor, epoch_count, done,
 // last_loss. The epoch task's own sse/count accumulators are reset every
 // epoch and vanish with its private workspace.
-void BuildJob(Job& job, const Options& o, int64_t epoch_delay_ms) {
+void BuildJob(Job& job, const Options& o, int64_t epoch_delay_ms,
+                   int64_t record_delay_ms) {
   const Node node(kNode);
   Task& init = job.init_group().NewTask(node);
   NetBuilder& net = init.net();
@@ -183,6 +184,7 @@ void BuildJob(Job& job, const Options& o, int64_t epoch_delay_ms) {
                 {w, b, batch.Field("x"), batch.Field("y"), sse, count, done},
                 {w, b, sse, count}, {MakeArg("lr", o.learning_rate)});
         CountRecords(body, batch);
+        AddDelay(body, record_delay_ms);
       },
       /*num_threads=*/1, "sgd");
   AddRecordCounter(pipe);
@@ -252,14 +254,17 @@ int Main(int argc, char** argv) {
               "                    [--checkpoint_dir=DIR] "
               "[--resume_from_epoch=E|latest] [--keep_last=N]\n"
               "                    [--dump_plan] [--plan_dot=FILE] "
-              "[--epoch_delay_ms=MS]");
+              "[--epoch_delay_ms=MS] [--record_delay_ms=MS]\n"
+              "               [--preempt_signals=TERM,USR1,INT] "
+              "[--preempt_exit_code=75]");
   absl::StatusOr<CommonOptions> common = ReadCommonFlags();
   if (!common.ok()) return UsageError(common.status());
   absl::StatusOr<Options> options = ReadFlags();
   if (!options.ok()) return UsageError(options.status());
 
   Job job;
-  BuildJob(job, *options, common->epoch_delay_ms);
+  BuildJob(job, *options, common->epoch_delay_ms,
+                  common->record_delay_ms);
   if (std::optional<int> exit = HandlePlanFlags(job, *common)) return *exit;
 
   LocalSession session;

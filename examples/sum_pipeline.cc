@@ -86,7 +86,8 @@ std::string NodeName(int id) { return absl::StrCat("trainer_", id); }
 // data, its reader's cursor and the total are made by the init group (GLOBAL)
 // so they live in the node's root workspace and are checkpointed.
 void BuildPipeline(Job& job, int id, const Options& options,
-                   int64_t epoch_delay_ms) {
+                   int64_t epoch_delay_ms,
+                   int64_t record_delay_ms) {
   Node node(NodeName(id));
   Task& init = job.init_group().NewTask(node);
   Record data = ConstRecord(
@@ -96,9 +97,11 @@ void BuildPipeline(Job& job, int id, const Options& options,
   BlobRef total = init.net().Const<int64_t>("total", {options.initial_total});
   ReaderWithLimit limited(reader, options.records_per_epoch);
   Task& pipe = Pipe(job.epoch_group(), node, limited,
-                    [total](NetBuilder& net, const Record& row) {
+                    [total, record_delay_ms](NetBuilder& net,
+                                             const Record& row) {
                       net.Add(total, row.Field("val"), total);
                       CountRecords(net, row);
+                      AddDelay(net, record_delay_ms);
                     });
   AddRecordCounter(pipe);
   AddDelay(pipe.init_net(), epoch_delay_ms);
@@ -114,7 +117,9 @@ int Main(int argc, char** argv) {
               "               [--checkpoint_dir=DIR] "
               "[--resume_from_epoch=E|latest] [--keep_last=N]\n"
               "               [--dump_plan] [--plan_dot=FILE] "
-              "[--epoch_delay_ms=MS]");
+              "[--epoch_delay_ms=MS] [--record_delay_ms=MS]\n"
+              "               [--preempt_signals=TERM,USR1,INT] "
+              "[--preempt_exit_code=75]");
   absl::StatusOr<CommonOptions> common = ReadCommonFlags();
   if (!common.ok()) return UsageError(common.status());
   absl::StatusOr<Options> options = ReadFlags();
@@ -123,7 +128,8 @@ int Main(int argc, char** argv) {
   Job job;
   std::vector<std::string> nodes;
   for (int id = 0; id < options->nodes; ++id) {
-    BuildPipeline(job, id, *options, common->epoch_delay_ms);
+    BuildPipeline(job, id, *options, common->epoch_delay_ms,
+                  common->record_delay_ms);
     nodes.push_back(NodeName(id));
   }
   if (std::optional<int> exit = HandlePlanFlags(job, *common)) return *exit;

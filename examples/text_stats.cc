@@ -98,7 +98,8 @@ absl::StatusOr<Options> ReadFlags() {
   return o;
 }
 
-void BuildJob(Job& job, const Options& o, int64_t epoch_delay_ms) {
+void BuildJob(Job& job, const Options& o, int64_t epoch_delay_ms,
+                   int64_t record_delay_ms) {
   const Node node(kNode);
   Task& init = job.init_group().NewTask(node);
   const BlobRef counts =
@@ -110,9 +111,10 @@ void BuildJob(Job& job, const Options& o, int64_t epoch_delay_ms) {
   ReaderWithLimit limited(reader, o.lines_per_epoch);
   Task& pipe = Pipe(
       job.epoch_group(), node, limited,
-      [counts](NetBuilder& net, const Record& batch) {
+      [counts, record_delay_ms](NetBuilder& net, const Record& batch) {
         net.Op("CountWords", {batch.Field("line"), counts}, {counts});
         CountRecords(net, batch);
+        AddDelay(net, record_delay_ms);
       },
       o.threads, "count");
   AddRecordCounter(pipe);
@@ -136,14 +138,17 @@ int Main(int argc, char** argv) {
               "             [--checkpoint_dir=DIR] "
               "[--resume_from_epoch=E|latest] [--keep_last=N]\n"
               "             [--dump_plan] [--plan_dot=FILE] "
-              "[--epoch_delay_ms=MS]");
+              "[--epoch_delay_ms=MS] [--record_delay_ms=MS]\n"
+              "               [--preempt_signals=TERM,USR1,INT] "
+              "[--preempt_exit_code=75]");
   absl::StatusOr<CommonOptions> common = ReadCommonFlags();
   if (!common.ok()) return UsageError(common.status());
   absl::StatusOr<Options> options = ReadFlags();
   if (!options.ok()) return UsageError(options.status());
 
   Job job;
-  BuildJob(job, *options, common->epoch_delay_ms);
+  BuildJob(job, *options, common->epoch_delay_ms,
+                  common->record_delay_ms);
   if (std::optional<int> exit = HandlePlanFlags(job, *common)) return *exit;
 
   LocalSession session;

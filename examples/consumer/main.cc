@@ -28,6 +28,7 @@
 #include "checkpoint/checkpointer.h"
 #include "checkpoint/job.h"
 #include "checkpoint/job_runner.h"
+#include "checkpoint/preemption.h"
 #include "checkpoint/resume_from.h"
 #include "engine/data/dataset.h"
 #include "engine/data/pipe.h"
@@ -122,19 +123,21 @@ int main(int argc, char** argv) {
   jobgraph::Checkpointer checkpoints(checkpoint_options);
   jobgraph::JobRunnerOptions runner_options;
   runner_options.resume_from = args.resume_from;
-  // Stands in for a preemption: the epoch is saved, then the session refuses
-  // to run anything more.
+  // Stands in for a preemption (a SIGTERM would do the same): the run stops
+  // once the epoch is saved.
   int64_t last_saved = 0;
+  jobgraph::JobRunner* running = nullptr;
   runner_options.on_epoch_end = [&](const jobgraph::EpochStats& stats) {
     last_saved = stats.epoch;
     if (args.stop_after_epoch > 0 && stats.epoch == args.stop_after_epoch) {
-      session.RequestStop();
+      running->RequestPreemption();
     }
   };
   jobgraph::JobRunner runner(job, &checkpoints, runner_options);
+  running = &runner;
   absl::StatusOr<int64_t> epochs = runner.Train(session);
-  const bool stopped = !epochs.ok() && absl::IsCancelled(epochs.status()) &&
-                       session.StopRequested();
+  const bool stopped =
+      !epochs.ok() && jobgraph::IsPreempted(epochs.status());
   if (!epochs.ok() && !stopped) {
     std::fprintf(stderr, "main: the job failed: %s\n",
                  epochs.status().ToString().c_str());
