@@ -207,6 +207,7 @@ absl::StatusOr<int64_t> JobRunner::Train(Session& session) {
     ~EndRun() {
       runner->signals_ = nullptr;
       runner->preempt_.stop_requested.store(false);
+      runner->preempt_.stop_at_check.store(-1);
       if (runner->checkpointer_ != nullptr) runner->checkpointer_->End();
     }
   } end_run{this};

@@ -124,6 +124,11 @@ class JobRunner {
   // Preempts the running (or, called between runs, the next) Train as a
   // signal would. Thread-safe and async-signal-safe.
   void RequestPreemption() { preempt_.stop_requested.store(true); }
+  // For tests: preempts the next Train at its n-th point between nets (0:
+  // the first), counted over every group, node and thread.
+  void RequestPreemptionAtNetBoundary(int64_t n) {
+    preempt_.stop_at_check.store(n);
+  }
 
   // Loads `blob_names` from every checkpointed node's database of `epoch`
   // into that node's workspace; false, loading nothing, if a database is

@@ -1,0 +1,319 @@
+#!/bin/bash
+# End-to-end test of examples/slurm/sum_pipeline.sbatch on a one-machine Slurm cluster.
+#
+#   bash tools/slurm/local_cluster_test.sh        # from the repository root, as root
+#
+# It installs Debian's Slurm and MUNGE packages if they are missing, starts a private
+# munged, slurmctld and slurmd (configuration, state, spool and logs in a temporary
+# directory; nothing under /etc is changed), submits the sbatch script with slow epochs,
+# sends USR1 to the batch shell as Slurm does before the time limit, and checks that:
+# the program logs "preempted by SIGUSR1", the job is requeued (Restarts=1), the
+# requeued run logs "resumed from epoch N", the job completes with exit code 0, its
+# output ends with "result: epochs=4 totals=145", and `ckpt verify` accepts the
+# checkpoint directory. The daemons it started are stopped when it exits.
+#
+# Environment:
+#   JOBGRAPH_BIN=PATH  program to run (default: build //examples:sum_pipeline and //tools:ckpt
+#                      with ./tools/bazel and copy them out of bazel-bin)
+#   CKPT_BIN=PATH      ckpt binary for the final `ckpt verify`; empty skips that check
+#                      (default: the one built above; skipped when JOBGRAPH_BIN is given)
+#   EPOCH_DELAY_MS=N   --epoch_delay_ms passed to the program (default 2000)
+#   WAIT_SECS=N        upper bound of every wait (default 180)
+#   KEEP=1             keep the temporary directory (logs, output, checkpoints)
+set -uo pipefail
+
+WAIT_SECS=${WAIT_SECS:-180}
+EPOCH_DELAY_MS=${EPOCH_DELAY_MS:-2000}
+EXPECTED_RESULT="result: epochs=4 totals=145"
+
+START=$(date +%s)
+step() { echo "[$(($(date +%s) - START))s] $*"; }
+
+TMP=""
+OUT=""
+JOBID=""
+PIDS=()  # daemons started here: munged slurmctld slurmd
+
+show_logs() {
+  [[ -n $OUT && -f $OUT ]] && { echo "---- job output $OUT"; cat "$OUT"; }
+  if [[ -n $TMP && -d $TMP/log ]]; then
+    local f
+    for f in "$TMP"/log/*; do
+      echo "---- last lines of $f"
+      tail -n 15 "$f"
+    done
+  fi
+}
+
+fail() {
+  echo "FAIL: $*" >&2
+  [[ -n $JOBID ]] && scontrol show job "$JOBID" 2>/dev/null | sed 's/^/  /'
+  show_logs
+  exit 1
+}
+
+cleanup() {
+  local rc=$? pid i
+  trap - EXIT INT TERM
+  if [[ -n $TMP && ${#PIDS[@]} -gt 0 ]]; then
+    step "stopping jobs and the daemons this test started"
+    # Cancel our jobs first, so that no slurmstepd or program outlives slurmd.
+    if [[ -n $JOBID ]]; then
+      scancel "$JOBID" 2>/dev/null
+      for ((i = 0; i < 15; i++)); do
+        [[ -z $(squeue -h -j "$JOBID" -o %i 2>/dev/null) ]] && break
+        sleep 1
+      done
+    fi
+    for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null; done
+    for pid in "${PIDS[@]}"; do
+      for ((i = 0; i < 20 && $(kill -0 "$pid" 2>/dev/null && echo 1 || echo 0); i++)); do
+        sleep 0.5
+      done
+      kill -KILL "$pid" 2>/dev/null
+    done
+  fi
+  if [[ -n $TMP && -d $TMP ]]; then
+    if [[ ${KEEP:-0} == 1 ]]; then
+      step "kept $TMP (KEEP=1)"
+    else
+      rm -rf "$TMP"
+    fi
+  fi
+  step "done in $(($(date +%s) - START)) s, exit status $rc"
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# wait_for DESCRIPTION COMMAND...: run COMMAND every second until it succeeds, at most
+# WAIT_SECS times; fail naming DESCRIPTION if it never does.
+wait_for() {
+  local what=$1 i
+  shift
+  for ((i = 0; i < WAIT_SECS; i++)); do
+    "$@" && return 0
+    sleep 1
+  done
+  fail "timed out after ${WAIT_SECS} s waiting for: $what"
+}
+
+job_field() {  # job_field NAME: the value of NAME= in `scontrol show job -o`
+  scontrol show job -o "$JOBID" 2>/dev/null | tr ' ' '\n' | sed -n "s/^$1=//p" | head -n 1
+}
+
+[[ $(id -u) == 0 ]] || { echo "FAIL: run as root (it installs packages and starts slurmd)" >&2; exit 1; }
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cd "$REPO" || exit 1
+SBATCH_SCRIPT=$REPO/examples/slurm/sum_pipeline.sbatch
+[[ -f $SBATCH_SCRIPT ]] || fail "missing $SBATCH_SCRIPT"
+
+# ---- packages
+PACKAGES=(munge slurmctld slurmd slurm-client)
+if ! command -v munged >/dev/null || ! command -v slurmctld >/dev/null ||
+   ! command -v slurmd >/dev/null || ! command -v sbatch >/dev/null; then
+  step "installing ${PACKAGES[*]} with apt-get"
+  apt-get update -qq || fail "apt-get update"
+  for p in "${PACKAGES[@]}"; do
+    apt-cache policy "$p" | grep -q 'Candidate: [0-9]' || fail "apt-cache policy $p: no candidate"
+  done
+  # Without systemd, the packages' scripts would try to start the daemons with the
+  # default configuration; refuse that for the install when nothing else decides it.
+  made_policy=0
+  if [[ ! -e /usr/sbin/policy-rc.d ]]; then
+    printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod 755 /usr/sbin/policy-rc.d
+    made_policy=1
+  fi
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+    "${PACKAGES[@]}" > /tmp/jobgraph-slurm-apt.log 2>&1
+  apt_rc=$?
+  [[ $made_policy == 1 ]] && rm -f /usr/sbin/policy-rc.d
+  [[ $apt_rc == 0 ]] || { tail -n 20 /tmp/jobgraph-slurm-apt.log; fail "apt-get install ${PACKAGES[*]}"; }
+fi
+step "using $(slurmctld -V) and munge $(munged -V 2>&1 | head -n 1 | awk '{print $1}')"
+
+TMP=$(mktemp -d /tmp/jobgraph-slurm.XXXXXX) || exit 1
+chmod 755 "$TMP"
+mkdir -p "$TMP/bin" "$TMP/munge" "$TMP/log" "$TMP/state" "$TMP/spool"
+chmod 755 "$TMP/munge"
+
+# ---- the program
+if [[ -n ${JOBGRAPH_BIN:-} ]]; then
+  [[ -x $JOBGRAPH_BIN ]] || fail "JOBGRAPH_BIN=$JOBGRAPH_BIN is not an executable"
+  cp "$JOBGRAPH_BIN" "$TMP/bin/sum_pipeline" || fail "copy $JOBGRAPH_BIN"
+  CKPT=${CKPT_BIN:-}
+  step "program: $JOBGRAPH_BIN (copied to $TMP/bin)"
+else
+  step "building //examples:sum_pipeline //tools:ckpt with ./tools/bazel"
+  ./tools/bazel build //examples:sum_pipeline //tools:ckpt || fail "bazel build"
+  cp bazel-bin/examples/sum_pipeline "$TMP/bin/sum_pipeline" || fail "copy sum_pipeline"
+  cp bazel-bin/tools/ckpt "$TMP/bin/ckpt" || fail "copy ckpt"
+  CKPT=${CKPT_BIN-$TMP/bin/ckpt}
+  step "program: bazel-bin/examples/sum_pipeline (copied to $TMP/bin)"
+fi
+if [[ -n $CKPT ]]; then
+  [[ -x $CKPT ]] || fail "CKPT_BIN=$CKPT is not an executable"
+  [[ $CKPT == "$TMP"/* ]] || { cp "$CKPT" "$TMP/bin/ckpt" && CKPT=$TMP/bin/ckpt; }
+fi
+
+# ---- munge: a private munged on its own socket, with the system key or a new one
+SOCK=$TMP/munge/munge.socket
+if [[ -r /etc/munge/munge.key ]]; then
+  install -m 600 /etc/munge/munge.key "$TMP/munge/munge.key"
+  step "starting munged (key copied from /etc/munge/munge.key)"
+elif command -v mungekey >/dev/null; then
+  mungekey --create --keyfile="$TMP/munge/munge.key" || fail "mungekey --create"
+  step "starting munged (new key made with mungekey)"
+else
+  dd if=/dev/urandom of="$TMP/munge/munge.key" bs=1024 count=1 status=none
+  chmod 600 "$TMP/munge/munge.key"
+  step "starting munged (new key made with dd)"
+fi
+munged --foreground --force --socket="$SOCK" --key-file="$TMP/munge/munge.key" \
+  --log-file="$TMP/log/munged.log" --pid-file="$TMP/munge/munged.pid" \
+  --seed-file="$TMP/munge/munged.seed" > "$TMP/log/munged.stdout" 2>&1 &
+PIDS+=($!)
+munge_ok() { munge -n -S "$SOCK" 2>/dev/null | unmunge -S "$SOCK" > /dev/null 2>&1; }
+wait_for "munged to answer on $SOCK" munge_ok
+
+# ---- slurm.conf
+listening_ports() {  # local ports in LISTEN state, decimal
+  awk 'NR > 1 && $4 == "0A" { split($2, a, ":"); print strtonum("0x" a[2]) }' \
+    /proc/net/tcp /proc/net/tcp6 2>/dev/null
+}
+free_port() {  # free_port AFTER: the first port above AFTER that nothing listens on
+  local p=$1 used
+  used=" $(listening_ports | tr '\n' ' ') "
+  while :; do
+    p=$((p + 1))
+    [[ $used == *" $p "* ]] || { echo "$p"; return; }
+  done
+}
+CTLD_PORT=$(free_port $((20000 + RANDOM % 20000)))
+SLURMD_PORT=$(free_port "$CTLD_PORT")
+NODE=$(hostname -s)
+CPUS=$(nproc)
+export SLURM_CONF=$TMP/slurm.conf
+cat > "$SLURM_CONF" <<EOF
+# Written by tools/slurm/local_cluster_test.sh: one node, everything under $TMP.
+ClusterName=jobgraphtest
+SlurmctldHost=$NODE(127.0.0.1)
+SlurmctldPort=$CTLD_PORT
+SlurmdPort=$SLURMD_PORT
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+AuthInfo=socket=$SOCK
+CredType=cred/munge
+StateSaveLocation=$TMP/state
+SlurmdSpoolDir=$TMP/spool/slurmd.%n
+SlurmctldPidFile=$TMP/slurmctld.pid
+SlurmdPidFile=$TMP/slurmd.pid
+SlurmctldLogFile=$TMP/log/slurmctld.log
+SlurmdLogFile=$TMP/log/slurmd.log
+SlurmctldDebug=info
+SlurmdDebug=info
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+MpiDefault=none
+SchedulerType=sched/backfill
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+JobRequeue=1
+MinJobAge=60
+ReturnToService=2
+NodeName=$NODE NodeAddr=127.0.0.1 CPUs=$CPUS State=UNKNOWN
+PartitionName=debug Nodes=$NODE Default=YES MaxTime=INFINITE State=UP
+EOF
+# Commands run here and in the job must not see another cluster's settings.
+while read -r v; do unset "$v"; done < <(env | sed -n 's/^\(SLURM_[A-Z_]*\)=.*/\1/p' | grep -vx SLURM_CONF)
+
+step "starting slurmctld (port $CTLD_PORT) and slurmd (port $SLURMD_PORT, node $NODE, $CPUS CPUs)"
+slurmctld -D -f "$SLURM_CONF" > "$TMP/log/slurmctld.stdout" 2>&1 &
+PIDS+=($!)
+slurmd -D -f "$SLURM_CONF" -N "$NODE" > "$TMP/log/slurmd.stdout" 2>&1 &
+PIDS+=($!)
+node_idle() {
+  local pid
+  for pid in "${PIDS[@]}"; do kill -0 "$pid" 2>/dev/null || fail "daemon $pid exited early"; done
+  [[ $(sinfo -h -n "$NODE" -o %t 2>/dev/null) == idle ]]
+}
+wait_for "sinfo to show node $NODE idle" node_idle
+step "node $NODE is idle"
+
+# ---- submit
+CKPT_DIR=$TMP/checkpoints
+OUT_PATTERN=$TMP/sum_pipeline-%j.out
+JOBID=$(JOBGRAPH_BIN=$TMP/bin/sum_pipeline CHECKPOINT_DIR=$CKPT_DIR \
+  JOBGRAPH_FLAGS="--epoch_delay_ms=$EPOCH_DELAY_MS" \
+  sbatch --parsable --chdir="$TMP" --output="$OUT_PATTERN" "$SBATCH_SCRIPT") ||
+  fail "sbatch $SBATCH_SCRIPT"
+JOBID=${JOBID%%;*}
+OUT=${OUT_PATTERN//%j/$JOBID}
+step "submitted job $JOBID (--epoch_delay_ms=$EPOCH_DELAY_MS), output $OUT"
+
+first_epoch_logged() {
+  local state
+  state=$(job_field JobState)
+  case $state in PENDING|CONFIGURING|RUNNING) ;; *) fail "job $JOBID is $state before epoch 1" ;; esac
+  grep -q 'epoch 1:' "$OUT" 2>/dev/null
+}
+wait_for "the program to log 'epoch 1:'" first_epoch_logged
+step "the program logged epoch 1; sending USR1 to the batch shell: scancel --signal=USR1 --batch $JOBID"
+T_SIGNAL=$(date +%s)
+scancel --signal=USR1 --batch "$JOBID" || fail "scancel --signal=USR1 --batch $JOBID"
+
+preempted() { grep -q 'preempted by SIGUSR1' "$OUT" 2>/dev/null; }
+wait_for "the program to log 'preempted by SIGUSR1'" preempted
+step "the program logged: $(grep -m 1 'preempted by SIGUSR1' "$OUT" | sed 's/^.*\] //')"
+
+requeued() {
+  [[ $(job_field Restarts) == 1 ]] && [[ $(job_field JobState) =~ ^(PENDING|CONFIGURING|RUNNING)$ ]]
+}
+wait_for "job $JOBID to be requeued (Restarts=1, PENDING or RUNNING)" requeued
+T_REQUEUE=$(date +%s)
+step "job $JOBID requeued $((T_REQUEUE - T_SIGNAL)) s after the signal: JobState=$(job_field JobState) Reason=$(job_field Reason) Restarts=1"
+if [[ $(job_field JobState) == PENDING && $(job_field Reason) == BeginTime ]]; then
+  step "Slurm holds a requeued job until BeginTime=$(job_field EligibleTime); releasing it: scontrol update JobId=$JOBID StartTime=now"
+  scontrol update JobId="$JOBID" StartTime=now || fail "scontrol update JobId=$JOBID StartTime=now"
+fi
+
+finished() {
+  case $(job_field JobState) in
+    COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY|PREEMPTED|BOOT_FAIL|DEADLINE) return 0 ;;
+  esac
+  return 1
+}
+wait_for "job $JOBID to finish" finished
+T_DONE=$(date +%s)
+step "job $JOBID finished $((T_DONE - T_REQUEUE)) s after the requeue: JobState=$(job_field JobState) ExitCode=$(job_field ExitCode) Restarts=$(job_field Restarts)"
+
+# ---- checks
+[[ $(job_field JobState) == COMPLETED ]] || fail "job state is $(job_field JobState), not COMPLETED"
+[[ $(job_field ExitCode) == 0:0 ]] || fail "job exit code is $(job_field ExitCode), not 0:0"
+[[ $(job_field Restarts) == 1 ]] || fail "job restarted $(job_field Restarts) times, not once"
+grep -q 'resumed from epoch' "$OUT" || fail "the requeued run did not log 'resumed from epoch'"
+n_preempt=$(grep -n -m 1 'preempted by SIGUSR1' "$OUT" | cut -d: -f1)
+n_resume=$(grep -n -m 1 'resumed from epoch' "$OUT" | cut -d: -f1)
+((n_resume > n_preempt)) || fail "'resumed from epoch' comes before 'preempted by SIGUSR1'"
+n_results=$(grep -c '^result:' "$OUT")
+[[ $n_results == 1 ]] || fail "the output has $n_results 'result:' lines, not 1"
+# The last line the program wrote (the sbatch script's own lines start with "sbatch[").
+last=$(grep -v '^sbatch\[' "$OUT" | tail -n 1)
+[[ $last == "$EXPECTED_RESULT" ]] || fail "the program's last line is '$last', not '$EXPECTED_RESULT'"
+step "output: preempted, requeued, $(grep -m 1 'resumed from epoch' "$OUT" | sed 's/^.*\] //'), ended with '$last'"
+if [[ -n $CKPT ]]; then
+  step "verifying the checkpoints: ckpt verify $CKPT_DIR"
+  "$CKPT" verify "$CKPT_DIR" || fail "ckpt verify $CKPT_DIR"
+else
+  step "skipping ckpt verify (CKPT_BIN is empty)"
+fi
+
+echo "---- job output $OUT"
+cat "$OUT"
+echo "----"
+step "PASS: preemption, requeue and resume under Slurm (signal to requeue $((T_REQUEUE - T_SIGNAL)) s, requeue to completion $((T_DONE - T_REQUEUE)) s)"
