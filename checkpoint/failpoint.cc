@@ -61,6 +61,8 @@ absl::string_view ActionName(FailpointAction action) {
       return "crash";
     case FailpointAction::kError:
       return "error";
+    case FailpointAction::kSigterm:
+      return "sigterm";
   }
   return "unknown";
 }
@@ -79,7 +81,7 @@ absl::Status ParseSpec(absl::string_view spec, EnabledMap* out) {
       return absl::InvalidArgumentError(
           absl::StrCat("failpoint spec '", spec,
                        "' has an empty entry; expected "
-                       "comma-separated <name>[:crash|:error]"));
+                       "comma-separated <name>[:crash|:error|:sigterm]"));
     }
     absl::string_view name = entry;
     FailpointAction action = FailpointAction::kCrash;
@@ -92,10 +94,12 @@ absl::Status ParseSpec(absl::string_view spec, EnabledMap* out) {
         action = FailpointAction::kCrash;
       } else if (action_name == "error") {
         action = FailpointAction::kError;
+      } else if (action_name == "sigterm") {
+        action = FailpointAction::kSigterm;
       } else {
         return absl::InvalidArgumentError(
             absl::StrCat("failpoint '", name, "': unknown action '",
-                         action_name, "'; expected crash or error"));
+                         action_name, "'; expected crash, error or sigterm"));
       }
     }
     if (!Failpoints::IsKnown(name)) return UnknownNameError(name);
@@ -165,6 +169,11 @@ absl::Status Evaluate(absl::string_view name) {
     action = it->second;
   }
   if (action == FailpointAction::kCrash) Crash(name);
+  if (action == FailpointAction::kSigterm) {
+    LOG(WARNING) << "failpoint " << name << ": raising SIGTERM";
+    raise(SIGTERM);
+    return absl::OkStatus();
+  }
   LOG(WARNING) << "failpoint " << name << ": returning an error";
   return absl::AbortedError(absl::StrCat("failpoint ", name));
 }

@@ -16,6 +16,7 @@
 //  - the environment, for crash tests that run a child process:
 //      JOBGRAPH_FAILPOINT=save.after_db_write              (crash)
 //      JOBGRAPH_FAILPOINT=save.after_db_write:crash,commit.after_manifest:error
+//      JOBGRAPH_FAILPOINT=save.after_db_write:sigterm    (a signal mid-save)
 //    It is read once, at the first Failpoint() or Failpoints call. A bad value
 //    (an unknown name or action) is logged and then returned by every
 //    Failpoint() evaluation, so a typo fails the run loudly instead of
@@ -89,6 +90,9 @@ enum class FailpointAction {
   kCrash,
   // The failpoint returns absl::AbortedError("failpoint <name>").
   kError,
+  // raise(SIGTERM), then carry on: places a preemption signal at an exact
+  // point of a save (JobRunner handles it once the save is done).
+  kSigterm,
 };
 
 class Failpoints {
@@ -106,7 +110,7 @@ class Failpoints {
   static void DisableAll();
 
   // Enables the failpoints of `spec`, in the environment variable's syntax:
-  // comma-separated "<name>[:crash|:error]" entries, surrounding spaces
+  // comma-separated "<name>[:crash|:error|:sigterm]" entries, surrounding spaces
   // ignored, the action defaulting to crash. On InvalidArgument (an unknown
   // name or action, or an empty entry) nothing is enabled.
   static absl::Status EnableFromSpec(absl::string_view spec);

@@ -113,7 +113,7 @@ TEST_F(FailpointTest, BadSpecsEnableNothing) {
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(status.message(),
             "failpoint 'save.after_db_write': unknown action 'explode'; "
-            "expected crash or error");
+            "expected crash, error or sigterm");
 
   status = Failpoints::EnableFromSpec("save.after_db_write,,");
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);

@@ -7,6 +7,7 @@
 // the state and with exactly the epoch count of a run that was never
 // stopped. Chains of preemptions (each resumed run stopped again) too.
 
+#include <csignal>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -17,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "checkpoint/checkpointer.h"
 #include "checkpoint/commit_log.h"
+#include "checkpoint/failpoint.h"
 #include "checkpoint/job.h"
 #include "checkpoint/job_runner.h"
 #include "checkpoint/preemption.h"
@@ -336,6 +338,43 @@ TEST(PreemptionCommitLogTest, AfterTheLastEpochAResumeRunsOnlyDownloadAndExit) {
     EXPECT_TRUE(resumed.stats().epochs.empty());
     EXPECT_EQ(Collect(t, resumed_session, *resumed_epochs), *reference);
     break;
+  }
+}
+
+// SIGTERM arriving inside a save (raised by a failpoint at each step of the
+// save and commit, twice in one save too): the save completes and commits,
+// the run stops right after it with the preemption status, and a resume
+// ends exactly.
+TEST(PreemptionSignalTest, ASignalDuringASaveStopsAfterIt) {
+  TempDir reference_dir;
+  const TestJob t = Caffe2WithLoopAndGroups();
+  const std::optional<Outcome> reference =
+      RunOnce(t, reference_dir.path(), -1, nullptr);
+  ASSERT_TRUE(reference.has_value());
+  for (const char* spec :
+       {"save.after_db_write:sigterm", "commit.after_manifest:sigterm",
+        "save.after_rename:sigterm,commit.before_manifest:sigterm"}) {
+    SCOPED_TRACE(spec);
+    TempDir dir;
+    ASSERT_TRUE(Failpoints::EnableFromSpec(spec).ok());
+    Job job;
+    t.build(job);
+    LocalSession session;
+    Checkpointer checkpointer({.directory = dir.path()});
+    JobRunner runner(job, &checkpointer, {.preempt_signals = {SIGTERM}});
+    absl::StatusOr<int64_t> epochs = runner.Train(session);
+    Failpoints::DisableAll();
+    ASSERT_TRUE(IsPreempted(epochs.status())) << epochs.status();
+    // The first save is epoch 0's: the run stops right after it.
+    EXPECT_THAT(epochs.status().message(),
+                HasSubstr("preempted by SIGTERM after epoch 0: epoch 0 is "
+                          "committed"));
+    EXPECT_EQ(runner.stats().save_failures, 0);
+    ASSERT_EQ(runner.stats().epochs.size(), 1u);
+    EXPECT_TRUE(runner.stats().epochs[0].saved);
+    std::optional<Outcome> resumed = RunOnce(t, dir.path(), -1, nullptr);
+    ASSERT_TRUE(resumed.has_value());
+    EXPECT_EQ(*resumed, *reference);
   }
 }
 

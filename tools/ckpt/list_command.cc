@@ -46,7 +46,24 @@ struct EpochRow {
   std::optional<int64_t> save_micros;
   std::optional<int64_t> time_unix_micros;
   std::vector<std::string> problems;
+  // A committed preemption checkpoint (or mark): where the run stopped.
+  std::optional<Preemption> preemption;
 };
+
+// The STATE column: "committed", or for a preemption checkpoint where the
+// run stopped and what a resume from it does.
+std::string StateText(const EpochRow& row) {
+  if (!row.preemption.has_value()) return row.state;
+  const std::string& group = row.preemption->group();
+  const std::string where = group == "init"    ? "mid-init"
+                            : group == "epoch" ? "mid-epoch"
+                                               : "after last epoch";
+  return absl::StrCat("preempted ", where, " (",
+                      row.preemption->signal().empty()
+                          ? "?"
+                          : row.preemption->signal(),
+                      ")");
+}
 
 int StateRank(const std::string& state) {
   if (state == "committed") return 0;
@@ -94,6 +111,7 @@ std::vector<EpochRow> ListRows(const CheckpointDir& dir,
       row.bytes = 0;
       row.save_micros = e.save_micros();
       row.time_unix_micros = e.committed_unix_micros();
+      if (e.has_preemption()) row.preemption = e.preemption();
       for (const std::string& node : e.node()) {
         const std::string path = CheckpointDbPath(dir.path, node, e.epoch());
         row.nodes.push_back(node);
@@ -180,7 +198,7 @@ void PrintListText(const CheckpointDir& dir, const std::string& db_type,
     if (nodes.empty()) nodes.push_back("?");
     const bool unknown = row.state != "incomplete" && !row.blobs.has_value();
     table.AddRow(
-        {row.epoch.has_value() ? absl::StrCat(*row.epoch) : "?", row.state,
+        {row.epoch.has_value() ? absl::StrCat(*row.epoch) : "?", StateText(row),
          absl::StrJoin(nodes, ","), unknown ? "?" : OrDash(row.blobs),
          unknown ? "?" : OrDash(row.bytes),
          row.save_micros.has_value() ? FormatMicros(*row.save_micros) : "-",
@@ -234,6 +252,10 @@ void PrintListJson(const CheckpointDir& dir, const std::string& db_type,
     json.BeginObject();
     json.Field("epoch", row.epoch);
     json.Field("state", row.state);
+    if (row.preemption.has_value()) {
+      json.Field("preempted_in", row.preemption->group());
+      json.Field("preempted_by", row.preemption->signal());
+    }
     json.StringArray("nodes", row.nodes);
     json.StringArray("paths", row.paths);
     json.Field("blobs", row.blobs);

@@ -37,8 +37,13 @@ PIDS=()  # daemons started here: munged slurmctld slurmd
 show_logs() {
   [[ -n $OUT && -f $OUT ]] && { echo "---- job output $OUT"; cat "$OUT"; }
   if [[ -n $TMP && -d $TMP/log ]]; then
-    local f
-    for f in "$TMP"/log/*; do
+    local d f
+    for d in munged slurmctld slurmd; do
+      # A daemon writes to its log file once it has read its configuration; before
+      # that, errors only reach its stdout.
+      f=$TMP/log/$d.log
+      [[ -s $f ]] || f=$TMP/log/$d.stdout
+      [[ -f $f ]] || continue
       echo "---- last lines of $f"
       tail -n 15 "$f"
     done
@@ -67,10 +72,12 @@ cleanup() {
     fi
     for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null; done
     for pid in "${PIDS[@]}"; do
-      for ((i = 0; i < 20 && $(kill -0 "$pid" 2>/dev/null && echo 1 || echo 0); i++)); do
+      for ((i = 0; i < 20; i++)); do
+        kill -0 "$pid" 2>/dev/null || break
         sleep 0.5
       done
       kill -KILL "$pid" 2>/dev/null
+      wait "$pid" 2>/dev/null
     done
   fi
   if [[ -n $TMP && -d $TMP ]]; then
@@ -101,6 +108,13 @@ wait_for() {
 
 job_field() {  # job_field NAME: the value of NAME= in `scontrol show job -o`
   scontrol show job -o "$JOBID" 2>/dev/null | tr ' ' '\n' | sed -n "s/^$1=//p" | head -n 1
+}
+
+job_ended() {  # the job is in a final state (it is not going to run again by itself)
+  case $(job_field JobState) in
+    COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY|PREEMPTED|BOOT_FAIL|DEADLINE) return 0 ;;
+  esac
+  return 1
 }
 
 [[ $(id -u) == 0 ]] || { echo "FAIL: run as root (it installs packages and starts slurmd)" >&2; exit 1; }
@@ -135,7 +149,7 @@ step "using $(slurmctld -V) and munge $(munged -V 2>&1 | head -n 1 | awk '{print
 
 TMP=$(mktemp -d /tmp/jobgraph-slurm.XXXXXX) || exit 1
 chmod 755 "$TMP"
-mkdir -p "$TMP/bin" "$TMP/munge" "$TMP/log" "$TMP/state" "$TMP/spool"
+mkdir -p "$TMP/bin" "$TMP/munge" "$TMP/log" "$TMP/state" "$TMP/spool/slurmd.$(hostname -s)"
 chmod 755 "$TMP/munge"
 
 # ---- the program
@@ -178,9 +192,11 @@ munge_ok() { munge -n -S "$SOCK" 2>/dev/null | unmunge -S "$SOCK" > /dev/null 2>
 wait_for "munged to answer on $SOCK" munge_ok
 
 # ---- slurm.conf
-listening_ports() {  # local ports in LISTEN state, decimal
-  awk 'NR > 1 && $4 == "0A" { split($2, a, ":"); print strtonum("0x" a[2]) }' \
-    /proc/net/tcp /proc/net/tcp6 2>/dev/null
+listening_ports() {  # local TCP ports in LISTEN state (0A), decimal
+  local local_addr st
+  cat /proc/net/tcp /proc/net/tcp6 2>/dev/null | while read -r _ local_addr _ st _; do
+    [[ $st == 0A ]] && echo $((16#${local_addr##*:}))
+  done
 }
 free_port() {  # free_port AFTER: the first port above AFTER that nothing listens on
   local p=$1 used
@@ -267,12 +283,18 @@ step "the program logged epoch 1; sending USR1 to the batch shell: scancel --sig
 T_SIGNAL=$(date +%s)
 scancel --signal=USR1 --batch "$JOBID" || fail "scancel --signal=USR1 --batch $JOBID"
 
-preempted() { grep -q 'preempted by SIGUSR1' "$OUT" 2>/dev/null; }
+preempted() {
+  grep -q 'preempted by SIGUSR1' "$OUT" 2>/dev/null && return 0
+  ! job_ended || fail "job $JOBID ended ($(job_field JobState)) without the program logging 'preempted by SIGUSR1'"
+  return 1
+}
 wait_for "the program to log 'preempted by SIGUSR1'" preempted
 step "the program logged: $(grep -m 1 'preempted by SIGUSR1' "$OUT" | sed 's/^.*\] //')"
 
 requeued() {
-  [[ $(job_field Restarts) == 1 ]] && [[ $(job_field JobState) =~ ^(PENDING|CONFIGURING|RUNNING)$ ]]
+  [[ $(job_field Restarts) == 1 ]] && [[ $(job_field JobState) =~ ^(PENDING|CONFIGURING|RUNNING)$ ]] && return 0
+  ! job_ended || fail "job $JOBID ended ($(job_field JobState)) instead of being requeued"
+  return 1
 }
 wait_for "job $JOBID to be requeued (Restarts=1, PENDING or RUNNING)" requeued
 T_REQUEUE=$(date +%s)
@@ -282,13 +304,7 @@ if [[ $(job_field JobState) == PENDING && $(job_field Reason) == BeginTime ]]; t
   scontrol update JobId="$JOBID" StartTime=now || fail "scontrol update JobId=$JOBID StartTime=now"
 fi
 
-finished() {
-  case $(job_field JobState) in
-    COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY|PREEMPTED|BOOT_FAIL|DEADLINE) return 0 ;;
-  esac
-  return 1
-}
-wait_for "job $JOBID to finish" finished
+wait_for "job $JOBID to finish" job_ended
 T_DONE=$(date +%s)
 step "job $JOBID finished $((T_DONE - T_REQUEUE)) s after the requeue: JobState=$(job_field JobState) ExitCode=$(job_field ExitCode) Restarts=$(job_field Restarts)"
 
