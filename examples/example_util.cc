@@ -125,23 +125,27 @@ JG_REGISTER_OPERATOR(CountRows, CountRowsOp);
 
 // SleepMs(): sleeps `ms` milliseconds (no inputs or outputs). Lets a person
 // or a test interrupt an epoch; it touches no blob, so results are the same
-// with or without it.
+// with or without it. With a `log` argument it first logs "<log> (sleeping
+// <ms> ms)", an event a test can signal the process on.
 class SleepMsOp final : public OperatorBase {
  public:
   using OperatorBase::OperatorBase;
 
   absl::Status Init() override {
     JG_ASSIGN_OR_RETURN(ms_, GetNonNegativeArg<int64_t>("ms", 0));
+    log_ = GetArg<std::string>("log", "");
     return absl::OkStatus();
   }
 
   absl::Status Run() override {
+    if (!log_.empty()) LOG(INFO) << log_ << " (sleeping " << ms_ << " ms)";
     std::this_thread::sleep_for(std::chrono::milliseconds(ms_));
     return absl::OkStatus();
   }
 
  private:
   int64_t ms_ = 0;
+  std::string log_;
 };
 JG_REGISTER_OPERATOR(SleepMs, SleepMsOp);
 
@@ -422,6 +426,13 @@ void CountRecords(NetBuilder& net, const Record& batch) {
 
 void AddDelay(NetBuilder& net, int64_t delay_ms) {
   if (delay_ms > 0) net.Op("SleepMs", {}, {}, {MakeArg("ms", delay_ms)});
+}
+
+void AddRecordDelay(NetBuilder& net, int64_t delay_ms) {
+  if (delay_ms > 0) {
+    net.Op("SleepMs", {}, {},
+           {MakeArg("ms", delay_ms), MakeArg("log", std::string("record done"))});
+  }
 }
 
 }  // namespace examples

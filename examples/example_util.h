@@ -145,6 +145,10 @@ void CountRecords(NetBuilder& net, const Record& batch);
 
 // Adds SleepMs (ms = `delay_ms`) to `net` when delay_ms > 0.
 void AddDelay(NetBuilder& net, int64_t delay_ms);
+// The same for --record_delay_ms in a pipe's processor: it also logs
+// "record done (sleeping N ms)" for each record (batch), an event tests
+// signal the process on to place a preemption in the middle of an epoch.
+void AddRecordDelay(NetBuilder& net, int64_t delay_ms);
 
 }  // namespace examples
 }  // namespace jobgraph

@@ -184,7 +184,7 @@ void BuildJob(Job& job, const Options& o, int64_t epoch_delay_ms,
                 {w, b, batch.Field("x"), batch.Field("y"), sse, count, done},
                 {w, b, sse, count}, {MakeArg("lr", o.learning_rate)});
         CountRecords(body, batch);
-        AddDelay(body, record_delay_ms);
+        AddRecordDelay(body, record_delay_ms);
       },
       /*num_threads=*/1, "sgd");
   AddRecordCounter(pipe);

@@ -101,7 +101,7 @@ void BuildPipeline(Job& job, int id, const Options& options,
                                              const Record& row) {
                       net.Add(total, row.Field("val"), total);
                       CountRecords(net, row);
-                      AddDelay(net, record_delay_ms);
+                      AddRecordDelay(net, record_delay_ms);
                     });
   AddRecordCounter(pipe);
   AddDelay(pipe.init_net(), epoch_delay_ms);

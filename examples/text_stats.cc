@@ -114,7 +114,7 @@ void BuildJob(Job& job, const Options& o, int64_t epoch_delay_ms,
       [counts, record_delay_ms](NetBuilder& net, const Record& batch) {
         net.Op("CountWords", {batch.Field("line"), counts}, {counts});
         CountRecords(net, batch);
-        AddDelay(net, record_delay_ms);
+        AddRecordDelay(net, record_delay_ms);
       },
       o.threads, "count");
   AddRecordCounter(pipe);

@@ -75,12 +75,23 @@ std::optional<std::string> ChildRun::Result() const {
 
 namespace {
 
+int CountOccurrences(absl::string_view text, absl::string_view needle) {
+  int count = 0;
+  for (size_t at = text.find(needle); at != absl::string_view::npos;
+       at = text.find(needle, at + needle.size())) {
+    ++count;
+  }
+  return count;
+}
+
 // Starts the child and waits for it; `kill_after_ms` or `kill_at_log_text`
-// (when non-negative / non-empty) decide when it is sent SIGKILL.
+// (when non-negative / non-empty) decide when it is sent `signal`: the
+// latter once the text occurs `occurrences` times in its standard error.
 ChildRun Run(const std::string& binary, const std::vector<std::string>& args,
              const std::vector<std::string>& extra_env, int kill_after_ms,
              const std::string& kill_at_log_text,
-             const std::function<void()>& at_log_text) {
+             const std::function<void()>& at_log_text, int signal = SIGKILL,
+             int occurrences = 1) {
   static int counter = 0;
   const std::string out_dir = NewTempDir("child_output");
   const std::string out = JoinPath(out_dir, absl::StrCat("out", ++counter));
@@ -144,9 +155,9 @@ ChildRun Run(const std::string& binary, const std::vector<std::string>& args,
         break;
       }
       absl::StatusOr<std::string> log = ReadFileToString(err);
-      if (log.ok() && absl::StrContains(*log, kill_at_log_text)) {
+      if (log.ok() && CountOccurrences(*log, kill_at_log_text) >= occurrences) {
         if (at_log_text) at_log_text();
-        CHECK_EQ(::kill(pid, SIGKILL), 0);
+        CHECK_EQ(::kill(pid, signal), 0);
         break;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
@@ -178,6 +189,15 @@ ChildRun RunBinaryKilledAt(const std::string& binary,
                            const std::string& log_text,
                            const std::function<void()>& at_log_text) {
   return Run(binary, args, {}, -1, log_text, at_log_text);
+}
+
+ChildRun RunBinarySignalledAt(const std::string& binary,
+                              const std::vector<std::string>& args,
+                              const std::string& log_text, int occurrences,
+                              int signal,
+                              const std::vector<std::string>& extra_env) {
+  return Run(binary, args, extra_env, -1, log_text, nullptr, signal,
+             occurrences);
 }
 
 }  // namespace testing

@@ -34,6 +34,7 @@ struct ChildRun {
   bool killed() const {
     return WIFSIGNALED(wait_status) && WTERMSIG(wait_status) == SIGKILL;
   }
+  bool signalled() const { return WIFSIGNALED(wait_status); }
   bool exited_ok() const {
     return WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0;
   }
@@ -69,6 +70,15 @@ ChildRun RunBinaryKilledAt(const std::string& binary,
                            const std::vector<std::string>& args,
                            const std::string& log_text,
                            const std::function<void()>& at_log_text = nullptr);
+
+// Like RunBinaryKilledAt, but sends `signal` once `log_text` has occurred
+// `occurrences` times in the child's standard error, then waits for the
+// child to end (a preemption signal it handles, or one that kills it).
+ChildRun RunBinarySignalledAt(const std::string& binary,
+                              const std::vector<std::string>& args,
+                              const std::string& log_text, int occurrences,
+                              int signal,
+                              const std::vector<std::string>& extra_env = {});
 
 }  // namespace testing
 }  // namespace jobgraph

@@ -130,7 +130,7 @@ if ! command -v munged >/dev/null || ! command -v slurmctld >/dev/null ||
   step "installing ${PACKAGES[*]} with apt-get"
   apt-get update -qq || fail "apt-get update"
   for p in "${PACKAGES[@]}"; do
-    apt-cache policy "$p" | grep -q 'Candidate: [0-9]' || fail "apt-cache policy $p: no candidate"
+    [[ $(apt-cache policy "$p") == *"Candidate: "[0-9]* ]] || fail "apt-cache policy $p: no candidate"
   done
   # Without systemd, the packages' scripts would try to start the daemons with the
   # default configuration; refuse that for the install when nothing else decides it.
