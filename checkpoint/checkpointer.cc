@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <utility>
 
@@ -13,6 +14,7 @@
 #include "checkpoint/commit_log.h"
 #include "checkpoint/file_util.h"
 #include "checkpoint/resume_choice.h"
+#include "checkpoint/save_load_ops.h"
 #include "engine/net_builder.h"
 #include "engine/status_macros.h"
 #include "engine/task.h"
@@ -123,10 +125,37 @@ absl::Status Checkpointer::LockNodes() {
   return absl::OkStatus();
 }
 
-void Checkpointer::End() { locks_.clear(); }
+Checkpointer::~Checkpointer() { End(); }
+
+void Checkpointer::End() {
+  WaitForBackgroundSave();
+  for (const BackgroundSaveResult& r : finished_) {
+    // Nobody asked for these; a failure must still not go unnoticed.
+    if (!r.stats.ok()) {
+      LOG(ERROR) << "the background save of epoch " << r.epoch
+                 << " failed: " << r.stats.status().message();
+    }
+  }
+  finished_.clear();
+  locks_.clear();
+}
+
+void Checkpointer::WaitForBackgroundSave() {
+  if (in_flight_.valid()) finished_.push_back(in_flight_.get());
+}
+
+std::vector<BackgroundSaveResult> Checkpointer::TakeFinishedSaves() {
+  if (in_flight_.valid() &&
+      in_flight_.wait_for(std::chrono::seconds(0)) ==
+          std::future_status::ready) {
+    finished_.push_back(in_flight_.get());
+  }
+  return std::exchange(finished_, {});
+}
 
 absl::StatusOr<std::optional<int64_t>> Checkpointer::Start(
     const std::vector<std::string>& nodes, const ResumeFrom& resume) {
+  WaitForBackgroundSave();
   JG_RETURN_IF_ERROR(SetNodes(nodes));
   absl::Status usable = PrepareDirectory(options_.directory);
   if (usable.ok()) {
@@ -236,6 +265,7 @@ absl::Status Checkpointer::CaptureBlobNames(Session& session) {
 
 absl::StatusOr<CheckpointStats> Checkpointer::Restore(Session& session,
                                                       int64_t epoch) {
+  WaitForBackgroundSave();
   const absl::Time start = absl::Now();
   if (nodes_.empty()) {
     return absl::FailedPreconditionError(
@@ -289,13 +319,78 @@ absl::StatusOr<CheckpointStats> Checkpointer::SaveEpoch(Session& session,
         ": the checkpointed blobs are not fixed yet (call CaptureBlobNames "
         "or Restore first)"));
   }
+  if (options_.async) return SaveEpochInBackground(session, epoch);
+  WaitForBackgroundSave();
   std::vector<std::vector<std::string>> blobs;
   for (const NodeState& state : nodes_) blobs.push_back(state.blobs);
   return SaveAndCommit(session, epoch, blobs, std::nullopt);
 }
 
+absl::StatusOr<CheckpointStats> Checkpointer::SaveEpochInBackground(
+    Session& session, int64_t epoch) {
+  const absl::Time start = absl::Now();
+  WaitForBackgroundSave();
+  const int64_t waited = MicrosSince(start);
+  JG_RETURN_IF_ERROR(PrepareSave());
+  // What the background thread writes: each node's database path and name,
+  // and its frozen blobs.
+  struct NodeSnapshot {
+    std::string path;
+    std::string file_name;
+    std::vector<BlobSnapshot> blobs;
+  };
+  std::vector<NodeSnapshot> snapshots;
+  for (const NodeState& state : nodes_) {
+    JG_ASSIGN_OR_RETURN(std::vector<BlobSnapshot> blobs,
+                        session.SnapshotBlobs(state.node, state.blobs));
+    snapshots.push_back({DbPathOf(state, epoch), state.file_name,
+                         std::move(blobs)});
+  }
+  const absl::Time snapshot_taken = absl::Now();
+  in_flight_ = std::async(
+      std::launch::async,
+      [this, epoch, snapshot_taken,
+       snapshots = std::move(snapshots)]() -> BackgroundSaveResult {
+        BackgroundSaveResult result;
+        result.epoch = epoch;
+        auto save = [&]() -> absl::StatusOr<CheckpointStats> {
+          CheckpointStats stats;
+          stats.epoch = epoch;
+          stats.num_dbs = static_cast<int>(snapshots.size());
+          for (const NodeSnapshot& node : snapshots) {
+            std::vector<BlobToSave> blobs;
+            for (const BlobSnapshot& b : node.blobs) {
+              blobs.push_back({b.name, b.blob.get()});
+            }
+            CheckpointDbOptions db_options;
+            db_options.node = node.file_name;
+            db_options.epoch = epoch;
+            db_options.serialization.chunk_bytes = options_.chunk_bytes;
+            JG_ASSIGN_OR_RETURN(
+                int64_t bytes, WriteCheckpointDb(options_.db_type, node.path,
+                                                 blobs, db_options));
+            stats.bytes += bytes;
+          }
+          JG_RETURN_IF_ERROR(
+              Commit(epoch, stats.bytes, snapshot_taken, std::nullopt));
+          stats.wall_micros = MicrosSince(snapshot_taken);
+          return stats;
+        };
+        result.stats = save();
+        return result;
+      });
+  CheckpointStats stats;
+  stats.epoch = epoch;
+  stats.num_dbs = static_cast<int>(nodes_.size());
+  stats.in_background = true;
+  stats.waited_micros = waited;
+  stats.wall_micros = MicrosSince(start);
+  return stats;
+}
+
 absl::StatusOr<CheckpointStats> Checkpointer::SavePreempted(
     Session& session, int64_t epoch, const Preemption& preemption) {
+  WaitForBackgroundSave();
   if (nodes_.empty()) {
     return absl::FailedPreconditionError(
         "Checkpointer::SavePreempted before Start: the nodes are unknown");
@@ -324,6 +419,7 @@ absl::StatusOr<CheckpointStats> Checkpointer::SavePreempted(
 
 absl::Status Checkpointer::MarkLoopFinished(int64_t epoch,
                                             const Preemption& preemption) {
+  WaitForBackgroundSave();
   return MarkEpochLoopFinished(options_.directory, epoch, FileNames(),
                                preemption);
 }
@@ -352,8 +448,6 @@ absl::StatusOr<CheckpointStats> Checkpointer::SaveAndCommit(
   CheckpointStats stats;
   stats.epoch = epoch;
   stats.num_dbs = static_cast<int>(nodes_.size());
-  EpochCommit commit;
-  commit.epoch = epoch;
   for (const NodeState& state : nodes_) {
     JG_ASSIGN_OR_RETURN(Tensor bytes,
                         session.FetchBlob(state.node, kSavedBytesBlob));
@@ -363,9 +457,19 @@ absl::StatusOr<CheckpointStats> Checkpointer::SaveAndCommit(
                        bytes.DebugString(4), " instead of its size in bytes"));
     }
     stats.bytes += bytes.scalar<int64_t>();
-    commit.nodes.push_back(state.file_name);
   }
-  commit.total_bytes = stats.bytes;
+  JG_RETURN_IF_ERROR(Commit(epoch, stats.bytes, start, preemption));
+  stats.wall_micros = MicrosSince(start);
+  return stats;
+}
+
+absl::Status Checkpointer::Commit(int64_t epoch, int64_t bytes,
+                                  absl::Time start,
+                                  const std::optional<Preemption>& preemption) {
+  EpochCommit commit;
+  commit.epoch = epoch;
+  commit.nodes = FileNames();
+  commit.total_bytes = bytes;
   commit.save_micros = MicrosSince(start);
   commit.preemption = preemption;
   JG_RETURN_IF_ERROR(CommitEpoch(options_.directory, options_.db_type, commit));
@@ -379,13 +483,13 @@ absl::StatusOr<CheckpointStats> Checkpointer::SaveAndCommit(
     LOG(ERROR) << "epoch " << epoch << " is committed in " << options_.directory
                << ", but retention failed: " << retention;
   }
-  stats.wall_micros = MicrosSince(start);
-  return stats;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<bool> Checkpointer::LoadBlobs(
     Session& session, const std::vector<std::string>& nodes,
     const std::vector<std::string>& blob_names, int64_t epoch) {
+  WaitForBackgroundSave();
   JG_RETURN_IF_ERROR(SetNodes(nodes));
   // Unlike Caffe2, every node's database is checked before anything is
   // loaded, so a missing one leaves every workspace untouched.

@@ -44,12 +44,15 @@
 // new Session each time: it keeps the blob lists it fixed and writes them
 // into the session when a run starts from scratch again.
 //
-// Not thread-safe; used by one JobRunner at a time.
+// Not thread-safe; used by one JobRunner at a time. With
+// CheckpointOptions::async a save runs on a thread of its own, which reads
+// only the snapshot and the options.
 
 #ifndef JOBGRAPH_CHECKPOINT_CHECKPOINTER_H_
 #define JOBGRAPH_CHECKPOINT_CHECKPOINTER_H_
 
 #include <cstdint>
+#include <future>
 #include <memory>
 #include <optional>
 #include <string>
@@ -85,6 +88,15 @@ struct CheckpointOptions {
   int64_t chunk_bytes = int64_t{64} << 20;
   // Which committed epochs to keep after each commit.
   RetentionOptions retention;
+  // Save in the background: SaveEpoch blocks only while it freezes the
+  // checkpointed blobs (Session::SnapshotBlobs: tensors are shared
+  // copy-on-write, so this grows with the number of blobs, not their
+  // bytes); serializing, writing, syncing and the commit run on a
+  // background thread while the job goes on. At most one save is in flight:
+  // the next SaveEpoch, and every other call here, waits for it first.
+  // A crash before the background commit leaves the previous epoch as the
+  // newest committed one.
+  bool async = false;
 };
 
 // Size and duration of one save or restore.
@@ -94,7 +106,20 @@ struct CheckpointStats {
   int num_dbs = 0;
   // Bytes of blob data in those databases (their blob indexes' totals).
   int64_t bytes = 0;
+  // The time the caller was blocked (for an asynchronous save: the wait for
+  // the previous save plus the snapshot).
   int64_t wall_micros = 0;
+  // An asynchronous save that is still being written (bytes unknown yet).
+  bool in_background = false;
+  // Of wall_micros, the time spent waiting for the save in flight.
+  int64_t waited_micros = 0;
+};
+
+// The outcome of a save that ran in the background (CheckpointOptions::async).
+struct BackgroundSaveResult {
+  int64_t epoch = 0;
+  // On success, wall_micros is the time from the snapshot to the commit.
+  absl::StatusOr<CheckpointStats> stats;
 };
 
 class Checkpointer {
@@ -102,7 +127,7 @@ class Checkpointer {
   explicit Checkpointer(CheckpointOptions options);
   Checkpointer(const Checkpointer&) = delete;
   Checkpointer& operator=(const Checkpointer&) = delete;
-  ~Checkpointer() = default;
+  ~Checkpointer();
 
   // Starts a run that checkpoints `nodes` (the job's nodes to checkpoint,
   // in order) and returns the epoch to resume from, or nullopt to start from
@@ -151,8 +176,15 @@ class Checkpointer {
     return resumed_preemption_;
   }
 
-  // Ends the run: releases the nodes' locks (also done by the destructor).
+  // Ends the run: waits for a background save, releases the nodes' locks
+  // (also done by the destructor).
   void End();
+
+  // Waits until no save runs in the background.
+  void WaitForBackgroundSave();
+  // The background saves that have finished since the last call, oldest
+  // first (their failures are also logged if nobody takes them).
+  std::vector<BackgroundSaveResult> TakeFinishedSaves();
 
   // Loads `blob_names` from each of `nodes`' databases of `epoch` into that
   // node's root workspace, leaving blobs a database lacks untouched. Checks
@@ -189,6 +221,12 @@ class Checkpointer {
   absl::Status LockNodes();
   // Directory, locks and commit log ready for a save.
   absl::Status PrepareSave();
+  // The asynchronous SaveEpoch.
+  absl::StatusOr<CheckpointStats> SaveEpochInBackground(Session& session,
+                                                        int64_t epoch);
+  // Records the epoch in the commit log, then applies retention.
+  absl::Status Commit(int64_t epoch, int64_t bytes, absl::Time start,
+                      const std::optional<Preemption>& preemption);
   // Saves blobs[i] of node i as `epoch` and commits them.
   absl::StatusOr<CheckpointStats> SaveAndCommit(
       Session& session, int64_t epoch,
@@ -205,6 +243,9 @@ class Checkpointer {
   std::vector<NodeState> nodes_;
   bool blobs_fixed_ = false;
   std::optional<Preemption> resumed_preemption_;
+  // The save running in the background, and finished ones not yet taken.
+  std::future<BackgroundSaveResult> in_flight_;
+  std::vector<BackgroundSaveResult> finished_;
   std::vector<std::unique_ptr<NodeLock>> locks_;  // empty outside a run
 };
 

@@ -60,6 +60,40 @@ absl::StatusOr<bool> JobRunner::AnyStopConditionTrue(
   return any;
 }
 
+absl::Status JobRunner::SaveFailed(const absl::Status& status) {
+  LOG(ERROR) << status.message();
+  ++stats_.save_failures;
+  stats_.save_errors.push_back(std::string(status.message()));
+  return options_.fail_on_save_error ? status : absl::OkStatus();
+}
+
+absl::Status JobRunner::ReportBackgroundSaves(bool wait) {
+  if (checkpointer_ == nullptr) return absl::OkStatus();
+  if (wait) checkpointer_->WaitForBackgroundSave();
+  absl::Status policy;
+  for (const BackgroundSaveResult& r : checkpointer_->TakeFinishedSaves()) {
+    EpochStats* entry = nullptr;
+    for (EpochStats& e : stats_.epochs) {
+      if (e.epoch == r.epoch) entry = &e;
+    }
+    if (r.stats.ok()) {
+      if (entry != nullptr) entry->save_bytes = r.stats->bytes;
+      LOG(INFO) << "epoch " << r.epoch
+                << ": background checkpoint committed in "
+                << absl::FormatDuration(absl::Microseconds(r.stats->wall_micros))
+                << ", " << r.stats->bytes << " bytes";
+      continue;
+    }
+    if (entry != nullptr) entry->saved = false;
+    absl::Status failed = SaveFailed(Annotate(
+        r.stats.status(),
+        absl::StrCat("unable to write checkpoint for epoch ", r.epoch,
+                     " (in the background)")));
+    if (policy.ok()) policy = failed;
+  }
+  return policy;
+}
+
 absl::Status JobRunner::SaveEpoch(int64_t epoch, Session& session,
                                   EpochStats* epoch_stats) {
   absl::StatusOr<CheckpointStats> saved =
@@ -68,15 +102,17 @@ absl::Status JobRunner::SaveEpoch(int64_t epoch, Session& session,
     epoch_stats->saved = true;
     epoch_stats->save_micros = saved->wall_micros;
     epoch_stats->save_bytes = saved->bytes;
-    return absl::OkStatus();
+    epoch_stats->save_in_background = saved->in_background;
+    epoch_stats->save_waited_micros = saved->waited_micros;
   }
-  absl::Status status =
-      Annotate(saved.status(),
-               absl::StrCat("unable to write checkpoint for epoch ", epoch));
-  LOG(ERROR) << status.message();
-  ++stats_.save_failures;
-  stats_.save_errors.push_back(std::string(status.message()));
-  return options_.fail_on_save_error ? status : absl::OkStatus();
+  // The save of the previous epoch may have ended meanwhile.
+  absl::Status earlier = ReportBackgroundSaves(/*wait=*/false);
+  if (!saved.ok()) {
+    return SaveFailed(
+        Annotate(saved.status(),
+                 absl::StrCat("unable to write checkpoint for epoch ", epoch)));
+  }
+  return earlier;
 }
 
 void JobRunner::EndEpoch(const EpochStats& epoch_stats) {
@@ -112,6 +148,8 @@ absl::Status JobRunner::PreemptMidGroup(Session& session, int64_t epoch,
   if (checkpointer_ == nullptr) {
     outcome = "nothing saved (the job runs without a checkpointer)";
   } else {
+    // The save in flight commits first, then this one: epochs stay in order.
+    ReportBackgroundSaves(/*wait=*/true).IgnoreError();
     Preemption record;
     record.set_group(group);
     record.set_signal(preemption.signal);
@@ -153,6 +191,8 @@ absl::Status JobRunner::PreemptMidGroup(Session& session, int64_t epoch,
 }
 
 absl::Status JobRunner::PreemptAtBoundary(int64_t epoch, bool loop_finished) {
+  // Whether the last save committed is known only once it has ended.
+  ReportBackgroundSaves(/*wait=*/true).IgnoreError();
   PreemptionStats preemption;
   preemption.group = loop_finished ? "download" : "between epochs";
   preemption.epoch = epoch;
@@ -289,6 +329,8 @@ absl::StatusOr<int64_t> JobRunner::Train(Session& session) {
     }
   }
   if (PreemptionPending()) return PreemptAtBoundary(epoch, true);
+  // Everything saved is committed before the upload and the final groups.
+  JG_RETURN_IF_ERROR(ReportBackgroundSaves(/*wait=*/true));
 
   if (upload_ != nullptr) {
     if (checkpointer_ == nullptr) {

@@ -57,9 +57,16 @@ struct EpochStats {
   // Time in the epoch group (zero for epoch 0, the init save).
   int64_t run_micros = 0;
   // Save of this epoch; zero without a checkpointer or when the save failed.
+  // For an asynchronous save (CheckpointOptions::async): save_micros is the
+  // time the job was blocked, `saved` means the snapshot was taken and the
+  // bytes are known once the background save commits (a later failure is
+  // logged and counted in JobRunStats).
   int64_t save_micros = 0;
   int64_t save_bytes = 0;
   bool saved = false;
+  bool save_in_background = false;
+  // Of save_micros, the wait for the previous background save.
+  int64_t save_waited_micros = 0;
   // The epoch this run resumed from, if it did.
   std::optional<int64_t> resumed_from;
   // The run stopped in this epoch on a preemption; the other fields cover
@@ -140,6 +147,11 @@ class JobRunner {
   const JobRunStats& stats() const { return stats_; }
 
  private:
+  // Handles the background saves that finished (log, stats, the failure
+  // policy); with `wait`, first waits for the one in flight.
+  absl::Status ReportBackgroundSaves(bool wait);
+  // Counts and logs a failed save; the policy's status.
+  absl::Status SaveFailed(const absl::Status& status);
   // Saves `epoch` and applies the save-failure policy: OK unless the save
   // failed and fail_on_save_error is set.
   absl::Status SaveEpoch(int64_t epoch, Session& session,

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "engine/serialization.h"
 #include "engine/status_macros.h"
 
 namespace jobgraph {
@@ -191,6 +192,49 @@ absl::Status LocalSession::Run(const TaskGroupDef& group,
   }
   return StopRequestStatus(
       absl::StrCat("group '", group.name(), "' stopped on request"));
+}
+
+absl::StatusOr<std::vector<BlobSnapshot>> LocalSession::SnapshotBlobs(
+    absl::string_view node, const std::vector<std::string>& names) const {
+  const Workspace* ws = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = workspaces_.find(node);
+    if (it == workspaces_.end()) {
+      return absl::NotFoundError(absl::StrCat(
+          "node '", node, "' has not run anything in this session"));
+    }
+    ws = it->second.get();
+  }
+  std::vector<BlobSnapshot> snapshot;
+  snapshot.reserve(names.size());
+  for (const std::string& name : names) {
+    const Blob* blob = ws->GetBlob(name);
+    if (blob == nullptr || !blob->IsInitialized()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "cannot snapshot blob '", name, "' of node '", node, "': it ",
+          blob == nullptr ? "does not exist" : "is uninitialized"));
+    }
+    auto copy = std::make_unique<Blob>();
+    if (blob->IsType<Tensor>()) {
+      copy->Reset(std::make_unique<Tensor>(blob->Get<Tensor>().ShareStorage()));
+    } else {
+      // No sharing for other types: a round trip through the serializer.
+      BlobAssembler assembler;
+      absl::Status copied = SerializeBlob(
+          name, *blob, {}, [&](std::string key, std::string value) {
+            return assembler.Add(name, value, copy.get());
+          });
+      if (copied.ok()) copied = assembler.Finish();
+      if (!copied.ok()) {
+        return absl::Status(copied.code(),
+                            absl::StrCat("cannot snapshot node '", node,
+                                         "': ", copied.message()));
+      }
+    }
+    snapshot.push_back({name, std::move(copy)});
+  }
+  return snapshot;
 }
 
 absl::StatusOr<Tensor> LocalSession::FetchBlob(absl::string_view node,

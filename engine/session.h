@@ -67,6 +67,12 @@ struct RunOptions {
   bool resume = false;
 };
 
+// A blob of a node's root workspace, frozen for an asynchronous checkpoint.
+struct BlobSnapshot {
+  std::string name;
+  std::unique_ptr<Blob> blob;
+};
+
 class Session {
  public:
   virtual ~Session() = default;
@@ -83,6 +89,15 @@ class Session {
                                            absl::string_view blob) const = 0;
   // The first blob of `output`.
   absl::StatusOr<Tensor> Fetch(const TaskOutput& output) const;
+
+  // Freezes blobs `names` of `node`'s root workspace, for a checkpoint that
+  // is written while the session runs on: later writes to the workspace
+  // never change the snapshot. Tensors share their storage copy-on-write
+  // (Tensor::ShareStorage), so this costs per blob, not per byte; other
+  // blobs are copied through their serializers. Call between Runs, for a
+  // node hosted in this process. Errors name the node and the blob.
+  virtual absl::StatusOr<std::vector<BlobSnapshot>> SnapshotBlobs(
+      absl::string_view node, const std::vector<std::string>& names) const = 0;
 
   // Asks running and future Runs to stop at the next point between nets;
   // they then fail with a Cancelled error that is not a stop request (no
@@ -102,6 +117,9 @@ class LocalSession : public Session {
                    const RunOptions& options) override;
   absl::StatusOr<Tensor> FetchBlob(absl::string_view node,
                                    absl::string_view blob) const override;
+  absl::StatusOr<std::vector<BlobSnapshot>> SnapshotBlobs(
+      absl::string_view node,
+      const std::vector<std::string>& names) const override;
   void RequestStop() override { control_.stop_requested.store(true); }
   bool StopRequested() const override { return control_.StopRequested(); }
 

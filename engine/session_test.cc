@@ -1,7 +1,11 @@
 #include "engine/session.h"
 
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "engine/counter.h"
+#include "engine/net_builder.h"
 #include "engine/test_ops.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -113,6 +117,41 @@ TEST(LocalSession, RequestStopCancelsRuns) {
 TEST(LocalSession, EmptyGroupIsANoOp) {
   LocalSession session;
   EXPECT_TRUE(session.Run(TaskGroup("empty")).ok());
+}
+
+TEST(LocalSession, SnapshotBlobsIsFrozenAgainstLaterRuns) {
+  LocalSession session;
+  TaskGroup init("init", GLOBAL);
+  NetBuilder& net = init.NewTask(Node("n")).net();
+  net.Const<int64_t>("x", {1, 2, 3});
+  net.CreateCounter(5, BlobRef("c"));
+  ASSERT_TRUE(session.Run(init).ok());
+  absl::StatusOr<std::vector<BlobSnapshot>> snapshot =
+      session.SnapshotBlobs("n", {"x", "c"});
+  ASSERT_TRUE(snapshot.ok()) << snapshot.status();
+  ASSERT_EQ(snapshot->size(), 2u);
+  // The tensor is shared, not copied.
+  const Tensor* x = *session.NodeWorkspace("n")->GetTensor("x");
+  EXPECT_EQ((*snapshot)[0].blob->Get<Tensor>().raw_data(), x->raw_data());
+
+  TaskGroup write("write", GLOBAL);
+  NetBuilder& w = write.NewTask(Node("n")).net();
+  w.Add(BlobRef("x"), BlobRef("x"), BlobRef("x"));
+  w.CountDown(BlobRef("c"));
+  ASSERT_TRUE(session.Run(write).ok());
+  EXPECT_EQ((*snapshot)[0].name, "x");
+  EXPECT_EQ((*snapshot)[0].blob->Get<Tensor>().DebugString(),
+            "int64[3] {1, 2, 3}");
+  EXPECT_EQ(session.FetchBlob("n", "x")->DebugString(), "int64[3] {2, 4, 6}");
+  // The counter was copied through its serializer: still at 5.
+  EXPECT_EQ((*snapshot)[1].blob->Get<Counter>().Retrieve(), 5);
+  EXPECT_EQ(session.NodeWorkspace("n")->GetBlob("c")->Get<Counter>().Retrieve(),
+            4);
+
+  EXPECT_EQ(session.SnapshotBlobs("n", {"nope"}).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(session.SnapshotBlobs("m", {"x"}).status().code(),
+            absl::StatusCode::kNotFound);
 }
 
 }  // namespace

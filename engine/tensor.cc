@@ -88,9 +88,9 @@ void Tensor::Allocate(bool zero) {
       << "unsupported tensor data type " << DataTypeName(dtype_);
   numel_ = NumElements(shape_);
   bytes_.reset();
-  strings_.clear();
+  strings_.reset();
   if (dtype_ == STRING) {
-    strings_.resize(numel_);
+    strings_ = std::make_shared<std::vector<std::string>>(numel_);
     return;
   }
   const size_t n = nbytes();
@@ -100,15 +100,32 @@ void Tensor::Allocate(bool zero) {
 }
 
 Tensor::Tensor(const Tensor& other)
-    : dtype_(other.dtype_),
-      shape_(other.shape_),
-      numel_(other.numel_),
-      strings_(other.strings_) {
+    : dtype_(other.dtype_), shape_(other.shape_), numel_(other.numel_) {
+  if (other.strings_ != nullptr) {
+    strings_ = std::make_shared<std::vector<std::string>>(*other.strings_);
+  }
   const size_t n = nbytes();
   if (other.bytes_ != nullptr && n > 0) {
     bytes_.reset(new uint8_t[n]);
     std::memcpy(bytes_.get(), other.bytes_.get(), n);
   }
+}
+
+Tensor Tensor::ShareStorage() const {
+  Tensor shared;
+  shared.dtype_ = dtype_;
+  shared.shape_ = shape_;
+  shared.numel_ = numel_;
+  shared.bytes_ = bytes_;
+  shared.strings_ = strings_;
+  return shared;
+}
+
+void Tensor::Unshare() {
+  // A plain copy: the other holders keep the old storage untouched.
+  Tensor own(*this);
+  bytes_ = std::move(own.bytes_);
+  strings_ = std::move(own.strings_);
 }
 
 Tensor& Tensor::operator=(const Tensor& other) {
@@ -141,7 +158,9 @@ Tensor& Tensor::operator=(Tensor&& other) noexcept {
 
 size_t Tensor::MemoryBytes() const {
   size_t n = nbytes();
-  for (const std::string& s : strings_) n += s.size();
+  if (strings_ != nullptr) {
+    for (const std::string& s : *strings_) n += s.size();
+  }
   return n;
 }
 
@@ -152,6 +171,7 @@ const void* Tensor::raw_data() const {
 
 void* Tensor::raw_mutable_data() {
   CHECK_NE(dtype_, STRING) << "raw_mutable_data() of a string tensor";
+  if (ABSL_PREDICT_FALSE(StorageShared())) Unshare();
   return bytes_.get();
 }
 
@@ -163,7 +183,12 @@ void Tensor::Reset(DataType dtype, std::vector<int64_t> shape) {
 
 bool Tensor::BitwiseEquals(const Tensor& other) const {
   if (dtype_ != other.dtype_ || shape_ != other.shape_) return false;
-  if (dtype_ == STRING) return strings_ == other.strings_;
+  if (dtype_ == STRING) {
+    if (strings_ == nullptr || other.strings_ == nullptr) {
+      return numel_ == 0 && other.numel_ == 0;
+    }
+    return *strings_ == *other.strings_;
+  }
   const size_t n = nbytes();
   return n == 0 || std::memcmp(bytes_.get(), other.bytes_.get(), n) == 0;
 }

@@ -20,6 +20,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "absl/base/optimization.h"
 #include "absl/types/span.h"
 #include "glog/logging.h"
 #include "proto/jobgraph.pb.h"
@@ -121,16 +122,21 @@ class Tensor {
   const T* data() const {
     CheckType(DataTypeOf<T>::value);
     if constexpr (std::is_same_v<T, std::string>) {
-      return strings_.data();
+      return strings_ != nullptr ? strings_->data() : nullptr;
     } else {
       return reinterpret_cast<const T*>(bytes_.get());
     }
   }
+  // Writable elements. When a snapshot shares the storage (ShareStorage), the
+  // elements are copied first, so the snapshot never sees the write. Get the
+  // pointer again after any snapshot: an older one may point at the shared
+  // copy.
   template <typename T>
   T* mutable_data() {
     CheckType(DataTypeOf<T>::value);
+    if (ABSL_PREDICT_FALSE(StorageShared())) Unshare();
     if constexpr (std::is_same_v<T, std::string>) {
-      return strings_.data();
+      return strings_ != nullptr ? strings_->data() : nullptr;
     } else {
       return reinterpret_cast<T*>(bytes_.get());
     }
@@ -139,9 +145,22 @@ class Tensor {
   absl::Span<const T> values() const {
     return absl::Span<const T>(data<T>(), numel_);
   }
-  // Raw storage of a fixed-width tensor (nbytes() bytes).
+  // Raw storage of a fixed-width tensor (nbytes() bytes); the writable one
+  // follows mutable_data()'s copy-on-write rule.
   const void* raw_data() const;
   void* raw_mutable_data();
+
+  // A tensor equal to this one that shares its element storage, copy on
+  // write: whichever of the two is written next (mutable_data,
+  // raw_mutable_data) first gets its own copy, so each keeps seeing its own
+  // values. O(1) whatever the size: how an asynchronous checkpoint takes its
+  // snapshot. Sharing is safe across threads as long as each Tensor object
+  // is used by one thread at a time.
+  Tensor ShareStorage() const;
+  // Whether another tensor shares this one's element storage now.
+  bool StorageShared() const {
+    return dtype_ == STRING ? strings_.use_count() > 1 : bytes_.use_count() > 1;
+  }
 
   // The first element converted to T; the tensor must hold one element.
   template <typename T>
@@ -167,12 +186,16 @@ class Tensor {
                                << " accessed as " << DataTypeName(expected);
   }
   void Allocate(bool zero);
+  // Gives this tensor its own copy of shared storage.
+  void Unshare();
 
   DataType dtype_ = FLOAT;
   std::vector<int64_t> shape_;
   int64_t numel_ = 0;
-  std::unique_ptr<uint8_t[]> bytes_;  // fixed-width types
-  std::vector<std::string> strings_;  // STRING
+  // Shared only between a tensor and its ShareStorage() copies, never
+  // written while shared.
+  std::shared_ptr<uint8_t[]> bytes_;                  // fixed-width types
+  std::shared_ptr<std::vector<std::string>> strings_;  // STRING
 };
 
 // Number of elements of `shape`; 1 for [].

@@ -2,6 +2,9 @@
 
 #include <cmath>
 #include <limits>
+#include <string>
+#include <thread>
+#include <vector>
 
 #include "engine/blob.h"
 #include "gmock/gmock.h"
@@ -88,6 +91,75 @@ TEST(Blob, HoldsAnyTypeAndNamesRegisteredTypes) {
 TEST(ShapeStringTest, CommaSeparatedInBrackets) {
   EXPECT_EQ(ShapeString({}), "[]");
   EXPECT_EQ(ShapeString({3, 5}), "[3,5]");
+}
+
+TEST(TensorShareStorageTest, ShareIsFreeAndAWriteCopiesFirst) {
+  Tensor t = Tensor::Iota<int64_t>(1000);
+  const void* storage = t.raw_data();
+  Tensor snapshot = t.ShareStorage();
+  EXPECT_EQ(snapshot.raw_data(), storage);
+  EXPECT_TRUE(t.StorageShared());
+  EXPECT_TRUE(snapshot.StorageShared());
+  // The writer gets its own copy; the snapshot keeps the old values.
+  t.mutable_data<int64_t>()[7] = -1;
+  EXPECT_NE(t.raw_data(), storage);
+  EXPECT_EQ(snapshot.raw_data(), storage);
+  EXPECT_EQ(snapshot.data<int64_t>()[7], 7);
+  EXPECT_EQ(t.data<int64_t>()[7], -1);
+  EXPECT_EQ(t.data<int64_t>()[8], 8);
+  EXPECT_FALSE(t.StorageShared());
+  EXPECT_FALSE(snapshot.StorageShared());
+  // No longer shared: a second write copies nothing.
+  const void* own = t.raw_data();
+  t.mutable_data<int64_t>()[9] = -2;
+  EXPECT_EQ(t.raw_data(), own);
+}
+
+TEST(TensorShareStorageTest, EitherSideAndEveryWriteAccessorCopies) {
+  Tensor t = Tensor::FromVector<float>({1, 2, 3});
+  Tensor snapshot = t.ShareStorage();
+  static_cast<float*>(snapshot.raw_mutable_data())[0] = 9;
+  EXPECT_EQ(t.data<float>()[0], 1);
+  EXPECT_EQ(snapshot.data<float>()[0], 9);
+
+  Tensor strings = Tensor::FromVector<std::string>({"a", "b"});
+  Tensor frozen = strings.ShareStorage();
+  EXPECT_EQ(frozen.data<std::string>(), strings.data<std::string>());
+  strings.mutable_data<std::string>()[1] = "changed";
+  EXPECT_EQ(frozen.data<std::string>()[1], "b");
+  EXPECT_EQ(strings.data<std::string>()[1], "changed");
+
+  // Reset and moves leave the snapshot alone too.
+  Tensor r = Tensor::Iota<int32_t>(4);
+  Tensor kept = r.ShareStorage();
+  r.Reset(INT32, {2});
+  Tensor moved = std::move(r);
+  moved.mutable_data<int32_t>()[0] = 5;
+  EXPECT_EQ(std::vector<int32_t>(kept.values<int32_t>().begin(),
+                                 kept.values<int32_t>().end()),
+            (std::vector<int32_t>{0, 1, 2, 3}));
+}
+
+// A reader of the snapshot on another thread while the workspace side keeps
+// writing: the reader always sees the frozen values and the writer never
+// waits for it (run under --config=tsan as well).
+TEST(TensorShareStorageTest, ConcurrentReaderSeesOnlyTheSnapshot) {
+  Tensor t = Tensor::Iota<int64_t>(1 << 16);
+  int64_t expected = 0;
+  for (int64_t i = 0; i < (1 << 16); ++i) expected += i;
+  for (int round = 0; round < 20; ++round) {
+    Tensor snapshot = t.ShareStorage();
+    std::thread reader([snapshot = std::move(snapshot), expected] {
+      for (int pass = 0; pass < 5; ++pass) {
+        int64_t sum = 0;
+        for (int64_t v : snapshot.values<int64_t>()) sum += v;
+        EXPECT_EQ(sum, expected);
+      }
+    });
+    for (int w = 0; w < 100; ++w) t.mutable_data<int64_t>()[w] += 1;
+    reader.join();
+    for (int w = 0; w < 100; ++w) t.mutable_data<int64_t>()[w] -= 1;
+  }
 }
 
 }  // namespace

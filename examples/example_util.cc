@@ -62,6 +62,10 @@ ABSL_FLAG(std::string, preempt_signals, "TERM,USR1,INT",
           "Signals that preempt the run: it stops at the next point between "
           "two nets, saves a checkpoint to continue from exactly there, and "
           "exits with --preempt_exit_code. 'none' handles no signal.");
+ABSL_FLAG(bool, async_checkpoint, false,
+          "Write checkpoints in the background: an epoch boundary blocks only "
+          "for a snapshot of the blobs (copy-on-write), the next epoch runs "
+          "while the checkpoint is written and committed.");
 ABSL_FLAG(int, preempt_exit_code, jobgraph::kPreemptedExitCode,
           "Exit status of a preempted run (75 is EX_TEMPFAIL: try again), "
           "for a batch script that requeues the job.");
@@ -270,6 +274,7 @@ absl::StatusOr<CommonOptions> ReadCommonFlags() {
                      ": ", signals.status().message()));
   }
   options.preempt_signals = *std::move(signals);
+  options.async_checkpoint = absl::GetFlag(FLAGS_async_checkpoint);
   options.preempt_exit_code = absl::GetFlag(FLAGS_preempt_exit_code);
   JG_RETURN_IF_ERROR(
       CheckFlagRange("preempt_exit_code", options.preempt_exit_code, 0, 255));
@@ -329,7 +334,8 @@ absl::StatusOr<int64_t> RunJob(const Job& job, const CommonOptions& options,
   if (!options.checkpoint_dir.empty()) {
     checkpointer = std::make_unique<Checkpointer>(
         CheckpointOptions{.directory = options.checkpoint_dir,
-                          .retention = {.keep_last = options.keep_last}});
+                          .retention = {.keep_last = options.keep_last},
+                          .async = options.async_checkpoint});
   }
   std::unique_ptr<EpochMetricsFile> metrics;
   if (!options.metrics_out.empty()) {
@@ -388,6 +394,16 @@ absl::StatusOr<int64_t> RunJob(const Job& job, const CommonOptions& options,
     }
     if (!checkpointing) {
       parts.push_back("no checkpoint");
+    } else if (stats.saved && stats.save_in_background) {
+      std::string text = absl::StrCat("checkpoint ",
+                                      FormatMillis(stats.save_micros),
+                                      " (snapshot; written in the background");
+      if (stats.save_waited_micros >= 100) {
+        absl::StrAppend(&text, ", after waiting ",
+                        FormatMillis(stats.save_waited_micros),
+                        " for the previous one");
+      }
+      parts.push_back(text + ")");
     } else if (stats.saved) {
       parts.push_back(absl::StrCat(stats.preempted ? "preemption checkpoint "
                                                    : "checkpoint ",

@@ -19,6 +19,7 @@
 //                              by hand or from a test); results do not change
 //   --record_delay_ms=MS       pause MS ms for each record (batch) read, to
 //                              interrupt a run mid-epoch; likewise
+//   --async_checkpoint         write checkpoints in the background
 //   --preempt_signals=LIST     signals that preempt the run (default
 //                              TERM,USR1,INT; "none"): it saves a checkpoint
 //                              to continue from exactly there and exits with
@@ -74,6 +75,7 @@ struct CommonOptions {
   std::string plan_dot;  // absolute, or ""
   int64_t epoch_delay_ms = 0;
   int64_t record_delay_ms = 0;
+  bool async_checkpoint = false;
   std::vector<int> preempt_signals;
   int preempt_exit_code = 75;
 };

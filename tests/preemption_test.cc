@@ -12,6 +12,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -172,11 +173,12 @@ Outcome Collect(const TestJob& t, const Session& session, int64_t epochs) {
 // `stop_at` unless it is negative. Returns the outcome when the run
 // finished, nullopt when it was preempted.
 std::optional<Outcome> RunOnce(const TestJob& t, const std::string& dir,
-                               int64_t stop_at, bool* preempted_mid_group) {
+                               int64_t stop_at, bool* preempted_mid_group,
+                               bool async = false) {
   Job job;
   t.build(job);
   LocalSession session;
-  Checkpointer checkpointer({.directory = dir});
+  Checkpointer checkpointer({.directory = dir, .async = async});
   JobRunner runner(job, &checkpointer,
                    {.resume_from = ResumeFrom::Latest(), .preempt_signals = {}});
   if (stop_at >= 0) runner.RequestPreemptionAtNetBoundary(stop_at);
@@ -197,10 +199,13 @@ std::optional<Outcome> RunOnce(const TestJob& t, const std::string& dir,
   return Collect(t, session, *epochs);
 }
 
-class PreemptionTest : public ::testing::TestWithParam<int> {
+// (job, asynchronous checkpoints)
+class PreemptionTest
+    : public ::testing::TestWithParam<std::tuple<int, bool>> {
  protected:
+  bool async() const { return std::get<1>(GetParam()); }
   TestJob Job() const {
-    switch (GetParam()) {
+    switch (std::get<0>(GetParam())) {
       case 0:
         return Caffe2WithLoopAndGroups();
       case 1:
@@ -222,14 +227,16 @@ TEST_P(PreemptionTest, EveryNetBoundaryResumesExactly) {
   for (;; ++n) {
     TempDir dir;
     bool in_group = false;
-    std::optional<Outcome> first = RunOnce(t, dir.path(), n, &in_group);
+    std::optional<Outcome> first =
+        RunOnce(t, dir.path(), n, &in_group, async());
     if (first.has_value()) {
       // n is past the last boundary: the run was never stopped.
       EXPECT_EQ(*first, *reference);
       break;
     }
     mid_group += in_group;
-    std::optional<Outcome> resumed = RunOnce(t, dir.path(), -1, nullptr);
+    std::optional<Outcome> resumed =
+        RunOnce(t, dir.path(), -1, nullptr, async());
     ASSERT_TRUE(resumed.has_value()) << "stopped at boundary " << n;
     ASSERT_EQ(*resumed, *reference) << "stopped at boundary " << n;
     ASSERT_LT(n, 2000) << "the run never finished";
@@ -254,20 +261,24 @@ TEST_P(PreemptionTest, ChainsOfPreemptionsResumeExactly) {
     int runs = 0;
     while (!outcome.has_value()) {
       ASSERT_LT(++runs, 3000) << "no progress with a stop every " << every;
-      outcome = RunOnce(t, dir.path(), every, nullptr);
+      outcome = RunOnce(t, dir.path(), every, nullptr, async());
     }
     EXPECT_EQ(*outcome, *reference) << "a stop every " << every;
     EXPECT_GT(runs, 1) << "a stop every " << every;
   }
 }
 
-std::string JobName(const ::testing::TestParamInfo<int>& info) {
+std::string JobName(
+    const ::testing::TestParamInfo<std::tuple<int, bool>>& info) {
   static const char* const kNames[] = {"Caffe2LoopAndGroups", "ThreadedPipe",
                                        "GlobalEpochIntermediates"};
-  return kNames[info.param];
+  return absl::StrCat(kNames[std::get<0>(info.param)],
+                      std::get<1>(info.param) ? "Async" : "");
 }
 
-INSTANTIATE_TEST_SUITE_P(Jobs, PreemptionTest, ::testing::Values(0, 1, 2),
+INSTANTIATE_TEST_SUITE_P(Jobs, PreemptionTest,
+                         ::testing::Combine(::testing::Values(0, 1, 2),
+                                            ::testing::Bool()),
                          JobName);
 
 // The commit log marks a preemption checkpoint, and the epoch's ordinary

@@ -29,9 +29,11 @@ EXPECTED_RESULT="result: epochs=4 totals=145"
 START=$(date +%s)
 step() { echo "[$(($(date +%s) - START))s] $*"; }
 
+PATH=$PATH:/usr/sbin:/sbin
 TMP=""
 OUT=""
 JOBID=""
+MADE_POLICY=0  # 1 while this script's /usr/sbin/policy-rc.d is in place
 PIDS=()  # daemons started here: munged slurmctld slurmd
 
 show_logs() {
@@ -60,6 +62,7 @@ fail() {
 cleanup() {
   local rc=$? pid i
   trap - EXIT INT TERM
+  [[ $MADE_POLICY == 1 ]] && rm -f /usr/sbin/policy-rc.d
   if [[ -n $TMP && ${#PIDS[@]} -gt 0 ]]; then
     step "stopping jobs and the daemons this test started"
     # Cancel our jobs first, so that no slurmstepd or program outlives slurmd.
@@ -87,7 +90,7 @@ cleanup() {
       rm -rf "$TMP"
     fi
   fi
-  step "done in $(($(date +%s) - START)) s, exit status $rc"
+  step "done, exit status $rc"
   exit "$rc"
 }
 trap cleanup EXIT
@@ -134,15 +137,17 @@ if ! command -v munged >/dev/null || ! command -v slurmctld >/dev/null ||
   done
   # Without systemd, the packages' scripts would try to start the daemons with the
   # default configuration; refuse that for the install when nothing else decides it.
-  made_policy=0
   if [[ ! -e /usr/sbin/policy-rc.d ]]; then
+    MADE_POLICY=1
     printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod 755 /usr/sbin/policy-rc.d
-    made_policy=1
   fi
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
     "${PACKAGES[@]}" > /tmp/jobgraph-slurm-apt.log 2>&1
   apt_rc=$?
-  [[ $made_policy == 1 ]] && rm -f /usr/sbin/policy-rc.d
+  if [[ $MADE_POLICY == 1 ]]; then
+    rm -f /usr/sbin/policy-rc.d
+    MADE_POLICY=0
+  fi
   [[ $apt_rc == 0 ]] || { tail -n 20 /tmp/jobgraph-slurm-apt.log; fail "apt-get install ${PACKAGES[*]}"; }
 fi
 step "using $(slurmctld -V) and munge $(munged -V 2>&1 | head -n 1 | awk '{print $1}')"
@@ -299,12 +304,22 @@ requeued() {
 wait_for "job $JOBID to be requeued (Restarts=1, PENDING or RUNNING)" requeued
 T_REQUEUE=$(date +%s)
 step "job $JOBID requeued $((T_REQUEUE - T_SIGNAL)) s after the signal: JobState=$(job_field JobState) Reason=$(job_field Reason) Restarts=1"
-if [[ $(job_field JobState) == PENDING && $(job_field Reason) == BeginTime ]]; then
-  step "Slurm holds a requeued job until BeginTime=$(job_field EligibleTime); releasing it: scontrol update JobId=$JOBID StartTime=now"
-  scontrol update JobId="$JOBID" StartTime=now || fail "scontrol update JobId=$JOBID StartTime=now"
-fi
 
-wait_for "job $JOBID to finish" job_ended
+# Slurm gives a requeued batch job a begin time about two minutes ahead (it sets it once
+# the old run's epilog is done, so possibly after the requeue is seen above); release it
+# whenever it waits for that.
+released=0
+finished_or_release() {
+  job_ended && return 0
+  if [[ $(job_field JobState) == PENDING && $(job_field Reason) == BeginTime ]]; then
+    ((released)) ||
+      step "Slurm holds the requeued job until $(job_field EligibleTime); releasing it: scontrol update JobId=$JOBID StartTime=now"
+    scontrol update JobId="$JOBID" StartTime=now || fail "scontrol update JobId=$JOBID StartTime=now"
+    released=1
+  fi
+  return 1
+}
+wait_for "job $JOBID to finish" finished_or_release
 T_DONE=$(date +%s)
 step "job $JOBID finished $((T_DONE - T_REQUEUE)) s after the requeue: JobState=$(job_field JobState) ExitCode=$(job_field ExitCode) Restarts=$(job_field Restarts)"
 
