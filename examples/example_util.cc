@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -419,6 +420,11 @@ absl::StatusOr<int64_t> RunJob(const Job& job, const CommonOptions& options,
       if (!appended.ok()) LOG(ERROR) << appended.message();
     }
   };
+  // The preemption signals are ignored outside Train: Train installs its
+  // handlers over this and puts it back when it returns, so a signal that
+  // comes once the job is done (it has saved its last epoch) neither kills
+  // the program nor changes its exit status.
+  for (int signal : options.preempt_signals) std::signal(signal, SIG_IGN);
   JobRunner runner(job, checkpointer.get(), runner_options);
   absl::StatusOr<int64_t> epochs = runner.Train(session);
   if (epochs.ok() && runner.stats().save_failures > 0) {
