@@ -3,8 +3,11 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <chrono>
+#include <condition_variable>
 #include <cstring>
+#include <functional>
+#include <mutex>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -61,6 +64,78 @@ absl::Status PrepareDirectory(const std::string& dir) {
 }
 
 }  // namespace
+
+namespace checkpointer_internal {
+
+// One thread that runs one save at a time.
+class SaveThread {
+ public:
+  SaveThread() : thread_([this] { Loop(); }) {}
+  SaveThread(const SaveThread&) = delete;
+  SaveThread& operator=(const SaveThread&) = delete;
+  ~SaveThread() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      quit_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+  // Starts `save`; the thread must be idle (Wait() returned).
+  void Start(std::function<BackgroundSaveResult()> save) {
+    std::lock_guard<std::mutex> lock(mu_);
+    CHECK(!pending_ && !result_.has_value()) << "a save is already in flight";
+    save_ = std::move(save);
+    pending_ = true;
+    cv_.notify_all();
+  }
+
+  // Blocks until no save runs; the result of the one that ran, if any.
+  std::optional<BackgroundSaveResult> Wait() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return !pending_; });
+    return std::exchange(result_, std::nullopt);
+  }
+
+  // The result if the save has finished; does not block.
+  std::optional<BackgroundSaveResult> TakeIfDone() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (pending_) return std::nullopt;
+    return std::exchange(result_, std::nullopt);
+  }
+
+ private:
+  void Loop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (true) {
+      cv_.wait(lock, [this] { return quit_ || pending_; });
+      if (pending_) {
+        std::function<BackgroundSaveResult()> save = std::move(save_);
+        lock.unlock();
+        BackgroundSaveResult result = save();
+        // The snapshot goes with the function, here, before anyone waits.
+        save = nullptr;
+        lock.lock();
+        result_ = std::move(result);
+        pending_ = false;
+        cv_.notify_all();
+        continue;
+      }
+      if (quit_) return;
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::function<BackgroundSaveResult()> save_;
+  bool pending_ = false;
+  bool quit_ = false;
+  std::optional<BackgroundSaveResult> result_;
+  std::thread thread_;  // last: starts once the members above exist
+};
+
+}  // namespace checkpointer_internal
 
 Checkpointer::Checkpointer(CheckpointOptions options)
     : Checkpointer(std::move(options), /*single_node=*/false) {}
@@ -141,14 +216,15 @@ void Checkpointer::End() {
 }
 
 void Checkpointer::WaitForBackgroundSave() {
-  if (in_flight_.valid()) finished_.push_back(in_flight_.get());
+  if (save_thread_ == nullptr) return;
+  std::optional<BackgroundSaveResult> result = save_thread_->Wait();
+  if (result.has_value()) finished_.push_back(*std::move(result));
 }
 
 std::vector<BackgroundSaveResult> Checkpointer::TakeFinishedSaves() {
-  if (in_flight_.valid() &&
-      in_flight_.wait_for(std::chrono::seconds(0)) ==
-          std::future_status::ready) {
-    finished_.push_back(in_flight_.get());
+  if (save_thread_ != nullptr) {
+    std::optional<BackgroundSaveResult> result = save_thread_->TakeIfDone();
+    if (result.has_value()) finished_.push_back(*std::move(result));
   }
   return std::exchange(finished_, {});
 }
@@ -347,10 +423,15 @@ absl::StatusOr<CheckpointStats> Checkpointer::SaveEpochInBackground(
                          std::move(blobs)});
   }
   const absl::Time snapshot_taken = absl::Now();
-  in_flight_ = std::async(
-      std::launch::async,
+  if (save_thread_ == nullptr) {
+    save_thread_ = std::make_unique<checkpointer_internal::SaveThread>();
+  }
+  // std::function needs a copyable callable: the snapshot is shared.
+  auto frozen = std::make_shared<std::vector<NodeSnapshot>>(std::move(snapshots));
+  save_thread_->Start(
       [this, epoch, snapshot_taken,
-       snapshots = std::move(snapshots)]() -> BackgroundSaveResult {
+       snapshots_ptr = std::move(frozen)]() -> BackgroundSaveResult {
+        const std::vector<NodeSnapshot>& snapshots = *snapshots_ptr;
         BackgroundSaveResult result;
         result.epoch = epoch;
         auto save = [&]() -> absl::StatusOr<CheckpointStats> {

@@ -52,7 +52,6 @@
 #define JOBGRAPH_CHECKPOINT_CHECKPOINTER_H_
 
 #include <cstdint>
-#include <future>
 #include <memory>
 #include <optional>
 #include <string>
@@ -66,6 +65,9 @@
 #include "engine/session.h"
 
 namespace jobgraph {
+namespace checkpointer_internal {
+class SaveThread;
+}  // namespace checkpointer_internal
 
 // The blob that holds the list of checkpointed blob names, in every node's
 // root workspace and in every checkpoint.
@@ -243,8 +245,10 @@ class Checkpointer {
   std::vector<NodeState> nodes_;
   bool blobs_fixed_ = false;
   std::optional<Preemption> resumed_preemption_;
-  // The save running in the background, and finished ones not yet taken.
-  std::future<BackgroundSaveResult> in_flight_;
+  // The thread that writes asynchronous saves (one for the Checkpointer's
+  // life, so the memory its saves free is reused by the next one), and the
+  // finished saves not yet taken.
+  std::unique_ptr<checkpointer_internal::SaveThread> save_thread_;
   std::vector<BackgroundSaveResult> finished_;
   std::vector<std::unique_ptr<NodeLock>> locks_;  // empty outside a run
 };

@@ -1,5 +1,7 @@
 #include "engine/tensor.h"
 
+#include <sys/mman.h>
+
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -95,6 +97,21 @@ void Tensor::Allocate(bool zero) {
   }
   const size_t n = nbytes();
   if (n == 0) return;
+  if (n >= kMappedStorageBytes) {
+    // Mapped directly: unmapping returns the memory to the system at once.
+    // From glibc's heap, freed storage of this size would stay in the
+    // process, and glibc would raise its mmap threshold so that the next
+    // ones come from the heap too: a copy-on-write copy made during an
+    // asynchronous save would then outlive the save in the process's RSS.
+    // Mapped pages are zero already.
+    void* mapped = mmap(nullptr, n, PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mapped != MAP_FAILED) {
+      bytes_ = std::shared_ptr<uint8_t[]>(
+          static_cast<uint8_t*>(mapped), [n](uint8_t* p) { munmap(p, n); });
+      return;
+    }
+  }
   bytes_.reset(new uint8_t[n]);
   if (zero) std::memset(bytes_.get(), 0, n);
 }

@@ -76,6 +76,10 @@ decltype(auto) DispatchDataType(DataType dtype, F&& f) {
   }
 }
 
+// Element storage of at least this many bytes is mapped from the system
+// directly (and unmapped when freed) rather than taken from the heap.
+inline constexpr size_t kMappedStorageBytes = size_t{1} << 20;
+
 class Tensor {
  public:
   // An empty float tensor of shape [0].
