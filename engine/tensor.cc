@@ -92,11 +92,15 @@ void Tensor::Allocate(bool zero) {
   bytes_.reset();
   strings_.reset();
   if (dtype_ == STRING) {
-    strings_ = std::make_shared<std::vector<std::string>>(numel_);
+    strings_ = SharedStorage<std::vector<std::string>>::Make(numel_);
     return;
   }
   const size_t n = nbytes();
   if (n == 0) return;
+  bytes_ = SharedStorage<ByteBuffer>::Make(n, zero);
+}
+
+Tensor::ByteBuffer::ByteBuffer(size_t n, bool zero) : size(n) {
   if (n >= kMappedStorageBytes) {
     // Mapped directly: unmapping returns the memory to the system at once.
     // From glibc's heap, freed storage of this size would stay in the
@@ -104,27 +108,35 @@ void Tensor::Allocate(bool zero) {
     // ones come from the heap too: a copy-on-write copy made during an
     // asynchronous save would then outlive the save in the process's RSS.
     // Mapped pages are zero already.
-    void* mapped = mmap(nullptr, n, PROT_READ | PROT_WRITE,
-                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (mapped != MAP_FAILED) {
-      bytes_ = std::shared_ptr<uint8_t[]>(
-          static_cast<uint8_t*>(mapped), [n](uint8_t* p) { munmap(p, n); });
+    void* pages = mmap(nullptr, n, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (pages != MAP_FAILED) {
+      data = static_cast<uint8_t*>(pages);
+      mapped = true;
       return;
     }
   }
-  bytes_.reset(new uint8_t[n]);
-  if (zero) std::memset(bytes_.get(), 0, n);
+  data = new uint8_t[n];
+  if (zero) std::memset(data, 0, n);
+}
+
+Tensor::ByteBuffer::~ByteBuffer() {
+  if (mapped) {
+    munmap(data, size);
+  } else {
+    delete[] data;
+  }
 }
 
 Tensor::Tensor(const Tensor& other)
     : dtype_(other.dtype_), shape_(other.shape_), numel_(other.numel_) {
   if (other.strings_ != nullptr) {
-    strings_ = std::make_shared<std::vector<std::string>>(*other.strings_);
+    strings_ = SharedStorage<std::vector<std::string>>::Make(*other.strings_);
   }
   const size_t n = nbytes();
   if (other.bytes_ != nullptr && n > 0) {
-    bytes_.reset(new uint8_t[n]);
-    std::memcpy(bytes_.get(), other.bytes_.get(), n);
+    bytes_ = SharedStorage<ByteBuffer>::Make(n, /*zero=*/false);
+    std::memcpy(bytes(), other.bytes(), n);
   }
 }
 
@@ -183,13 +195,13 @@ size_t Tensor::MemoryBytes() const {
 
 const void* Tensor::raw_data() const {
   CHECK_NE(dtype_, STRING) << "raw_data() of a string tensor";
-  return bytes_.get();
+  return bytes();
 }
 
 void* Tensor::raw_mutable_data() {
   CHECK_NE(dtype_, STRING) << "raw_mutable_data() of a string tensor";
   if (ABSL_PREDICT_FALSE(StorageShared())) Unshare();
-  return bytes_.get();
+  return bytes();
 }
 
 void Tensor::Reset(DataType dtype, std::vector<int64_t> shape) {
@@ -207,7 +219,7 @@ bool Tensor::BitwiseEquals(const Tensor& other) const {
     return *strings_ == *other.strings_;
   }
   const size_t n = nbytes();
-  return n == 0 || std::memcmp(bytes_.get(), other.bytes_.get(), n) == 0;
+  return n == 0 || std::memcmp(bytes(), other.bytes(), n) == 0;
 }
 
 std::string ShapeString(absl::Span<const int64_t> shape) {

@@ -22,6 +22,7 @@
 
 #include "absl/base/optimization.h"
 #include "absl/types/span.h"
+#include "engine/shared_storage.h"
 #include "glog/logging.h"
 #include "proto/jobgraph.pb.h"
 
@@ -128,7 +129,7 @@ class Tensor {
     if constexpr (std::is_same_v<T, std::string>) {
       return strings_ != nullptr ? strings_->data() : nullptr;
     } else {
-      return reinterpret_cast<const T*>(bytes_.get());
+      return reinterpret_cast<const T*>(bytes());
     }
   }
   // Writable elements. When a snapshot shares the storage (ShareStorage), the
@@ -142,7 +143,7 @@ class Tensor {
     if constexpr (std::is_same_v<T, std::string>) {
       return strings_ != nullptr ? strings_->data() : nullptr;
     } else {
-      return reinterpret_cast<T*>(bytes_.get());
+      return reinterpret_cast<T*>(bytes());
     }
   }
   template <typename T>
@@ -163,7 +164,7 @@ class Tensor {
   Tensor ShareStorage() const;
   // Whether another tensor shares this one's element storage now.
   bool StorageShared() const {
-    return dtype_ == STRING ? strings_.use_count() > 1 : bytes_.use_count() > 1;
+    return dtype_ == STRING ? strings_.IsShared() : bytes_.IsShared();
   }
 
   // The first element converted to T; the tensor must hold one element.
@@ -192,14 +193,29 @@ class Tensor {
   void Allocate(bool zero);
   // Gives this tensor its own copy of shared storage.
   void Unshare();
+  uint8_t* bytes() const {
+    return bytes_ != nullptr ? bytes_->data : nullptr;
+  }
+
+  // Element bytes of a fixed-width tensor: from the heap, or mapped from the
+  // system when large (see kMappedStorageBytes).
+  struct ByteBuffer {
+    ByteBuffer(size_t size, bool zero);
+    ByteBuffer(const ByteBuffer&) = delete;
+    ByteBuffer& operator=(const ByteBuffer&) = delete;
+    ~ByteBuffer();
+    uint8_t* data = nullptr;
+    size_t size = 0;
+    bool mapped = false;
+  };
 
   DataType dtype_ = FLOAT;
   std::vector<int64_t> shape_;
   int64_t numel_ = 0;
   // Shared only between a tensor and its ShareStorage() copies, never
   // written while shared.
-  std::shared_ptr<uint8_t[]> bytes_;                  // fixed-width types
-  std::shared_ptr<std::vector<std::string>> strings_;  // STRING
+  SharedStorage<ByteBuffer> bytes_;                 // fixed-width types
+  SharedStorage<std::vector<std::string>> strings_;  // STRING
 };
 
 // Number of elements of `shape`; 1 for [].

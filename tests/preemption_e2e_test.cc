@@ -72,6 +72,31 @@ TEST(SumPipeline, SigtermMidEpochSavesAndTheResumeReadsOnlyTheRest) {
   EXPECT_THAT(list.lines[4], HasSubstr("2  committed"));
 }
 
+// A lost commit log rebuilt by `ckpt recover` keeps a preemption checkpoint
+// one: the resume still continues in the middle of the epoch.
+TEST(SumPipeline, RecoverKeepsAPreemptionCheckpointMidEpoch) {
+  const std::string binary = RunfilesPath("examples/sum_pipeline");
+  const std::string dir = NewTempDir("recover");
+  const std::vector<std::string> args = {"--checkpoint_dir=" + dir,
+                                         "--record_delay_ms=20"};
+  ChildRun stopped =
+      RunBinarySignalledAt(binary, args, "record done", 4, SIGUSR1);
+  ASSERT_EQ(stopped.exit_code(), kPreempted) << stopped.Describe();
+  ASSERT_TRUE(RemoveRecursively(dir + "/MANIFEST.jobgraph").ok());
+  ASSERT_TRUE(RemoveRecursively(dir + "/MANIFEST.jobgraph.prev").ok());
+  ChildRun recover = RunBinary(RunfilesPath("tools/ckpt"), {"recover", dir});
+  ASSERT_TRUE(recover.exited_ok()) << recover.Describe();
+  EXPECT_THAT(recover.lines,
+              ::testing::Contains("recovered epoch 2: trainer_0 (1027 bytes, "
+                                  "preempted mid-epoch)"));
+  std::vector<std::string> resume = args;
+  resume.push_back("--resume_from_epoch=latest");
+  ChildRun resumed = RunBinary(binary, resume);
+  ASSERT_TRUE(resumed.exited_ok()) << resumed.Describe();
+  EXPECT_THAT(resumed.log, HasSubstr("(in the middle of the epoch)"));
+  EXPECT_EQ(resumed.Result(), "result: epochs=4 totals=145");
+}
+
 TEST(SumPipeline, AnUnhandledSignalStillKillsAndOtherExitCodesWork) {
   const std::string binary = RunfilesPath("examples/sum_pipeline");
   const std::string dir = NewTempDir("custom");

@@ -236,8 +236,9 @@ Inspects, verifies and cleans jobgraph checkpoints (checkpoint/FORMAT.md).
 commands:
   list DIR [--format=json]
       Every epoch in checkpoint directory DIR: "committed" (listed in
-      MANIFEST.jobgraph), "uncommitted" (a <node>.<epoch> database that is not
-      listed) or "incomplete" (a save's leftover temporary), with its nodes,
+      MANIFEST.jobgraph; "preempted mid-epoch (SIGTERM)" and the like for a
+      preemption checkpoint), "uncommitted" (a <node>.<epoch> database that
+      is not listed) or "incomplete" (a save's leftover temporary), with its nodes,
       blob count, value bytes, save time and time.
   show DB [--format=json] [--keys]
       Every blob of database DB: name, type, dtype, shape, number of values,
@@ -261,7 +262,10 @@ commands:
   recover DIR [--dry_run]
       Rebuilds a deleted or damaged commit log from the databases in DIR: an
       epoch is listed when every node seen in DIR has a database of it that
-      verifies. A damaged log is kept as MANIFEST.jobgraph.damaged; an intact
+      verifies. An epoch whose databases hold a plan position is listed as
+      a preemption checkpoint (a resume continues it mid-epoch); the mark of
+      a run preempted after its last epoch is not in the databases and is
+      lost. A damaged log is kept as MANIFEST.jobgraph.damaged; an intact
       one is never touched. Run it when no job writes to DIR.
 
 flags for every command that opens databases:

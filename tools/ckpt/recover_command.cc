@@ -16,6 +16,7 @@
 #include "checkpoint/commit_log.h"
 #include "checkpoint/file_util.h"
 #include "checkpoint/verify.h"
+#include "engine/session.h"
 #include "proto/jobgraph.pb.h"
 #include "tools/ckpt/checkpoint_dir.h"
 #include "tools/ckpt/ckpt.h"
@@ -43,6 +44,8 @@ int Recover(const RecoverOptions& options, std::ostream& out,
   // Which databases verify, per epoch; every node seen makes up the job.
   std::set<std::string> nodes;
   std::map<int64_t, std::map<std::string, int64_t>> good;  // epoch->node->bytes
+  // Epochs whose databases hold a plan position: preemption checkpoints.
+  std::set<int64_t> preempted;
   std::map<int64_t, std::vector<std::string>> problems;
   for (const CheckpointDir::Database& db : dir->databases) {
     nodes.insert(db.name.node);
@@ -50,6 +53,9 @@ int Recover(const RecoverOptions& options, std::ostream& out,
         VerifyCheckpointDb(db_type, db.path, db.name.node, db.name.epoch);
     if (index.ok()) {
       good[db.name.epoch][db.name.node] = index->total_bytes();
+      for (const CheckpointBlobInfo& blob : index->blob()) {
+        if (blob.name() == kPlanPositionBlob) preempted.insert(db.name.epoch);
+      }
     } else {
       problems[db.name.epoch].push_back(std::string(index.status().message()));
     }
@@ -86,9 +92,17 @@ int Recover(const RecoverOptions& options, std::ostream& out,
     }
     entry->set_total_bytes(bytes);
     entry->set_committed_unix_micros(now);
+    if (preempted.count(epoch) > 0) {
+      // A resume must continue it mid-group, not run the next epoch. The
+      // signal is not recorded in the databases.
+      Preemption* preemption = entry->mutable_preemption();
+      preemption->set_group(epoch == 0 ? "init" : "epoch");
+      preemption->set_signal("unknown (recovered)");
+    }
     out << "recovered epoch " << epoch << ": "
         << Printable(absl::StrJoin(nodes, ", ")) << " (" << bytes
-        << " bytes)\n";
+        << " bytes" << (preempted.count(epoch) > 0 ? ", preempted mid-epoch" : "")
+        << ")\n";
   }
   if (log.epoch_size() == 0) {
     out << "FAILED: no epoch of " << dir->path
