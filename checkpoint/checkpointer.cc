@@ -93,15 +93,21 @@ class SaveThread {
 
   // Blocks until no save runs; the result of the one that ran, if any.
   std::optional<BackgroundSaveResult> Wait() {
+    std::function<BackgroundSaveResult()> done;
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait(lock, [this] { return !pending_; });
+    done = std::move(done_);
     return std::exchange(result_, std::nullopt);
+    // `done` (and the snapshot it holds) is destroyed here, on the caller's
+    // thread, after the lock is released.
   }
 
   // The result if the save has finished; does not block.
   std::optional<BackgroundSaveResult> TakeIfDone() {
+    std::function<BackgroundSaveResult()> done;
     std::lock_guard<std::mutex> lock(mu_);
     if (pending_) return std::nullopt;
+    done = std::move(done_);
     return std::exchange(result_, std::nullopt);
   }
 
@@ -114,9 +120,14 @@ class SaveThread {
         std::function<BackgroundSaveResult()> save = std::move(save_);
         lock.unlock();
         BackgroundSaveResult result = save();
-        // The snapshot goes with the function, here, before anyone waits.
-        save = nullptr;
         lock.lock();
+        // The function holds the snapshot. It is freed by the thread that
+        // takes the result (a job thread between groups), never here: an
+        // operator that made its own copy of a snapshotted tensor may still
+        // read the snapshot's storage through a pointer it took before the
+        // copy (in-place operators), and only a job thread knows that no
+        // operator runs.
+        done_ = std::move(save);
         result_ = std::move(result);
         pending_ = false;
         cv_.notify_all();
@@ -129,6 +140,7 @@ class SaveThread {
   std::mutex mu_;
   std::condition_variable cv_;
   std::function<BackgroundSaveResult()> save_;
+  std::function<BackgroundSaveResult()> done_;  // ran; freed by the taker
   bool pending_ = false;
   bool quit_ = false;
   std::optional<BackgroundSaveResult> result_;
@@ -408,6 +420,7 @@ absl::StatusOr<CheckpointStats> Checkpointer::SaveEpochInBackground(
   WaitForBackgroundSave();
   const int64_t waited = MicrosSince(start);
   JG_RETURN_IF_ERROR(PrepareSave());
+  JG_RETURN_IF_ERROR(ForgetEpoch(options_.directory, epoch, FileNames()));
   // What the background thread writes: each node's database path and name,
   // and its frozen blobs.
   struct NodeSnapshot {
@@ -488,6 +501,12 @@ absl::StatusOr<CheckpointStats> Checkpointer::SavePreempted(
           value.ok() ? "damaged" : value.status().message(),
           "); only a run stopped on request can be saved mid-epoch"));
     }
+    if (!position.cannot_save().empty()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("the state of node '", state.node,
+                       "' at the stop cannot be saved: ",
+                       position.cannot_save()));
+    }
     std::vector<std::string> names;
     for (const std::string& name : position.root_blob()) {
       // The byte count of an earlier save describes that save only.
@@ -511,6 +530,7 @@ absl::StatusOr<CheckpointStats> Checkpointer::SaveAndCommit(
     const std::optional<Preemption>& preemption) {
   const absl::Time start = absl::Now();
   JG_RETURN_IF_ERROR(PrepareSave());
+  JG_RETURN_IF_ERROR(ForgetEpoch(options_.directory, epoch, FileNames()));
   TaskGroup group("checkpoint_save", GLOBAL);
   for (size_t i = 0; i < nodes_.size(); ++i) {
     const NodeState& state = nodes_[i];

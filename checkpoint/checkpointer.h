@@ -46,7 +46,8 @@
 //
 // Not thread-safe; used by one JobRunner at a time. With
 // CheckpointOptions::async a save runs on a thread of its own, which reads
-// only the snapshot and the options.
+// the snapshot, the options and the node names (fixed during a run); the
+// snapshot is freed by the thread that next calls in here.
 
 #ifndef JOBGRAPH_CHECKPOINT_CHECKPOINTER_H_
 #define JOBGRAPH_CHECKPOINT_CHECKPOINTER_H_
@@ -95,7 +96,8 @@ struct CheckpointOptions {
   // copy-on-write, so this grows with the number of blobs, not their
   // bytes); serializing, writing, syncing and the commit run on a
   // background thread while the job goes on. At most one save is in flight:
-  // the next SaveEpoch, and every other call here, waits for it first.
+  // the next SaveEpoch waits for it first, as do Start, Restore,
+  // SavePreempted, MarkLoopFinished, LoadBlobs and End.
   // A crash before the background commit leaves the previous epoch as the
   // newest committed one.
   bool async = false;

@@ -226,6 +226,22 @@ absl::Status CommitEpoch(const std::string& dir, const std::string& db_type,
       });
 }
 
+absl::Status ForgetEpoch(const std::string& dir, int64_t epoch,
+                         absl::Span<const std::string> nodes) {
+  return UpdateCommitLog(
+      dir, /*is_commit=*/false, [&](CommitLog& log) -> absl::StatusOr<bool> {
+        std::vector<CommittedEpoch> kept;
+        for (const CommittedEpoch& e : log.epoch()) {
+          if (e.epoch() == epoch && BelongsToJob(e, nodes)) continue;
+          kept.push_back(e);
+        }
+        if (static_cast<int>(kept.size()) == log.epoch_size()) return false;
+        log.clear_epoch();
+        for (CommittedEpoch& e : kept) *log.add_epoch() = std::move(e);
+        return true;
+      });
+}
+
 absl::Status MarkEpochLoopFinished(const std::string& dir, int64_t epoch,
                                    absl::Span<const std::string> nodes,
                                    const Preemption& preemption) {
@@ -233,6 +249,15 @@ absl::Status MarkEpochLoopFinished(const std::string& dir, int64_t epoch,
       dir, /*is_commit=*/false, [&](CommitLog& log) -> absl::StatusOr<bool> {
         for (CommittedEpoch& e : *log.mutable_epoch()) {
           if (e.epoch() == epoch && BelongsToJob(e, nodes)) {
+            if (e.has_preemption() && e.preemption().group() != "download") {
+              // Its databases hold the middle of a group, not the state
+              // after the loop: a resume must continue that group.
+              return absl::FailedPreconditionError(absl::StrCat(
+                  "epoch ", epoch, " in ", dir,
+                  " is a preemption checkpoint of the middle of its ",
+                  e.preemption().group(),
+                  " group, so it cannot be marked as the last epoch"));
+            }
             *e.mutable_preemption() = preemption;
             return true;
           }

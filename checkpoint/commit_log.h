@@ -109,10 +109,19 @@ struct EpochCommit {
 absl::Status CommitEpoch(const std::string& dir, const std::string& db_type,
                          const EpochCommit& commit);
 
+// Takes the entry of `epoch` of the job of `nodes` out of the commit log of
+// `dir`, if it has one: done before that epoch's databases are replaced, so
+// that the log never lists an epoch whose databases are being rewritten
+// (say, a preemption checkpoint by the epoch's ordinary save). OK if there
+// is no such entry.
+absl::Status ForgetEpoch(const std::string& dir, int64_t epoch,
+                         absl::Span<const std::string> nodes);
+
 // Marks the committed `epoch` of the job of `nodes` as the one at which the
 // run's epoch loop ended before a preemption (Preemption.group "download"),
 // so a resume from it runs the download and exit groups instead of another
-// epoch. NotFound if the job has no such entry.
+// epoch. NotFound if the job has no such entry; FailedPrecondition if that
+// entry is a preemption checkpoint of the middle of a group.
 absl::Status MarkEpochLoopFinished(const std::string& dir, int64_t epoch,
                                    absl::Span<const std::string> nodes,
                                    const Preemption& preemption);

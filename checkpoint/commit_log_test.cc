@@ -85,6 +85,65 @@ TEST(CommitLogTest, RetentionDropsOnlyTheJobsOwnEntries) {
               ElementsAre("0:b", "1:b", "2:b", "3:a", "3:b"));
 }
 
+Preemption MidEpoch() {
+  Preemption p;
+  p.set_group("epoch");
+  p.set_signal("SIGTERM");
+  return p;
+}
+
+TEST(CommitLogTest, RetentionKeepsTheNewestOrdinaryEpochBehindAPreemption) {
+  TempDir dir;
+  for (int e = 0; e <= 2; ++e) Commit(dir.path(), e, {"a"});
+  EpochCommit preempted;
+  preempted.epoch = 3;
+  preempted.nodes = {"a"};
+  preempted.preemption = MidEpoch();
+  ASSERT_TRUE(CommitEpoch(dir.path(), "leveldb", preempted).ok());
+  absl::StatusOr<std::vector<int64_t>> dropped =
+      ApplyRetention(dir.path(), {.keep_last = 1}, {"a"}, /*background=*/false);
+  ASSERT_TRUE(dropped.ok()) << dropped.status();
+  // Epoch 2 stays: the fallback if epoch 3 cannot be continued.
+  EXPECT_THAT(*dropped, ElementsAre(0, 1));
+  EXPECT_THAT(Entries(dir.path()), ElementsAre("2:a", "3:a"));
+}
+
+TEST(CommitLogTest, ForgetEpochTakesOutOnlyThatEpochOfTheJob) {
+  TempDir dir;
+  for (int e = 0; e <= 2; ++e) {
+    Commit(dir.path(), e, {"a"});
+    Commit(dir.path(), e, {"b"});
+  }
+  ASSERT_TRUE(ForgetEpoch(dir.path(), 1, {"a"}).ok());
+  EXPECT_THAT(Entries(dir.path()),
+              ElementsAre("0:a", "0:b", "1:b", "2:a", "2:b"));
+  // Nothing to forget is fine.
+  ASSERT_TRUE(ForgetEpoch(dir.path(), 7, {"a"}).ok());
+  EXPECT_EQ(Entries(dir.path()).size(), 5u);
+}
+
+TEST(CommitLogTest, OnlyAnOrdinaryEpochCanBeMarkedAsTheLast) {
+  TempDir dir;
+  Commit(dir.path(), 0, {"a"});
+  EpochCommit preempted;
+  preempted.epoch = 1;
+  preempted.nodes = {"a"};
+  preempted.preemption = MidEpoch();
+  ASSERT_TRUE(CommitEpoch(dir.path(), "leveldb", preempted).ok());
+  Preemption last;
+  last.set_group("download");
+  absl::Status marked = MarkEpochLoopFinished(dir.path(), 1, {"a"}, last);
+  EXPECT_EQ(marked.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(marked.message(), HasSubstr("middle of its epoch group"));
+  EXPECT_EQ(MarkEpochLoopFinished(dir.path(), 5, {"a"}, last).code(),
+            absl::StatusCode::kNotFound);
+  ASSERT_TRUE(MarkEpochLoopFinished(dir.path(), 0, {"a"}, last).ok());
+  absl::StatusOr<CommitLog> log = ReadCommitLog(dir.path());
+  ASSERT_TRUE(log.ok());
+  EXPECT_EQ(log->epoch(0).preemption().group(), "download");
+  EXPECT_EQ(log->epoch(1).preemption().group(), "epoch");
+}
+
 // Two processes commit into one directory at once, each its own job; the
 // directory lock keeps every entry of both. Without it, each read-modify-
 // write would overwrite the other's entries.

@@ -1,5 +1,6 @@
 #include "checkpoint/job_runner.h"
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <utility>
@@ -105,19 +106,20 @@ absl::Status JobRunner::SaveEpoch(int64_t epoch, Session& session,
     epoch_stats->save_in_background = saved->in_background;
     epoch_stats->save_waited_micros = saved->waited_micros;
   }
-  // The save of the previous epoch may have ended meanwhile.
-  absl::Status earlier = ReportBackgroundSaves(/*wait=*/false);
   if (!saved.ok()) {
     return SaveFailed(
         Annotate(saved.status(),
                  absl::StrCat("unable to write checkpoint for epoch ", epoch)));
   }
-  return earlier;
+  return absl::OkStatus();
 }
 
-void JobRunner::EndEpoch(const EpochStats& epoch_stats) {
+absl::Status JobRunner::EndEpoch(const EpochStats& epoch_stats) {
   stats_.epochs.push_back(epoch_stats);
   if (options_.on_epoch_end) options_.on_epoch_end(epoch_stats);
+  // Background saves that ended meanwhile (this epoch's own, too, if it was
+  // that quick) are reported once the epoch's stats exist.
+  return ReportBackgroundSaves(/*wait=*/false);
 }
 
 absl::Status JobRunner::RunGroup(Session& session, const TaskGroup& group,
@@ -138,6 +140,7 @@ std::string JobRunner::PreemptingSignal() const {
 
 absl::Status JobRunner::PreemptMidGroup(Session& session, int64_t epoch,
                                         const std::string& group,
+                                        const TaskGroup& task_group,
                                         EpochStats* epoch_stats) {
   PreemptionStats preemption;
   preemption.group = group;
@@ -149,13 +152,31 @@ absl::Status JobRunner::PreemptMidGroup(Session& session, int64_t epoch,
     outcome = "nothing saved (the job runs without a checkpointer)";
   } else {
     // The save in flight commits first, then this one: epochs stay in order.
-    ReportBackgroundSaves(/*wait=*/true).IgnoreError();
+    // A failure of it under fail_on_save_error ends the run with that error
+    // (exit 1, not a requeue), as it would have at the next boundary.
+    JG_RETURN_IF_ERROR(ReportBackgroundSaves(/*wait=*/true));
     Preemption record;
     record.set_group(group);
     record.set_signal(preemption.signal);
     record.set_preempted_unix_micros(absl::ToUnixMicros(absl::Now()));
+    // Only checkpointed nodes' state is saved; a group that also runs on
+    // another node could not continue from it.
+    const std::vector<std::string> checkpointed = checkpointer_->nodes();
+    std::string unsaved;
+    for (const std::string& node : task_group.used_nodes()) {
+      if (std::find(checkpointed.begin(), checkpointed.end(), node) ==
+              checkpointed.end() &&
+          unsaved.empty()) {
+        unsaved = node;
+      }
+    }
     absl::StatusOr<CheckpointStats> saved =
-        checkpointer_->SavePreempted(session, epoch, record);
+        unsaved.empty()
+            ? checkpointer_->SavePreempted(session, epoch, record)
+            : absl::FailedPreconditionError(absl::StrCat(
+                  "node '", unsaved, "' runs tasks in the ", group,
+                  " group but is not checkpointed, so the middle of the "
+                  "group cannot be saved"));
     if (saved.ok()) {
       preemption.saved = true;
       preemption.save_micros = saved->wall_micros;
@@ -180,7 +201,8 @@ absl::Status JobRunner::PreemptMidGroup(Session& session, int64_t epoch,
     }
   }
   stats_.preemption = preemption;
-  EndEpoch(*epoch_stats);
+  // The save above waited for every background save: nothing to report.
+  EndEpoch(*epoch_stats).IgnoreError();
   const std::string message =
       absl::StrCat("preempted by ", preemption.signal, " in ",
                    group == "init" ? std::string("init")
@@ -191,8 +213,9 @@ absl::Status JobRunner::PreemptMidGroup(Session& session, int64_t epoch,
 }
 
 absl::Status JobRunner::PreemptAtBoundary(int64_t epoch, bool loop_finished) {
-  // Whether the last save committed is known only once it has ended.
-  ReportBackgroundSaves(/*wait=*/true).IgnoreError();
+  // Whether the last save committed is known only once it has ended; its
+  // failure under fail_on_save_error ends the run with that error.
+  JG_RETURN_IF_ERROR(ReportBackgroundSaves(/*wait=*/true));
   PreemptionStats preemption;
   preemption.group = loop_finished ? "download" : "between epochs";
   preemption.epoch = epoch;
@@ -235,23 +258,28 @@ absl::StatusOr<int64_t> JobRunner::Train(Session& session) {
   // condition without a node, conflicting workspace types) before anything
   // runs.
   JG_RETURN_IF_ERROR(job_.Build().status());
-  std::unique_ptr<PreemptionSignals> signals;
-  if (!options_.preempt_signals.empty()) {
-    JG_ASSIGN_OR_RETURN(signals, PreemptionSignals::Install(
-                                     options_.preempt_signals, &preempt_));
-  }
-  // However the run ends, it restores the signal handlers and releases the
-  // checkpointer's node locks.
+  // However the run ends, it waits for a background save and for old
+  // databases being deleted, releases the checkpointer's node locks, and
+  // restores the signal handlers; only then is the stop request cleared, so
+  // a signal that comes meanwhile cannot stop the next run.
   struct EndRun {
     JobRunner* runner;
+    std::unique_ptr<PreemptionSignals> signals;
     ~EndRun() {
+      if (runner->checkpointer_ != nullptr) runner->checkpointer_->End();
+      WaitForBackgroundDeletes();
       runner->signals_ = nullptr;
+      signals.reset();
       runner->preempt_.stop_requested.store(false);
       runner->preempt_.stop_at_check.store(-1);
-      if (runner->checkpointer_ != nullptr) runner->checkpointer_->End();
     }
-  } end_run{this};
-  signals_ = signals.get();
+  } end_run{this, nullptr};
+  if (!options_.preempt_signals.empty()) {
+    JG_ASSIGN_OR_RETURN(end_run.signals,
+                        PreemptionSignals::Install(options_.preempt_signals,
+                                                   &preempt_));
+  }
+  signals_ = end_run.signals.get();
 
   std::optional<int64_t> resume;
   std::optional<Preemption> resumed_in;
@@ -287,13 +315,13 @@ absl::StatusOr<int64_t> JobRunner::Train(Session& session) {
     absl::Status init = RunGroup(session, job_.init_group(), "init group",
                                  /*continue_stopped=*/resume.has_value());
     if (IsStopRequest(init)) {
-      return PreemptMidGroup(session, 0, "init", &epoch0);
+      return PreemptMidGroup(session, 0, "init", job_.init_group(), &epoch0);
     }
     JG_RETURN_IF_ERROR(init);
     if (checkpointer_ != nullptr) {
       JG_RETURN_IF_ERROR(checkpointer_->CaptureBlobNames(session));
       JG_RETURN_IF_ERROR(SaveEpoch(0, session, &epoch0));
-      EndEpoch(epoch0);
+      JG_RETURN_IF_ERROR(EndEpoch(epoch0));
     }
     if (PreemptionPending()) return PreemptAtBoundary(0, false);
   }
@@ -315,14 +343,15 @@ absl::StatusOr<int64_t> JobRunner::Train(Session& session) {
                    /*continue_stopped=*/epoch_stats.continued);
       epoch_stats.run_micros = MicrosSince(start);
       if (IsStopRequest(ran)) {
-        return PreemptMidGroup(session, epoch, "epoch", &epoch_stats);
+        return PreemptMidGroup(session, epoch, "epoch", job_.epoch_group(),
+                               &epoch_stats);
       }
       JG_RETURN_IF_ERROR(ran);
       JG_ASSIGN_OR_RETURN(bool stop, AnyStopConditionTrue(session));
       if (checkpointer_ != nullptr) {
         JG_RETURN_IF_ERROR(SaveEpoch(epoch, session, &epoch_stats));
       }
-      EndEpoch(epoch_stats);
+      JG_RETURN_IF_ERROR(EndEpoch(epoch_stats));
       if (stop) break;
       if (PreemptionPending()) return PreemptAtBoundary(epoch, false);
       ++epoch;

@@ -156,7 +156,9 @@ class JobRunner {
   // failed and fail_on_save_error is set.
   absl::Status SaveEpoch(int64_t epoch, Session& session,
                          EpochStats* epoch_stats);
-  void EndEpoch(const EpochStats& epoch_stats);
+  // Records the epoch, calls on_epoch_end, and reports background saves
+  // that finished; the save-failure policy's status.
+  absl::Status EndEpoch(const EpochStats& epoch_stats);
   // Runs `group`, stoppable by a preemption; `continue_stopped` continues
   // a stopped run of it. Errors are prefixed by `what`; a stop is returned
   // as is (IsStopRequest).
@@ -168,6 +170,7 @@ class JobRunner {
   // "epoch") of `epoch`: saves the preemption checkpoint.
   absl::Status PreemptMidGroup(Session& session, int64_t epoch,
                                const std::string& group,
+                               const TaskGroup& task_group,
                                EpochStats* epoch_stats);
   // Ends a run stopped at a boundary after `epoch` was saved (or its save
   // failed); `loop_finished` when that was the last epoch.

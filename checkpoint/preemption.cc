@@ -74,7 +74,13 @@ absl::StatusOr<std::vector<int>> ParseSignalList(absl::string_view text) {
         number < NSIG) {
       found = true;
     }
-    if (!found || number == SIGKILL || number == SIGSTOP) {
+    // SIGKILL and SIGSTOP cannot be caught; after the handler of a fault
+    // (SIGSEGV, ...) returns, the faulting instruction runs again, for ever.
+    const bool refused = number == SIGKILL || number == SIGSTOP ||
+                         number == SIGSEGV || number == SIGBUS ||
+                         number == SIGFPE || number == SIGILL ||
+                         number == SIGTRAP || number == SIGSYS;
+    if (!found || refused) {
       return absl::InvalidArgumentError(absl::StrCat(
           "'", entry, "' is not a signal that can be caught; use names (",
           KnownNames(), ") or numbers, separated by commas, or 'none'"));

@@ -38,7 +38,7 @@ inline const std::vector<int>& DefaultPreemptSignals() {
 // "TERM,USR1,INT" (names with or without "SIG", any case, or numbers) as
 // signal numbers; "" or "none" is the empty list. InvalidArgument naming the
 // entry and the accepted names otherwise (SIGKILL and SIGSTOP cannot be
-// caught and are refused).
+// caught, and fault signals such as SIGSEGV must not be: they are refused).
 absl::StatusOr<std::vector<int>> ParseSignalList(absl::string_view text);
 
 // "SIGTERM" for SIGTERM; "signal 42" for a number without a name.

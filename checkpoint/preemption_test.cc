@@ -23,7 +23,8 @@ TEST(ParseSignalListTest, NamesWithOrWithoutSigAndNumbers) {
 }
 
 TEST(ParseSignalListTest, RefusesUnknownAndUncatchableSignals) {
-  for (const char* bad : {"TERM,FOO", "KILL", "SIGSTOP", "0", "TERM,,INT"}) {
+  for (const char* bad :
+       {"TERM,FOO", "KILL", "SIGSTOP", "0", "TERM,,INT", "11", "7"}) {
     absl::StatusOr<std::vector<int>> parsed = ParseSignalList(bad);
     ASSERT_FALSE(parsed.ok()) << bad;
     EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument);

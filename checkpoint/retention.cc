@@ -25,10 +25,21 @@ absl::StatusOr<std::vector<int64_t>> ApplyRetention(
           if (BelongsToJob(log.epoch(i), nodes)) own.push_back(i);
         }
         const int n = static_cast<int>(own.size());
+        // While the newest entry is a mid-group preemption checkpoint, the
+        // newest ordinary epoch stays too: the fallback if the preemption
+        // checkpoint cannot be continued (damage, a changed plan).
+        int newest_ordinary = -1;
+        for (int k = n - 1; k >= 0; --k) {
+          const CommittedEpoch& e = log.epoch(own[k]);
+          if (!e.has_preemption() || e.preemption().group() == "download") {
+            newest_ordinary = k;
+            break;
+          }
+        }
         std::vector<bool> drop(log.epoch_size(), false);
         for (int k = 0; k < n; ++k) {
           const CommittedEpoch& e = log.epoch(own[k]);
-          const bool newest = k == n - 1;
+          const bool newest = k == n - 1 || k == newest_ordinary;
           const bool recent = k >= n - retention.keep_last;
           const bool milestone =
               retention.keep_every > 0 && e.epoch() % retention.keep_every == 0;

@@ -4,8 +4,9 @@
 // Epochs are taken out of the commit log first, then their databases are
 // deleted, so a crash in between leaves only unlisted databases, which
 // nothing reads (`ckpt list` shows them as uncommitted). The newest
-// committed epoch is never dropped, and only databases the commit log lists
-// are deleted.
+// committed epoch is never dropped, nor, while that is a mid-epoch
+// preemption checkpoint, the newest ordinary one; only databases the commit
+// log lists are deleted.
 //
 // Functions only; thread-safe (the commit log is updated under its lock).
 

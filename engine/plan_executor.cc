@@ -42,6 +42,14 @@ struct PlanRun {
   // and run once more at the end whatever stopped the body).
   PlanRun* for_reporters = nullptr;
 
+  // Why the state at a stop could not be saved (the first reason), if so.
+  std::mutex mu;
+  std::string cannot_save ABSL_GUARDED_BY(mu);
+  void NoteCannotSave(const absl::Status& why) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (cannot_save.empty()) cannot_save = std::string(why.message());
+  }
+
   bool StopRequested() const {
     return control != nullptr && control->StopRequested();
   }
@@ -381,7 +389,7 @@ absl::Status RunSubstepIteration(CompiledStep* c, const Continuation* own,
       step.num_concurrent_instances() <= 1;
   if (sequential) {
     const int first = at != nullptr ? at->substeps_done() : 0;
-    if (first > static_cast<int>(c->recurring.size()) ||
+    if (first < 0 || first > static_cast<int>(c->recurring.size()) ||
         (at != nullptr && at->substep_size() > 1)) {
       return PositionMismatch(step, "it has other substeps");
     }
@@ -477,12 +485,15 @@ absl::Status RunCompiledStep(PlanRun* run, CompiledStep* c,
 
   absl::Status body;
   const int64_t first = resume != nullptr ? resume->iteration() : 0;
+  if (first < 0) {
+    return PositionMismatch(step, "the position's iteration is negative");
+  }
   for (int64_t i = first; body.ok() && keep_going(i); ++i) {
     const StepPosition* at = i == first ? resume : nullptr;
     bool stop = false;
     if (!c->nets.empty() || c->recurring.empty()) {
       int next = at != nullptr ? at->nets_done() : 0;
-      if (next > static_cast<int>(c->nets.size())) {
+      if (next < 0 || next > static_cast<int>(c->nets.size())) {
         body = PositionMismatch(step, "it has fewer nets");
         break;
       }
@@ -496,14 +507,17 @@ absl::Status RunCompiledStep(PlanRun* run, CompiledStep* c,
     if (IsStopRequest(body)) {
       stopped_at->set_name(step.name());
       stopped_at->set_iteration(i);
-      if (c->child_ws != nullptr) {
-        absl::Status saved = SaveLocalBlobs(*c->child_ws, stopped_at);
-        if (!saved.ok()) body = saved;
-      }
     }
     if (stop) break;
   }
+  // Reporters may write the child workspace: they end before it is saved.
   absl::Status reported = reporters.Finish();
+  if (IsStopRequest(body) && c->child_ws != nullptr) {
+    absl::Status saved = SaveLocalBlobs(*c->child_ws, stopped_at);
+    // Still a stop: the position says it cannot be continued, and the
+    // caller falls back to an earlier checkpoint.
+    if (!saved.ok()) run->NoteCannotSave(saved);
+  }
   if (!body.ok()) return body;
   return reported;
 }
@@ -550,7 +564,7 @@ absl::Status RunPlan(Workspace* ws, const PlanDef& plan,
     }
     if (resume->finished()) return absl::OkStatus();
     first = resume->steps_done();
-    if (first >= plan.execution_step_size()) {
+    if (first < 0 || first >= plan.execution_step_size()) {
       return absl::FailedPreconditionError(absl::StrCat(
           "the saved plan position is at top-level step ", first, ", but plan '",
           plan.name(), "' has ", plan.execution_step_size()));
@@ -570,6 +584,8 @@ absl::Status RunPlan(Workspace* ws, const PlanDef& plan,
       options.stopped_at->set_plan(plan.name());
       options.stopped_at->set_steps_done(k);
       *options.stopped_at->mutable_step() = std::move(where);
+      std::lock_guard<std::mutex> lock(run.mu);
+      options.stopped_at->set_cannot_save(run.cannot_save);
     }
     JG_RETURN_IF_ERROR(s);
   }

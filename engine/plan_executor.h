@@ -19,8 +19,14 @@
 //
 // Stopping and continuing (preemption):
 // - A stop requested through RunControl takes effect at the next point
-//   between two nets, in every thread of the plan; reporters are not
-//   stopped (they log, and run once more at the end as usual).
+//   between two nets, in every thread of the plan. Reporters are not
+//   stopped: they run once more when their step stops, and again at its end
+//   in the run that continues it, so a reporter that writes blobs sees one
+//   extra run per stop (reporters are for logging), and a long reporter
+//   delays a stop or a cancellation by its own length.
+// - If the state at a stop cannot be saved (a blob of a child workspace
+//   whose type has no serializer), the run still stops, and the position's
+//   cannot_save says why: it cannot be continued.
 // - The stopped run returns a status for which IsStopRequest() is true and,
 //   when asked, describes where it was as a PlanPosition: which top-level
 //   step, which iteration of each enclosing loop, how many nets or substeps

@@ -1,9 +1,11 @@
 #include "engine/plan_executor.h"
 
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "engine/operator.h"
 #include "engine/test_ops.h"
 #include "engine/workspace.h"
 #include "gmock/gmock.h"
@@ -338,6 +340,90 @@ TEST_F(PlanExecutorTest, DuplicateNetNamesAreRejected) {
   absl::Status s = RunPlan(&ws_, plan);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("defines net 'a' twice"));
+}
+
+// An opaque blob type with no serializer, for the cannot-save case.
+struct Opaque {};
+
+// MakeOpaque(-> out): stores an Opaque in `out`.
+class MakeOpaqueOp final : public OperatorBase {
+ public:
+  using OperatorBase::OperatorBase;
+  absl::Status Run() override {
+    OutputBlob(0)->Reset(std::make_unique<Opaque>());
+    return absl::OkStatus();
+  }
+};
+JG_REGISTER_OPERATOR(TestMakeOpaque, MakeOpaqueOp);
+
+// A create_workspace step of three nets (log a, b, c); `extra` goes into
+// the first net's ops.
+PlanDef ThreeNetsInChildWorkspace(const std::string& extra = "") {
+  return ParsePlan(
+      "network { name: 'a' op { type: 'TestLog' arg { name: 'tag' s: 'a' } } "
+      "op { type: 'TestIncrement' output: 'n' } " +
+      extra + " } " + LogNet("b", "b") + LogNet("c", "c") +
+      "execution_step { name: 'child' create_workspace: true "
+      "substep { name: 'loop' network: 'a' network: 'b' network: 'c' "
+      "num_iter: 2 } }");
+}
+
+TEST_F(PlanExecutorTest, StoppedRunContinuesFromItsPosition) {
+  PlanDef plan = ThreeNetsInChildWorkspace();
+  RunControl control;
+  control.stop_at_check.store(4);  // before net b of iteration 1
+  PlanPosition position;
+  absl::Status stopped = RunPlan(
+      &ws_, plan, {.control = &control, .stopped_at = &position});
+  EXPECT_TRUE(IsStopRequest(stopped)) << stopped;
+  EXPECT_THAT(Log(), ElementsAre("a", "b", "c", "a"));
+  EXPECT_EQ(position.steps_done(), 0);
+  EXPECT_EQ(position.step().name(), "child");
+  ASSERT_EQ(position.step().substep_size(), 1);
+  EXPECT_EQ(position.step().substep(0).iteration(), 1);
+  EXPECT_EQ(position.step().substep(0).nets_done(), 1);
+  // The child workspace's counter went with the position.
+  ASSERT_EQ(position.step().local_blob_size(), 1);
+  EXPECT_EQ(position.step().local_blob(0).key(), "n#%0");
+  EXPECT_TRUE(position.cannot_save().empty());
+
+  ClearLog();
+  ASSERT_TRUE(RunPlan(&ws_, plan, {.resume_from = &position}).ok());
+  EXPECT_THAT(Log(), ElementsAre("b", "c"));
+}
+
+TEST_F(PlanExecutorTest, PositionsThatDoNotFitThePlanAreRefused) {
+  PlanDef plan = ThreeNetsInChildWorkspace();
+  RunControl control;
+  control.stop_at_check.store(1);
+  PlanPosition position;
+  ASSERT_TRUE(IsStopRequest(RunPlan(
+      &ws_, plan, {.control = &control, .stopped_at = &position})));
+  PlanPosition renamed = position;
+  renamed.mutable_step()->set_name("other");
+  absl::Status s = RunPlan(&ws_, plan, {.resume_from = &renamed});
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(s.message(), HasSubstr("does not fit step 'child'"));
+  PlanPosition negative = position;
+  negative.mutable_step()->mutable_substep(0)->set_nets_done(-1);
+  EXPECT_EQ(RunPlan(&ws_, plan, {.resume_from = &negative}).code(),
+            absl::StatusCode::kFailedPrecondition);
+  PlanPosition other_plan = position;
+  other_plan.set_plan("elsewhere");
+  EXPECT_EQ(RunPlan(&ws_, plan, {.resume_from = &other_plan}).code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(PlanExecutorTest, AStopWhoseStateCannotBeSavedSaysWhy) {
+  PlanDef plan = ThreeNetsInChildWorkspace(
+      "op { type: 'TestMakeOpaque' output: 'opaque' }");
+  RunControl control;
+  control.stop_at_check.store(1);  // after net a made the opaque blob
+  PlanPosition position;
+  absl::Status stopped = RunPlan(
+      &ws_, plan, {.control = &control, .stopped_at = &position});
+  EXPECT_TRUE(IsStopRequest(stopped)) << stopped;
+  EXPECT_THAT(position.cannot_save(), HasSubstr("'opaque'"));
 }
 
 }  // namespace

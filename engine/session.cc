@@ -95,8 +95,8 @@ std::vector<std::string> LocalSession::nodes() const {
 
 namespace {
 
-// Reads and removes the position a stopped run left in `ws`.
-absl::StatusOr<PlanPosition> TakePlanPosition(Workspace* ws,
+// Reads the position a stopped run left in `ws`.
+absl::StatusOr<PlanPosition> ReadPlanPosition(const Workspace* ws,
                                               absl::string_view node) {
   absl::StatusOr<const Tensor*> blob = ws->GetTensor(kPlanPositionBlob);
   PlanPosition position;
@@ -106,7 +106,6 @@ absl::StatusOr<PlanPosition> TakePlanPosition(Workspace* ws,
         "node '", node, "' has no saved plan position to continue from (blob '",
         kPlanPositionBlob, "' is missing or damaged)"));
   }
-  ws->RemoveBlob(kPlanPositionBlob);
   return position;
 }
 
@@ -135,10 +134,16 @@ absl::Status LocalSession::Run(const TaskGroupDef& group,
   for (size_t i = 0; i < plans.size(); ++i) {
     Workspace* ws = NodeWorkspace(plans[i].node);
     if (options.resume) {
-      JG_ASSIGN_OR_RETURN(resume[i], TakePlanPosition(ws, plans[i].node));
+      JG_ASSIGN_OR_RETURN(resume[i], ReadPlanPosition(ws, plans[i].node));
     }
-    for (const std::string& output : plans[i].outputs) ws->CreateBlob(output);
     workspaces.push_back(ws);
+  }
+  // Every node had its position: they are used up now.
+  for (size_t i = 0; i < plans.size(); ++i) {
+    if (options.resume) workspaces[i]->RemoveBlob(kPlanPositionBlob);
+    for (const std::string& output : plans[i].outputs) {
+      workspaces[i]->CreateBlob(output);
+    }
   }
   // A failing node stops the others at their next point between nets.
   RunControl group_control;

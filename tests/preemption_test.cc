@@ -389,6 +389,73 @@ TEST(PreemptionSignalTest, ASignalDuringASaveStopsAfterIt) {
   }
 }
 
+// The ordinary save of a preempted epoch takes the preemption entry out of
+// the commit log before it replaces the epoch's databases: if that save then
+// fails (or the process dies), the log never lists a preemption checkpoint
+// whose databases are no longer one.
+TEST(PreemptionCommitLogTest, ResavingAPreemptedEpochForgetsItFirst) {
+  TempDir reference_dir;
+  const TestJob t = Caffe2WithLoopAndGroups();
+  const std::optional<Outcome> reference =
+      RunOnce(t, reference_dir.path(), -1, nullptr);
+  ASSERT_TRUE(reference.has_value());
+  TempDir dir;
+  ASSERT_FALSE(RunOnce(t, dir.path(), 40, nullptr).has_value());
+  absl::StatusOr<CommitLog> log = ReadCommitLog(dir.path());
+  ASSERT_TRUE(log.ok());
+  const int64_t preempted = log->epoch(log->epoch_size() - 1).epoch();
+  ASSERT_TRUE(log->epoch(log->epoch_size() - 1).has_preemption());
+  {
+    // Every commit fails from now on: the resumed run goes on without.
+    ASSERT_TRUE(Failpoints::EnableFromSpec("commit.before_manifest:error").ok());
+    Job job;
+    t.build(job);
+    LocalSession session;
+    Checkpointer checkpointer({.directory = dir.path()});
+    JobRunner runner(job, &checkpointer, {.resume_from = ResumeFrom::Latest(),
+                                          .preempt_signals = {}});
+    absl::StatusOr<int64_t> epochs = runner.Train(session);
+    Failpoints::DisableAll();
+    ASSERT_TRUE(epochs.ok()) << epochs.status();
+    EXPECT_GT(runner.stats().save_failures, 0);
+    EXPECT_EQ(Collect(t, session, *epochs), *reference);
+  }
+  log = ReadCommitLog(dir.path());
+  ASSERT_TRUE(log.ok());
+  EXPECT_EQ(FindCommittedEpoch(*log, preempted, {"trainer_0"}), nullptr);
+  EXPECT_EQ(log->epoch(log->epoch_size() - 1).epoch(), preempted - 1);
+  std::optional<Outcome> resumed = RunOnce(t, dir.path(), -1, nullptr);
+  ASSERT_TRUE(resumed.has_value());
+  EXPECT_EQ(*resumed, *reference);
+}
+
+// A group that also runs on a node whose state is not checkpointed cannot be
+// continued from the middle: the stop saves nothing new, says why, and the
+// newest committed epoch stays the place to resume from.
+TEST(PreemptionCommitLogTest, AGroupOnAnUncheckpointedNodeIsNotSavedMidway) {
+  TempDir dir;
+  Job job;
+  testing::BuildCaffe2Pipeline(job, 0);
+  job.epoch_group()
+      .NewTask(Node("helper"), {.name = "side"})
+      .net()
+      .Op("TestIncrement", {}, {BlobRef("n")});
+  LocalSession session;
+  Checkpointer checkpointer({.directory = dir.path()});
+  JobRunner runner(job, &checkpointer, {.preempt_signals = {}});
+  // Epoch 0's save is done by then; this lands inside epoch 1.
+  runner.RequestPreemptionAtNetBoundary(12);
+  absl::StatusOr<int64_t> epochs = runner.Train(session);
+  ASSERT_TRUE(IsPreempted(epochs.status())) << epochs.status();
+  EXPECT_THAT(epochs.status().message(),
+              HasSubstr("node 'helper' runs tasks in the epoch group but is "
+                        "not checkpointed"));
+  EXPECT_FALSE(runner.stats().preemption->saved);
+  absl::StatusOr<CommitLog> log = ReadCommitLog(dir.path());
+  ASSERT_TRUE(log.ok());
+  EXPECT_FALSE(log->epoch(log->epoch_size() - 1).has_preemption());
+}
+
 TEST(PreemptionWithoutCheckpointerTest, StopsAndSaysNothingWasSaved) {
   Job job;
   testing::BuildCaffe2Pipeline(job, 0);

@@ -236,8 +236,8 @@ Inspects, verifies and cleans jobgraph checkpoints (checkpoint/FORMAT.md).
 commands:
   list DIR [--format=json]
       Every epoch in checkpoint directory DIR: "committed" (listed in
-      MANIFEST.jobgraph; "preempted mid-epoch (SIGTERM)" and the like for a
-      preemption checkpoint), "uncommitted" (a <node>.<epoch> database that
+      MANIFEST.jobgraph; for a preemption checkpoint, where the run stopped
+      and the signal, e.g. preempted mid-epoch (SIGTERM)), "uncommitted" (a <node>.<epoch> database that
       is not listed) or "incomplete" (a save's leftover temporary), with its nodes,
       blob count, value bytes, save time and time.
   show DB [--format=json] [--keys]
