@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <utility>
@@ -23,7 +24,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "absl/synchronization/mutex.h"
 #include "checkpoint/epoch_metrics.h"
 #include "checkpoint/preemption.h"
 #include "engine/blob.h"
@@ -115,7 +115,7 @@ class CountRowsOp final : public OperatorBase {
   absl::Status Run() override {
     JG_ASSIGN_OR_RETURN(const Tensor* batch, Input(1));
     const int64_t rows = batch->ndim() == 0 ? 1 : batch->dim(0);
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     JG_RETURN_IF_ERROR(ScalarInput(0, INT64).status());
     // Output 0 is input 0 (CheckInPlace), now known to be an int64 scalar.
     Output(0)->mutable_data<int64_t>()[0] += rows;
@@ -123,9 +123,9 @@ class CountRowsOp final : public OperatorBase {
   }
 
  private:
-  static absl::Mutex mu_;
+  static std::mutex mu_;  // std::mutex: visible to TSan
 };
-absl::Mutex CountRowsOp::mu_(absl::kConstInit);
+std::mutex CountRowsOp::mu_;
 JG_REGISTER_OPERATOR(CountRows, CountRowsOp);
 
 // SleepMs(): sleeps `ms` milliseconds (no inputs or outputs). Lets a person

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -55,31 +56,31 @@ void WordCounts::AddLines(absl::Span<const std::string> lines) {
   for (const std::string& line : lines) Tokenize(line, &words);
   std::map<std::string, int64_t, std::less<>> batch;
   for (std::string& word : words) ++batch[std::move(word)];
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   lines_ += static_cast<int64_t>(lines.size());
   words_ += static_cast<int64_t>(words.size());
   for (auto& [word, count] : batch) counts_[word] += count;
 }
 
 int64_t WordCounts::lines() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return lines_;
 }
 
 int64_t WordCounts::total_words() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return words_;
 }
 
 int64_t WordCounts::distinct() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return static_cast<int64_t>(counts_.size());
 }
 
 std::vector<std::pair<std::string, int64_t>> WordCounts::Top(int64_t k) const {
   std::vector<std::pair<std::string, int64_t>> all;
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     all.assign(counts_.begin(), counts_.end());
   }
   const auto by_count = [](const std::pair<std::string, int64_t>& a,
@@ -98,7 +99,7 @@ std::string WordCounts::Encode() const {
   {
     google::protobuf::io::StringOutputStream stream(&bytes);
     google::protobuf::io::CodedOutputStream out(&stream);
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     out.WriteVarint32(kFormatVersion);
     out.WriteVarint64(static_cast<uint64_t>(lines_));
     out.WriteVarint64(static_cast<uint64_t>(words_));
@@ -168,7 +169,7 @@ absl::StatusOr<std::unique_ptr<WordCounts>> WordCounts::Decode(
   }
   auto result = std::make_unique<WordCounts>();
   {
-    absl::MutexLock lock(&result->mu_);
+    std::lock_guard<std::mutex> lock(result->mu_);
     result->counts_ = std::move(counts);
     result->lines_ = static_cast<int64_t>(lines);
     result->words_ = static_cast<int64_t>(words);

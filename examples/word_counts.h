@@ -31,6 +31,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -38,7 +39,6 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 
 namespace jobgraph {
@@ -72,7 +72,9 @@ class WordCounts {
       absl::string_view bytes);
 
  private:
-  mutable absl::Mutex mu_;
+  // std::mutex, not absl::Mutex: Debian's Abseil is not built with TSan,
+  // which would not see absl::Mutex's ordering.
+  mutable std::mutex mu_;
   std::map<std::string, int64_t, std::less<>> counts_ ABSL_GUARDED_BY(mu_);
   int64_t lines_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t words_ ABSL_GUARDED_BY(mu_) = 0;
