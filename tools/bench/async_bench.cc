@@ -212,7 +212,7 @@ int Main() {
                                     setup.tensors + 0.5);
   setup.epochs = absl::GetFlag(FLAGS_epochs);
   CHECK_GE(setup.epochs, 2);
-  const double modified_mib = double{setup.modified} * tensor_mib;
+  const double modified_mib = static_cast<double>(setup.modified) * tensor_mib;
   std::printf("workspace: %d x %d MiB float tensors (%d MiB); each epoch "
               "overwrites %d of them (%.0f MiB); %d epochs per run; dir %s\n",
               setup.tensors, tensor_mib, setup.tensors * tensor_mib,
