@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs every fuzzer of tests/fuzz (built with --config=fuzz) one after the
-# other on one core, each from its seed corpus, and prints libFuzzer's last
+# other on one core (in-process: no -jobs/-workers, which would fork), each from its seed corpus, and prints libFuzzer's last
 # status line per target. New inputs go to a work directory, never into the
 # checked-in corpus.
 #
@@ -27,7 +27,7 @@ for fuzzer in "${fuzzers[@]}"; do
   status=0
   (cd "${work}/${fuzzer}" &&
     "${bin}/${fuzzer}" -runs="${runs}" -max_total_time="${max_seconds}" \
-      -workers=1 -jobs=1 -print_final_stats=1 \
+      -print_final_stats=1 \
       "${work}/${fuzzer}" "${root}/tests/fuzz/corpus/${fuzzer}") \
     >"${work}/${fuzzer}.log" 2>&1 || status=$?
   end=$(date +%s)
