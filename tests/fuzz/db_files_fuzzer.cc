@@ -1,0 +1,93 @@
+// Fuzzes the check of a LevelDB database's JOBGRAPH_FILES (a DbFileList in a
+// checksummed frame, checkpoint/FORMAT.md section 4) by DB::VerifyFiles.
+//
+// A small real database is written once; each input replaces its
+// JOBGRAPH_FILES and the database, open for reading, verifies its files.
+// Input: a mode byte, then the file's bytes. Mode bit 1: frame the bytes
+// with a correct checksum, so that the DbFileList is what varies.
+// Invariants: the pristine list verifies; a list that verifies names only
+// files inside the database directory.
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "checkpoint/checksummed.h"
+#include "checkpoint/db.h"
+#include "checkpoint/db_registry.h"
+#include "checkpoint/file_util.h"
+#include "proto/jobgraph.pb.h"
+#include "tests/fuzz/fuzz_util.h"
+
+namespace jobgraph {
+namespace {
+
+// The file list of a LevelDB database (checkpoint/leveldb_files.h, private
+// to the LevelDB adapter).
+constexpr char kDbFileList[] = "JOBGRAPH_FILES";
+
+struct Fixture {
+  fuzz::ScratchDir scratch{"db_files"};
+  std::string db_path;
+  std::string list_path;
+  std::unique_ptr<DB> db;
+};
+
+Fixture& GetFixture() {
+  static Fixture* const fixture = [] {
+    auto* f = new Fixture;
+    f->db_path = absl::StrCat(f->scratch.path(), "/trainer_0.1");
+    f->list_path = absl::StrCat(f->db_path, "/", kDbFileList);
+    DbOptions options;
+    options.durable_close = false;
+    absl::StatusOr<std::unique_ptr<DB>> db = DbRegistry::Global().Open(
+        kDefaultDbType, f->db_path, DbMode::kNew, options);
+    FUZZ_CHECK(db.ok(), db.status().ToString());
+    {
+      absl::StatusOr<std::unique_ptr<Writer>> writer = (*db)->NewWriter();
+      FUZZ_CHECK(writer.ok(), writer.status().ToString());
+      FUZZ_CHECK((*writer)->Put("a", "value of a").ok(), "put");
+      FUZZ_CHECK((*writer)->Put("b", std::string(300, 'b')).ok(), "put");
+      FUZZ_CHECK((*writer)->Flush().ok(), "flush");
+    }
+    absl::Status closed = (*db)->Close();
+    FUZZ_CHECK(closed.ok(), closed.ToString());
+    absl::StatusOr<std::unique_ptr<DB>> reader =
+        DbRegistry::Global().Open(kDefaultDbType, f->db_path, DbMode::kRead);
+    FUZZ_CHECK(reader.ok(), reader.status().ToString());
+    f->db = *std::move(reader);
+    absl::Status pristine = f->db->VerifyFiles();
+    FUZZ_CHECK(pristine.ok(), pristine.ToString());
+    return f;
+  }();
+  return *fixture;
+}
+
+void Run(fuzz::FuzzInput& input) {
+  Fixture& f = GetFixture();
+  const uint8_t mode = input.Byte();
+  const std::string payload(input.Rest());
+  const std::string bytes = (mode & 1) ? FrameChecksummed(payload) : payload;
+  fuzz::WriteFileOrDie(f.list_path, bytes);
+  if (!f.db->VerifyFiles().ok()) return;
+  absl::StatusOr<Unframed> unframed = UnframeChecksummed(bytes, "fuzz");
+  FUZZ_CHECK(unframed.ok(), "a damaged frame verified");
+  DbFileList list;
+  FUZZ_CHECK(list.ParseFromString(unframed->payload),
+             "a file list that does not parse verified");
+  for (const DbFile& file : list.file()) {
+    FUZZ_CHECK(file.name().find('/') == std::string::npos,
+               "a verified file list names a file outside the database");
+  }
+}
+
+}  // namespace
+}  // namespace jobgraph
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  jobgraph::fuzz::FuzzInput input(data, size);
+  jobgraph::Run(input);
+  return 0;
+}
