@@ -92,22 +92,20 @@ class SaveThread {
   }
 
   // Blocks until no save runs; the result of the one that ran, if any.
+  // Called between groups only (see done_).
   std::optional<BackgroundSaveResult> Wait() {
-    std::function<BackgroundSaveResult()> done;
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait(lock, [this] { return !pending_; });
-    done = std::move(done_);
+    Retire();
     return std::exchange(result_, std::nullopt);
-    // `done` (and the snapshot it holds) is destroyed here, on the caller's
-    // thread, after the lock is released.
   }
 
-  // The result if the save has finished; does not block.
+  // The result if the save has finished; does not block. Called between
+  // groups only.
   std::optional<BackgroundSaveResult> TakeIfDone() {
-    std::function<BackgroundSaveResult()> done;
     std::lock_guard<std::mutex> lock(mu_);
     if (pending_) return std::nullopt;
-    done = std::move(done_);
+    Retire();
     return std::exchange(result_, std::nullopt);
   }
 
@@ -118,15 +116,13 @@ class SaveThread {
       cv_.wait(lock, [this] { return quit_ || pending_; });
       if (pending_) {
         std::function<BackgroundSaveResult()> save = std::move(save_);
+        // The snapshot of the save before the previous one: retired at a
+        // boundary since, so no operator can point into it (see done_).
+        std::function<BackgroundSaveResult()> retired = std::move(retired_);
         lock.unlock();
+        retired = nullptr;  // frees it here, off the job's threads
         BackgroundSaveResult result = save();
         lock.lock();
-        // The function holds the snapshot. It is freed by the thread that
-        // takes the result (a job thread between groups), never here: an
-        // operator that made its own copy of a snapshotted tensor may still
-        // read the snapshot's storage through a pointer it took before the
-        // copy (in-place operators), and only a job thread knows that no
-        // operator runs.
         done_ = std::move(save);
         result_ = std::move(result);
         pending_ = false;
@@ -139,8 +135,22 @@ class SaveThread {
 
   std::mutex mu_;
   std::condition_variable cv_;
+  // Moves done_ to retired_, where the next save frees it.
+  void Retire() {
+    if (done_) retired_ = std::move(done_);
+  }
+
   std::function<BackgroundSaveResult()> save_;
-  std::function<BackgroundSaveResult()> done_;  // ran; freed by the taker
+  // The save that ran; its function holds the snapshot. The snapshot must
+  // outlive the epoch during which the save ended: an operator of that
+  // epoch that made its own copy of a snapshotted tensor (copy-on-write) may
+  // still read the snapshot's storage through a pointer taken before the
+  // copy (in-place operators). So it is never freed when the save ends, but
+  // retired when a job thread takes the result at the next boundary, and
+  // freed by this thread at the start of the next save (or with the
+  // SaveThread), when no operator can point into it any more.
+  std::function<BackgroundSaveResult()> done_;
+  std::function<BackgroundSaveResult()> retired_;
   bool pending_ = false;
   bool quit_ = false;
   std::optional<BackgroundSaveResult> result_;

@@ -46,8 +46,9 @@
 //
 // Not thread-safe; used by one JobRunner at a time. With
 // CheckpointOptions::async a save runs on a thread of its own, which reads
-// the snapshot, the options and the node names (fixed during a run); the
-// snapshot is freed by the thread that next calls in here.
+// the snapshot, the options and the node names (fixed during a run); a
+// snapshot is freed by that thread when the next save starts (or with the
+// Checkpointer), never while the epoch in which its save ended runs.
 
 #ifndef JOBGRAPH_CHECKPOINT_CHECKPOINTER_H_
 #define JOBGRAPH_CHECKPOINT_CHECKPOINTER_H_
