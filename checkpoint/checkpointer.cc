@@ -442,47 +442,48 @@ absl::StatusOr<CheckpointStats> Checkpointer::SaveEpochInBackground(
   for (const NodeState& state : nodes_) {
     JG_ASSIGN_OR_RETURN(std::vector<BlobSnapshot> blobs,
                         session.SnapshotBlobs(state.node, state.blobs));
-    snapshots.push_back({DbPathOf(state, epoch), state.file_name,
-                         std::move(blobs)});
+    snapshots.push_back(
+        {DbPathOf(state, epoch), state.file_name, std::move(blobs)});
   }
   const absl::Time snapshot_taken = absl::Now();
   if (save_thread_ == nullptr) {
     save_thread_ = std::make_unique<checkpointer_internal::SaveThread>();
   }
   // std::function needs a copyable callable: the snapshot is shared.
-  auto frozen = std::make_shared<std::vector<NodeSnapshot>>(std::move(snapshots));
-  save_thread_->Start(
-      [this, epoch, snapshot_taken,
-       snapshots_ptr = std::move(frozen)]() -> BackgroundSaveResult {
-        const std::vector<NodeSnapshot>& snapshots = *snapshots_ptr;
-        BackgroundSaveResult result;
-        result.epoch = epoch;
-        auto save = [&]() -> absl::StatusOr<CheckpointStats> {
-          CheckpointStats stats;
-          stats.epoch = epoch;
-          stats.num_dbs = static_cast<int>(snapshots.size());
-          for (const NodeSnapshot& node : snapshots) {
-            std::vector<BlobToSave> blobs;
-            for (const BlobSnapshot& b : node.blobs) {
-              blobs.push_back({b.name, b.blob.get()});
-            }
-            CheckpointDbOptions db_options;
-            db_options.node = node.file_name;
-            db_options.epoch = epoch;
-            db_options.serialization.chunk_bytes = options_.chunk_bytes;
-            JG_ASSIGN_OR_RETURN(
-                int64_t bytes, WriteCheckpointDb(options_.db_type, node.path,
-                                                 blobs, db_options));
-            stats.bytes += bytes;
-          }
-          JG_RETURN_IF_ERROR(
-              Commit(epoch, stats.bytes, snapshot_taken, std::nullopt));
-          stats.wall_micros = MicrosSince(snapshot_taken);
-          return stats;
-        };
-        result.stats = save();
-        return result;
-      });
+  auto frozen =
+      std::make_shared<std::vector<NodeSnapshot>>(std::move(snapshots));
+  save_thread_->Start([this, epoch, snapshot_taken,
+                       snapshots_ptr =
+                           std::move(frozen)]() -> BackgroundSaveResult {
+    const std::vector<NodeSnapshot>& snapshots = *snapshots_ptr;
+    BackgroundSaveResult result;
+    result.epoch = epoch;
+    auto save = [&]() -> absl::StatusOr<CheckpointStats> {
+      CheckpointStats stats;
+      stats.epoch = epoch;
+      stats.num_dbs = static_cast<int>(snapshots.size());
+      for (const NodeSnapshot& node : snapshots) {
+        std::vector<BlobToSave> blobs;
+        for (const BlobSnapshot& b : node.blobs) {
+          blobs.push_back({b.name, b.blob.get()});
+        }
+        CheckpointDbOptions db_options;
+        db_options.node = node.file_name;
+        db_options.epoch = epoch;
+        db_options.serialization.chunk_bytes = options_.chunk_bytes;
+        JG_ASSIGN_OR_RETURN(
+            int64_t bytes,
+            WriteCheckpointDb(options_.db_type, node.path, blobs, db_options));
+        stats.bytes += bytes;
+      }
+      JG_RETURN_IF_ERROR(
+          Commit(epoch, stats.bytes, snapshot_taken, std::nullopt));
+      stats.wall_micros = MicrosSince(snapshot_taken);
+      return stats;
+    };
+    result.stats = save();
+    return result;
+  });
   CheckpointStats stats;
   stats.epoch = epoch;
   stats.num_dbs = static_cast<int>(nodes_.size());
@@ -512,10 +513,9 @@ absl::StatusOr<CheckpointStats> Checkpointer::SavePreempted(
           "); only a run stopped on request can be saved mid-epoch"));
     }
     if (!position.cannot_save().empty()) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("the state of node '", state.node,
-                       "' at the stop cannot be saved: ",
-                       position.cannot_save()));
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the state of node '", state.node,
+          "' at the stop cannot be saved: ", position.cannot_save()));
     }
     std::vector<std::string> names;
     for (const std::string& name : position.root_blob()) {

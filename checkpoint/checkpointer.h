@@ -168,8 +168,7 @@ class Checkpointer {
   // node's database holds the root-workspace blobs its plan position names
   // (kPlanPositionBlob included); the session must hold those positions.
   // Errors as SaveEpoch.
-  absl::StatusOr<CheckpointStats> SavePreempted(Session& session,
-                                                int64_t epoch,
+  absl::StatusOr<CheckpointStats> SavePreempted(Session& session, int64_t epoch,
                                                 const Preemption& preemption);
 
   // Marks the committed `epoch` as the last of the run's epoch loop

@@ -110,9 +110,9 @@ class Failpoints {
   static void DisableAll();
 
   // Enables the failpoints of `spec`, in the environment variable's syntax:
-  // comma-separated "<name>[:crash|:error|:sigterm]" entries, surrounding spaces
-  // ignored, the action defaulting to crash. On InvalidArgument (an unknown
-  // name or action, or an empty entry) nothing is enabled.
+  // comma-separated "<name>[:crash|:error|:sigterm]" entries, surrounding
+  // spaces ignored, the action defaulting to crash. On InvalidArgument (an
+  // unknown name or action, or an empty entry) nothing is enabled.
   static absl::Status EnableFromSpec(absl::string_view spec);
 
   // Disables everything, then applies the environment variable as it is now

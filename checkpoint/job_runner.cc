@@ -81,15 +81,15 @@ absl::Status JobRunner::ReportBackgroundSaves(bool wait) {
       if (entry != nullptr) entry->save_bytes = r.stats->bytes;
       LOG(INFO) << "epoch " << r.epoch
                 << ": background checkpoint committed in "
-                << absl::FormatDuration(absl::Microseconds(r.stats->wall_micros))
+                << absl::FormatDuration(
+                       absl::Microseconds(r.stats->wall_micros))
                 << ", " << r.stats->bytes << " bytes";
       continue;
     }
     if (entry != nullptr) entry->saved = false;
     absl::Status failed = SaveFailed(Annotate(
-        r.stats.status(),
-        absl::StrCat("unable to write checkpoint for epoch ", r.epoch,
-                     " (in the background)")));
+        r.stats.status(), absl::StrCat("unable to write checkpoint for epoch ",
+                                       r.epoch, " (in the background)")));
     if (policy.ok()) policy = failed;
   }
   return policy;
@@ -184,12 +184,11 @@ absl::Status JobRunner::PreemptMidGroup(Session& session, int64_t epoch,
       epoch_stats->saved = true;
       epoch_stats->save_micros = saved->wall_micros;
       epoch_stats->save_bytes = saved->bytes;
-      outcome = absl::StrCat("checkpoint of epoch ", epoch, " (mid-", group,
-                             ") committed in ",
-                             checkpointer_->options().directory, " in ",
-                             absl::FormatDuration(absl::Microseconds(
-                                 saved->wall_micros)),
-                             ", ", saved->bytes, " bytes");
+      outcome = absl::StrCat(
+          "checkpoint of epoch ", epoch, " (mid-", group, ") committed in ",
+          checkpointer_->options().directory, " in ",
+          absl::FormatDuration(absl::Microseconds(saved->wall_micros)), ", ",
+          saved->bytes, " bytes");
     } else {
       ++stats_.save_failures;
       stats_.save_errors.push_back(std::string(saved.status().message()));
@@ -203,11 +202,10 @@ absl::Status JobRunner::PreemptMidGroup(Session& session, int64_t epoch,
   stats_.preemption = preemption;
   // The save above waited for every background save: nothing to report.
   EndEpoch(*epoch_stats).IgnoreError();
-  const std::string message =
-      absl::StrCat("preempted by ", preemption.signal, " in ",
-                   group == "init" ? std::string("init")
-                                   : absl::StrCat("epoch ", epoch),
-                   ": ", outcome);
+  const std::string message = absl::StrCat(
+      "preempted by ", preemption.signal, " in ",
+      group == "init" ? std::string("init") : absl::StrCat("epoch ", epoch),
+      ": ", outcome);
   LOG(WARNING) << message;
   return PreemptedStatus(message);
 }
@@ -275,9 +273,9 @@ absl::StatusOr<int64_t> JobRunner::Train(Session& session) {
     }
   } end_run{this, nullptr};
   if (!options_.preempt_signals.empty()) {
-    JG_ASSIGN_OR_RETURN(end_run.signals,
-                        PreemptionSignals::Install(options_.preempt_signals,
-                                                   &preempt_));
+    JG_ASSIGN_OR_RETURN(
+        end_run.signals,
+        PreemptionSignals::Install(options_.preempt_signals, &preempt_));
   }
   signals_ = end_run.signals.get();
 

@@ -2,8 +2,8 @@
 
 #include <atomic>
 #include <cerrno>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -55,7 +55,8 @@ std::string KnownNames() {
 
 absl::StatusOr<std::vector<int>> ParseSignalList(absl::string_view text) {
   std::vector<int> signals;
-  const std::string lower = absl::AsciiStrToLower(absl::StripAsciiWhitespace(text));
+  const std::string lower =
+      absl::AsciiStrToLower(absl::StripAsciiWhitespace(text));
   if (lower.empty() || lower == "none") return signals;
   for (absl::string_view entry : absl::StrSplit(text, ',')) {
     entry = absl::StripAsciiWhitespace(entry);
@@ -118,9 +119,8 @@ absl::StatusOr<std::unique_ptr<PreemptionSignals>> PreemptionSignals::Install(
     struct sigaction previous;
     if (sigaction(signal, &action, &previous) != 0) {
       const int error = errno;
-      return absl::InternalError(absl::StrCat("cannot handle ",
-                                              SignalName(signal), ": ",
-                                              std::strerror(error)));
+      return absl::InternalError(absl::StrCat(
+          "cannot handle ", SignalName(signal), ": ", std::strerror(error)));
     }
     installed->previous_.emplace_back(signal, previous);
   }

@@ -2,9 +2,9 @@
 
 #include <csignal>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "absl/strings/str_cat.h"
 
 namespace jobgraph {
 namespace {

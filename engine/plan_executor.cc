@@ -179,8 +179,7 @@ class StepWrapper {
     StepPosition ignored;
     if (stopped_at == nullptr) stopped_at = &ignored;
     if (!step_->create_workspace()) {
-      return RunCompiledStep(run_, compiled_.get(), parent, resume,
-                             stopped_at);
+      return RunCompiledStep(run_, compiled_.get(), parent, resume, stopped_at);
     }
     JG_ASSIGN_OR_RETURN(std::unique_ptr<CompiledStep> fresh,
                         CompileStep(run_, step_, ws_, cache_));
@@ -394,10 +393,10 @@ absl::Status RunSubstepIteration(CompiledStep* c, const Continuation* own,
       return PositionMismatch(step, "it has other substeps");
     }
     for (int k = first; k < static_cast<int>(c->recurring.size()); ++k) {
-      const StepPosition* inner = (at != nullptr && k == first &&
-                                   at->substep_size() == 1)
-                                      ? &at->substep(0)
-                                      : nullptr;
+      const StepPosition* inner =
+          (at != nullptr && k == first && at->substep_size() == 1)
+              ? &at->substep(0)
+              : nullptr;
       StepPosition inner_out;
       absl::Status s = c->recurring[k]->Run(own, inner, &inner_out);
       if (IsStopRequest(s)) {
@@ -566,8 +565,8 @@ absl::Status RunPlan(Workspace* ws, const PlanDef& plan,
     first = resume->steps_done();
     if (first < 0 || first >= plan.execution_step_size()) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "the saved plan position is at top-level step ", first, ", but plan '",
-          plan.name(), "' has ", plan.execution_step_size()));
+          "the saved plan position is at top-level step ", first,
+          ", but plan '", plan.name(), "' has ", plan.execution_step_size()));
     }
   }
   NetCache root_cache;

@@ -373,8 +373,8 @@ TEST_F(PlanExecutorTest, StoppedRunContinuesFromItsPosition) {
   RunControl control;
   control.stop_at_check.store(4);  // before net b of iteration 1
   PlanPosition position;
-  absl::Status stopped = RunPlan(
-      &ws_, plan, {.control = &control, .stopped_at = &position});
+  absl::Status stopped =
+      RunPlan(&ws_, plan, {.control = &control, .stopped_at = &position});
   EXPECT_TRUE(IsStopRequest(stopped)) << stopped;
   EXPECT_THAT(Log(), ElementsAre("a", "b", "c", "a"));
   EXPECT_EQ(position.steps_done(), 0);
@@ -397,8 +397,8 @@ TEST_F(PlanExecutorTest, PositionsThatDoNotFitThePlanAreRefused) {
   RunControl control;
   control.stop_at_check.store(1);
   PlanPosition position;
-  ASSERT_TRUE(IsStopRequest(RunPlan(
-      &ws_, plan, {.control = &control, .stopped_at = &position})));
+  ASSERT_TRUE(IsStopRequest(
+      RunPlan(&ws_, plan, {.control = &control, .stopped_at = &position})));
   PlanPosition renamed = position;
   renamed.mutable_step()->set_name("other");
   absl::Status s = RunPlan(&ws_, plan, {.resume_from = &renamed});
@@ -420,8 +420,8 @@ TEST_F(PlanExecutorTest, AStopWhoseStateCannotBeSavedSaysWhy) {
   RunControl control;
   control.stop_at_check.store(1);  // after net a made the opaque blob
   PlanPosition position;
-  absl::Status stopped = RunPlan(
-      &ws_, plan, {.control = &control, .stopped_at = &position});
+  absl::Status stopped =
+      RunPlan(&ws_, plan, {.control = &control, .stopped_at = &position});
   EXPECT_TRUE(IsStopRequest(stopped)) << stopped;
   EXPECT_THAT(position.cannot_save(), HasSubstr("'opaque'"));
 }

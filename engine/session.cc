@@ -159,8 +159,8 @@ absl::Status LocalSession::Run(const TaskGroupDef& group,
     absl::Status s = RunPlan(workspaces[i], plans[i].plan, run_options);
     if (!s.ok() && !IsStopRequest(s)) {
       group_control.stop_requested.store(true);
-      s = absl::Status(s.code(), absl::StrCat("node '", plans[i].node,
-                                              "': ", s.message()));
+      s = absl::Status(
+          s.code(), absl::StrCat("node '", plans[i].node, "': ", s.message()));
     }
     results[i] = std::move(s);
   };

@@ -193,9 +193,7 @@ class Tensor {
   void Allocate(bool zero);
   // Gives this tensor its own copy of shared storage.
   void Unshare();
-  uint8_t* bytes() const {
-    return bytes_ != nullptr ? bytes_->data : nullptr;
-  }
+  uint8_t* bytes() const { return bytes_ != nullptr ? bytes_->data : nullptr; }
 
   // Element bytes of a fixed-width tensor: from the heap, or mapped from the
   // system when large (see kMappedStorageBytes).
@@ -214,7 +212,7 @@ class Tensor {
   int64_t numel_ = 0;
   // Shared only between a tensor and its ShareStorage() copies, never
   // written while shared.
-  SharedStorage<ByteBuffer> bytes_;                 // fixed-width types
+  SharedStorage<ByteBuffer> bytes_;                  // fixed-width types
   SharedStorage<std::vector<std::string>> strings_;  // STRING
 };
 

@@ -396,9 +396,9 @@ absl::StatusOr<int64_t> RunJob(const Job& job, const CommonOptions& options,
     if (!checkpointing) {
       parts.push_back("no checkpoint");
     } else if (stats.saved && stats.save_in_background) {
-      std::string text = absl::StrCat("checkpoint ",
-                                      FormatMillis(stats.save_micros),
-                                      " (snapshot; written in the background");
+      std::string text =
+          absl::StrCat("checkpoint ", FormatMillis(stats.save_micros),
+                       " (snapshot; written in the background");
       if (stats.save_waited_micros >= 100) {
         absl::StrAppend(&text, ", after waiting ",
                         FormatMillis(stats.save_waited_micros),
@@ -406,10 +406,9 @@ absl::StatusOr<int64_t> RunJob(const Job& job, const CommonOptions& options,
       }
       parts.push_back(text + ")");
     } else if (stats.saved) {
-      parts.push_back(absl::StrCat(stats.preempted ? "preemption checkpoint "
-                                                   : "checkpoint ",
-                                   FormatMillis(stats.save_micros), " ",
-                                   FormatBytes(stats.save_bytes)));
+      parts.push_back(absl::StrCat(
+          stats.preempted ? "preemption checkpoint " : "checkpoint ",
+          FormatMillis(stats.save_micros), " ", FormatBytes(stats.save_bytes)));
     } else {
       parts.push_back("checkpoint FAILED (see the error above)");
     }
@@ -452,8 +451,9 @@ void AddDelay(NetBuilder& net, int64_t delay_ms) {
 
 void AddRecordDelay(NetBuilder& net, int64_t delay_ms) {
   if (delay_ms > 0) {
-    net.Op("SleepMs", {}, {},
-           {MakeArg("ms", delay_ms), MakeArg("log", std::string("record done"))});
+    net.Op(
+        "SleepMs", {}, {},
+        {MakeArg("ms", delay_ms), MakeArg("log", std::string("record done"))});
   }
 }
 

@@ -150,7 +150,7 @@ absl::StatusOr<Options> ReadFlags() {
 // last_loss. The epoch task's own sse/count accumulators are reset every
 // epoch and vanish with its private workspace.
 void BuildJob(Job& job, const Options& o, int64_t epoch_delay_ms,
-                   int64_t record_delay_ms) {
+              int64_t record_delay_ms) {
   const Node node(kNode);
   Task& init = job.init_group().NewTask(node);
   NetBuilder& net = init.net();
@@ -263,8 +263,7 @@ int Main(int argc, char** argv) {
   if (!options.ok()) return UsageError(options.status());
 
   Job job;
-  BuildJob(job, *options, common->epoch_delay_ms,
-                  common->record_delay_ms);
+  BuildJob(job, *options, common->epoch_delay_ms, common->record_delay_ms);
   if (std::optional<int> exit = HandlePlanFlags(job, *common)) return *exit;
 
   LocalSession session;

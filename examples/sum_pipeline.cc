@@ -86,8 +86,7 @@ std::string NodeName(int id) { return absl::StrCat("trainer_", id); }
 // data, its reader's cursor and the total are made by the init group (GLOBAL)
 // so they live in the node's root workspace and are checkpointed.
 void BuildPipeline(Job& job, int id, const Options& options,
-                   int64_t epoch_delay_ms,
-                   int64_t record_delay_ms) {
+                   int64_t epoch_delay_ms, int64_t record_delay_ms) {
   Node node(NodeName(id));
   Task& init = job.init_group().NewTask(node);
   Record data = ConstRecord(
@@ -96,13 +95,13 @@ void BuildPipeline(Job& job, int id, const Options& options,
       Dataset(data, absl::StrCat("dataset:", id)).NewReader(init.net());
   BlobRef total = init.net().Const<int64_t>("total", {options.initial_total});
   ReaderWithLimit limited(reader, options.records_per_epoch);
-  Task& pipe = Pipe(job.epoch_group(), node, limited,
-                    [total, record_delay_ms](NetBuilder& net,
-                                             const Record& row) {
-                      net.Add(total, row.Field("val"), total);
-                      CountRecords(net, row);
-                      AddRecordDelay(net, record_delay_ms);
-                    });
+  Task& pipe =
+      Pipe(job.epoch_group(), node, limited,
+           [total, record_delay_ms](NetBuilder& net, const Record& row) {
+             net.Add(total, row.Field("val"), total);
+             CountRecords(net, row);
+             AddRecordDelay(net, record_delay_ms);
+           });
   AddRecordCounter(pipe);
   AddDelay(pipe.init_net(), epoch_delay_ms);
   job.AddStopCondition(limited.data_finished());

@@ -99,7 +99,7 @@ absl::StatusOr<Options> ReadFlags() {
 }
 
 void BuildJob(Job& job, const Options& o, int64_t epoch_delay_ms,
-                   int64_t record_delay_ms) {
+              int64_t record_delay_ms) {
   const Node node(kNode);
   Task& init = job.init_group().NewTask(node);
   const BlobRef counts =
@@ -147,8 +147,7 @@ int Main(int argc, char** argv) {
   if (!options.ok()) return UsageError(options.status());
 
   Job job;
-  BuildJob(job, *options, common->epoch_delay_ms,
-                  common->record_delay_ms);
+  BuildJob(job, *options, common->epoch_delay_ms, common->record_delay_ms);
   if (std::optional<int> exit = HandlePlanFlags(job, *common)) return *exit;
 
   LocalSession session;

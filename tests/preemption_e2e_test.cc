@@ -40,12 +40,12 @@ TEST(SumPipeline, SigtermMidEpochSavesAndTheResumeReadsOnlyTheRest) {
   ChildRun stopped =
       RunBinarySignalledAt(binary, args, "record done", 5, SIGTERM);
   ASSERT_EQ(stopped.exit_code(), kPreempted) << stopped.Describe();
-  EXPECT_THAT(stopped.log,
-              HasSubstr("epoch 2 (preempted): "));
+  EXPECT_THAT(stopped.log, HasSubstr("epoch 2 (preempted): "));
   EXPECT_THAT(stopped.log, HasSubstr(", 2 records, preemption checkpoint "));
   EXPECT_THAT(stopped.log,
               HasSubstr("preempted by SIGTERM in epoch 2: checkpoint of epoch "
-                        "2 (mid-epoch) committed in " + dir));
+                        "2 (mid-epoch) committed in " +
+                        dir));
   EXPECT_THAT(stopped.log, HasSubstr("exiting with status 75"));
   EXPECT_FALSE(stopped.Result().has_value());
 
@@ -62,8 +62,7 @@ TEST(SumPipeline, SigtermMidEpochSavesAndTheResumeReadsOnlyTheRest) {
   EXPECT_THAT(resumed.log, HasSubstr("resumed from epoch 2 of " + dir +
                                      " (in the middle of the epoch)"));
   // The continued epoch reads its one remaining record only.
-  EXPECT_THAT(resumed.log,
-              HasSubstr("epoch 2 (continued): "));
+  EXPECT_THAT(resumed.log, HasSubstr("epoch 2 (continued): "));
   EXPECT_THAT(resumed.log, HasSubstr(", 3 records (1 since the resume), "));
   EXPECT_THAT(resumed.log, Not(HasSubstr("] epoch 1:")));
   EXPECT_EQ(resumed.Result(), "result: epochs=4 totals=145");
@@ -101,18 +100,18 @@ TEST(SumPipeline, AnUnhandledSignalStillKillsAndOtherExitCodesWork) {
   const std::string binary = RunfilesPath("examples/sum_pipeline");
   const std::string dir = NewTempDir("custom");
   // SIGTERM is not in the list: it ends the process as it would any program.
-  ChildRun killed = RunBinarySignalledAt(
-      binary,
-      {"--checkpoint_dir=" + dir, "--record_delay_ms=20",
-       "--preempt_signals=USR1"},
-      "record done", 2, SIGTERM);
+  ChildRun killed =
+      RunBinarySignalledAt(binary,
+                           {"--checkpoint_dir=" + dir, "--record_delay_ms=20",
+                            "--preempt_signals=USR1"},
+                           "record done", 2, SIGTERM);
   EXPECT_TRUE(killed.signalled()) << killed.Describe();
-  ChildRun usr1 = RunBinarySignalledAt(
-      binary,
-      {"--checkpoint_dir=" + dir, "--record_delay_ms=20",
-       "--preempt_signals=USR1", "--preempt_exit_code=99",
-       "--resume_from_epoch=latest"},
-      "record done", 2, SIGUSR1);
+  ChildRun usr1 =
+      RunBinarySignalledAt(binary,
+                           {"--checkpoint_dir=" + dir, "--record_delay_ms=20",
+                            "--preempt_signals=USR1", "--preempt_exit_code=99",
+                            "--resume_from_epoch=latest"},
+                           "record done", 2, SIGUSR1);
   EXPECT_EQ(usr1.exit_code(), 99) << usr1.Describe();
   EXPECT_THAT(usr1.log, HasSubstr("preempted by SIGUSR1"));
   ChildRun bad = RunBinary(binary, {"--preempt_signals=TERM,KILL"});
@@ -168,9 +167,8 @@ ChildRun RunSignalledUntilDone(const Program& program, std::mt19937* rng,
         break;
     }
     absl::StrAppend(trace, async ? " async" : "", " run ", attempt, ": ",
-                    strsignal(signal), " at '",
-                    event, "' #", occurrence, env.empty() ? "" : " ",
-                    env.empty() ? "" : env[0], ";");
+                    strsignal(signal), " at '", event, "' #", occurrence,
+                    env.empty() ? "" : " ", env.empty() ? "" : env[0], ";");
     ChildRun run =
         RunBinarySignalledAt(binary, args, event, occurrence, signal, env);
     if (run.exited_ok()) return run;
@@ -185,8 +183,8 @@ TEST(Preemption, SignalsAtRandomEventsThenResumeLatestAreExact) {
   std::string text;
   const char* words[] = {"alpha", "beta", "gamma", "delta", "epsilon"};
   for (int i = 0; i < 300; ++i) {
-    text += absl::StrCat(words[i % 5], " ", words[(i * 7) % 5], " line",
-                         i % 13, "\n");
+    text += absl::StrCat(words[i % 5], " ", words[(i * 7) % 5], " line", i % 13,
+                         "\n");
   }
   const std::string input = text_dir + "/input.txt";
   ASSERT_TRUE(WriteFileAtomically(input, text).ok());
@@ -244,9 +242,9 @@ TEST(Preemption, SigkillWithAsyncSavesThenResumeLatestIsExact) {
     ChildRun killed = RunBinarySignalledAt(
         binary, run_args, at_epoch ? "] epoch " : "record done", occurrence,
         SIGKILL);
-    const std::string trace = absl::StrCat(
-        "trial ", trial, ": SIGKILL at '", at_epoch ? "epoch" : "record",
-        "' #", occurrence);
+    const std::string trace =
+        absl::StrCat("trial ", trial, ": SIGKILL at '",
+                     at_epoch ? "epoch" : "record", "' #", occurrence);
     ASSERT_TRUE(killed.killed() || killed.exited_ok())
         << trace << killed.Describe();
     ChildRun list = RunBinary(RunfilesPath("tools/ckpt"), {"list", dir});

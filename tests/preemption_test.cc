@@ -7,6 +7,8 @@
 // the state and with exactly the epoch count of a run that was never
 // stopped. Chains of preemptions (each resumed run stopped again) too.
 
+#include "checkpoint/preemption.h"
+
 #include <csignal>
 #include <cstdint>
 #include <functional>
@@ -22,7 +24,6 @@
 #include "checkpoint/failpoint.h"
 #include "checkpoint/job.h"
 #include "checkpoint/job_runner.h"
-#include "checkpoint/preemption.h"
 #include "checkpoint/test_util.h"
 #include "engine/data/data_test_util.h"
 #include "engine/data/dataset.h"
@@ -37,8 +38,8 @@
 namespace jobgraph {
 namespace {
 
-using testing_util::TempDir;
 using ::testing::HasSubstr;
+using testing_util::TempDir;
 
 // What a finished run leaves: the epoch count and the named int64 blobs.
 struct Outcome {
@@ -129,8 +130,8 @@ TestJob ThreadedPipe() {
                               BlobRef("merged_sum"), BlobRef("merges"));
     job.AddStopCondition(limited.data_finished());
   };
-  t.results = {{"w", "sum"}, {"w", "count"}, {"w", "merged_sum"},
-               {"w", "merges"}};
+  t.results = {
+      {"w", "sum"}, {"w", "count"}, {"w", "merged_sum"}, {"w", "merges"}};
   return t;
 }
 
@@ -179,8 +180,9 @@ std::optional<Outcome> RunOnce(const TestJob& t, const std::string& dir,
   t.build(job);
   LocalSession session;
   Checkpointer checkpointer({.directory = dir, .async = async});
-  JobRunner runner(job, &checkpointer,
-                   {.resume_from = ResumeFrom::Latest(), .preempt_signals = {}});
+  JobRunner runner(
+      job, &checkpointer,
+      {.resume_from = ResumeFrom::Latest(), .preempt_signals = {}});
   if (stop_at >= 0) runner.RequestPreemptionAtNetBoundary(stop_at);
   absl::StatusOr<int64_t> epochs = runner.Train(session);
   if (!epochs.ok()) {
@@ -200,8 +202,7 @@ std::optional<Outcome> RunOnce(const TestJob& t, const std::string& dir,
 }
 
 // (job, asynchronous checkpoints)
-class PreemptionTest
-    : public ::testing::TestWithParam<std::tuple<int, bool>> {
+class PreemptionTest : public ::testing::TestWithParam<std::tuple<int, bool>> {
  protected:
   bool async() const { return std::get<1>(GetParam()); }
   TestJob Job() const {
@@ -340,9 +341,9 @@ TEST(PreemptionCommitLogTest, AfterTheLastEpochAResumeRunsOnlyDownloadAndExit) {
     t.build(again);
     LocalSession resumed_session;
     Checkpointer resumed_checkpointer({.directory = dir.path()});
-    JobRunner resumed(again, &resumed_checkpointer,
-                      {.resume_from = ResumeFrom::Latest(),
-                       .preempt_signals = {}});
+    JobRunner resumed(
+        again, &resumed_checkpointer,
+        {.resume_from = ResumeFrom::Latest(), .preempt_signals = {}});
     absl::StatusOr<int64_t> resumed_epochs = resumed.Train(resumed_session);
     ASSERT_TRUE(resumed_epochs.ok()) << resumed_epochs.status();
     // No epoch ran: only download and exit.
@@ -407,13 +408,15 @@ TEST(PreemptionCommitLogTest, ResavingAPreemptedEpochForgetsItFirst) {
   ASSERT_TRUE(log->epoch(log->epoch_size() - 1).has_preemption());
   {
     // Every commit fails from now on: the resumed run goes on without.
-    ASSERT_TRUE(Failpoints::EnableFromSpec("commit.before_manifest:error").ok());
+    ASSERT_TRUE(
+        Failpoints::EnableFromSpec("commit.before_manifest:error").ok());
     Job job;
     t.build(job);
     LocalSession session;
     Checkpointer checkpointer({.directory = dir.path()});
-    JobRunner runner(job, &checkpointer, {.resume_from = ResumeFrom::Latest(),
-                                          .preempt_signals = {}});
+    JobRunner runner(
+        job, &checkpointer,
+        {.resume_from = ResumeFrom::Latest(), .preempt_signals = {}});
     absl::StatusOr<int64_t> epochs = runner.Train(session);
     Failpoints::DisableAll();
     ASSERT_TRUE(epochs.ok()) << epochs.status();

@@ -136,8 +136,7 @@ int main(int argc, char** argv) {
   jobgraph::JobRunner runner(job, &checkpoints, runner_options);
   running = &runner;
   absl::StatusOr<int64_t> epochs = runner.Train(session);
-  const bool stopped =
-      !epochs.ok() && jobgraph::IsPreempted(epochs.status());
+  const bool stopped = !epochs.ok() && jobgraph::IsPreempted(epochs.status());
   if (!epochs.ok() && !stopped) {
     std::fprintf(stderr, "main: the job failed: %s\n",
                  epochs.status().ToString().c_str());

@@ -141,9 +141,10 @@ void BuildJob(const Setup& setup, int64_t compute_ms, Job& job) {
   const Node node("trainer");
   Task& init = job.init_group().NewTask(node);
   for (int i = 0; i < setup.tensors; ++i) {
-    init.net().Op("ConstantFill", {}, {BlobRef(absl::StrCat("w", i))},
-                  {MakeArg("shape", std::vector<int64_t>{setup.tensor_elements}),
-                   MakeArg("value", 0.5f)});
+    init.net().Op(
+        "ConstantFill", {}, {BlobRef(absl::StrCat("w", i))},
+        {MakeArg("shape", std::vector<int64_t>{setup.tensor_elements}),
+         MakeArg("value", 0.5f)});
   }
   init.net().NewNet();
   init.net().Op("BenchResetPeak", {}, {});
@@ -208,24 +209,26 @@ int Main() {
   CHECK_GT(tensor_mib, 0);
   setup.tensors = std::max(1, total_mib / tensor_mib);
   setup.tensor_elements = int64_t{tensor_mib} << 20 >> 2;
-  setup.modified = static_cast<int>(absl::GetFlag(FLAGS_modified) *
-                                    setup.tensors + 0.5);
+  setup.modified =
+      static_cast<int>(absl::GetFlag(FLAGS_modified) * setup.tensors + 0.5);
   setup.epochs = absl::GetFlag(FLAGS_epochs);
   CHECK_GE(setup.epochs, 2);
   const double modified_mib = static_cast<double>(setup.modified) * tensor_mib;
-  std::printf("workspace: %d x %d MiB float tensors (%d MiB); each epoch "
-              "overwrites %d of them (%.0f MiB); %d epochs per run; dir %s\n",
-              setup.tensors, tensor_mib, setup.tensors * tensor_mib,
-              setup.modified, modified_mib, setup.epochs, dir.c_str());
+  std::printf(
+      "workspace: %d x %d MiB float tensors (%d MiB); each epoch "
+      "overwrites %d of them (%.0f MiB); %d epochs per run; dir %s\n",
+      setup.tensors, tensor_mib, setup.tensors * tensor_mib, setup.modified,
+      modified_mib, setup.epochs, dir.c_str());
 
   // The synchronous save, first with no compute, to size the compute.
   int64_t compute_ms = absl::GetFlag(FLAGS_compute_ms);
   if (compute_ms < 0) {
     RunFigures probe = RunOnce(setup, 0, dir, true, false);
     compute_ms = static_cast<int64_t>(probe.blocking_ms * 1.25);
-    std::printf("sizing: a synchronous save takes %.0f ms; compute per epoch "
-                "%lld ms\n",
-                probe.blocking_ms, static_cast<long long>(compute_ms));
+    std::printf(
+        "sizing: a synchronous save takes %.0f ms; compute per epoch "
+        "%lld ms\n",
+        probe.blocking_ms, static_cast<long long>(compute_ms));
   }
   RunFigures none = RunOnce(setup, compute_ms, dir, false, false);
   RunFigures sync = RunOnce(setup, compute_ms, dir, true, false);
@@ -242,9 +245,10 @@ int Main() {
               "asynchronous checkpoint every epoch", async.blocking_ms,
               async.epoch_ms, async.peak_extra_mib);
   const double extra_mib = async.peak_extra_mib - sync.peak_extra_mib;
-  std::printf("async extra memory over sync: %.0f MiB; overwritten per epoch: "
-              "%.0f MiB\n",
-              extra_mib, modified_mib);
+  std::printf(
+      "async extra memory over sync: %.0f MiB; overwritten per epoch: "
+      "%.0f MiB\n",
+      extra_mib, modified_mib);
   std::printf(
       "async_bench: blocking_vs_sync=%.6f extra_memory_vs_modified=%.2f "
       "epoch_overhead=%.3f\n",

@@ -58,11 +58,9 @@ std::string StateText(const EpochRow& row) {
   const std::string where = group == "init"    ? "mid-init"
                             : group == "epoch" ? "mid-epoch"
                                                : "after last epoch";
-  return absl::StrCat("preempted ", where, " (",
-                      row.preemption->signal().empty()
-                          ? "?"
-                          : row.preemption->signal(),
-                      ")");
+  return absl::StrCat(
+      "preempted ", where, " (",
+      row.preemption->signal().empty() ? "?" : row.preemption->signal(), ")");
 }
 
 int StateRank(const std::string& state) {

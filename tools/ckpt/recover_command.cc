@@ -100,9 +100,8 @@ int Recover(const RecoverOptions& options, std::ostream& out,
       preemption->set_signal("unknown (recovered)");
     }
     out << "recovered epoch " << epoch << ": "
-        << Printable(absl::StrJoin(nodes, ", ")) << " (" << bytes
-        << " bytes" << (preempted.count(epoch) > 0 ? ", preempted mid-epoch" : "")
-        << ")\n";
+        << Printable(absl::StrJoin(nodes, ", ")) << " (" << bytes << " bytes"
+        << (preempted.count(epoch) > 0 ? ", preempted mid-epoch" : "") << ")\n";
   }
   if (log.epoch_size() == 0) {
     out << "FAILED: no epoch of " << dir->path
