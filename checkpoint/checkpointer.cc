@@ -10,6 +10,7 @@
 #include <thread>
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
@@ -18,6 +19,7 @@
 #include "checkpoint/file_util.h"
 #include "checkpoint/resume_choice.h"
 #include "checkpoint/save_load_ops.h"
+#include "engine/collectives.h"
 #include "engine/net_builder.h"
 #include "engine/status_macros.h"
 #include "engine/task.h"
@@ -210,10 +212,26 @@ absl::Status Checkpointer::SetNodes(const std::vector<std::string>& nodes) {
   return absl::OkStatus();
 }
 
+bool Checkpointer::Hosts(const NodeState& state) const {
+  return ranks_ == nullptr || ranks_->HostsNode(state.node);
+}
+
+absl::Status Checkpointer::OnCommitter(
+    const std::function<absl::Status()>& fn) const {
+  if (ranks_ == nullptr) return fn();
+  return OnRankZero(*ranks_, fn);
+}
+
+absl::Status Checkpointer::Agree(const absl::Status& local) const {
+  if (ranks_ == nullptr) return local;
+  return AgreeOnStatus(*ranks_, local);
+}
+
 absl::Status Checkpointer::LockNodes() {
   if (!locks_.empty()) return absl::OkStatus();
   std::vector<std::unique_ptr<NodeLock>> locks;
   for (const NodeState& state : nodes_) {
+    if (!Hosts(state)) continue;
     JG_ASSIGN_OR_RETURN(std::unique_ptr<NodeLock> lock,
                         NodeLock::Acquire(options_.directory, state.file_name));
     locks.push_back(std::move(lock));
@@ -253,31 +271,86 @@ std::vector<BackgroundSaveResult> Checkpointer::TakeFinishedSaves() {
 
 absl::StatusOr<std::optional<int64_t>> Checkpointer::Start(
     const std::vector<std::string>& nodes, const ResumeFrom& resume) {
+  ranks_ = nullptr;
   WaitForBackgroundSave();
   JG_RETURN_IF_ERROR(SetNodes(nodes));
+  return ChooseStart(resume);
+}
+
+absl::StatusOr<std::optional<int64_t>> Checkpointer::Start(
+    Session& session, const std::vector<std::string>& nodes,
+    const ResumeFrom& resume) {
+  WaitForBackgroundSave();
+  ranks_ = session.num_ranks() > 1 ? &session : nullptr;
+  JG_RETURN_IF_ERROR(SetNodes(nodes));
+  if (options_.async && ranks_ != nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "asynchronous checkpoints (CheckpointOptions::async, "
+        "--async_checkpoint) are not supported on ",
+        session.num_ranks(),
+        " MPI ranks yet: save synchronously (drop --async_checkpoint)"));
+  }
+  return ChooseStart(resume);
+}
+
+absl::StatusOr<std::optional<int64_t>> Checkpointer::ChooseStart(
+    const ResumeFrom& resume) {
   absl::Status usable = PrepareDirectory(options_.directory);
   if (usable.ok()) {
-    JG_RETURN_IF_ERROR(LockNodes());
+    JG_RETURN_IF_ERROR(Agree(LockNodes()));
   } else {
     // Caffe2's rule: a save that cannot happen does not stop the job. Each
     // save will report this, and the first that can save takes the locks.
     LOG(WARNING) << usable.message();
   }
-  JG_ASSIGN_OR_RETURN(std::optional<int64_t> epoch,
-                      ChooseResumeEpoch(options_.directory, options_.db_type,
-                                        FileNames(), resume));
-  resumed_preemption_.reset();
-  if (epoch.has_value()) {
+  // The choice is made once, by the rank that writes the commit log, and
+  // sent to the others: "E<status>", "S" (from scratch) or "R<epoch>
+  // <Preemption>".
+  auto choose = [&]() -> std::string {
+    absl::StatusOr<std::optional<int64_t>> epoch = ChooseResumeEpoch(
+        options_.directory, options_.db_type, FileNames(), resume);
+    if (!epoch.ok()) return absl::StrCat("E", EncodeStatus(epoch.status()));
+    if (!epoch->has_value()) return "S";
+    std::string preemption;
     // The choice read this log a moment ago; it holds the chosen entry.
-    JG_ASSIGN_OR_RETURN(CommitLogRead log,
-                        ReadCommitLogWithFallback(options_.directory));
+    absl::StatusOr<CommitLogRead> log =
+        ReadCommitLogWithFallback(options_.directory);
+    if (!log.ok()) return absl::StrCat("E", EncodeStatus(log.status()));
     const CommittedEpoch* entry =
-        FindCommittedEpoch(log.log, *epoch, FileNames());
+        FindCommittedEpoch(log->log, **epoch, FileNames());
     if (entry != nullptr && entry->has_preemption()) {
-      resumed_preemption_ = entry->preemption();
+      preemption = entry->preemption().SerializeAsString();
+    }
+    return absl::StrCat("R", **epoch, " ", preemption);
+  };
+  std::string choice =
+      ranks_ == nullptr || ranks_->rank() == 0 ? choose() : std::string();
+  if (ranks_ != nullptr) {
+    JG_ASSIGN_OR_RETURN(choice, ranks_->Broadcast(std::move(choice), 0));
+  }
+  resumed_preemption_.reset();
+  std::optional<int64_t> epoch;
+  if (!choice.empty() && choice[0] == 'E') {
+    return DecodeStatus(absl::string_view(choice).substr(1));
+  }
+  if (!choice.empty() && choice[0] == 'R') {
+    const size_t space = choice.find(' ');
+    int64_t chosen = 0;
+    if (space == std::string::npos ||
+        !absl::SimpleAtoi(absl::string_view(choice).substr(1, space - 1),
+                          &chosen)) {
+      return absl::InternalError("rank 0 sent a damaged resume choice");
+    }
+    epoch = chosen;
+    if (space + 1 < choice.size()) {
+      Preemption preemption;
+      if (!preemption.ParseFromString(choice.substr(space + 1))) {
+        return absl::InternalError("rank 0 sent a damaged resume choice");
+      }
+      resumed_preemption_ = preemption;
     }
   }
-  if (usable.ok()) {
+  if (usable.ok() && (ranks_ == nullptr || ranks_->rank() == 0)) {
     // Like a directory that cannot be created: each save tries again.
     absl::Status created =
         CreateCommitLogIfMissing(options_.directory, options_.db_type);
@@ -401,12 +474,17 @@ absl::StatusOr<CheckpointStats> Checkpointer::Restore(Session& session,
   return stats;
 }
 
-absl::Status Checkpointer::PrepareSave() {
-  JG_RETURN_IF_ERROR(PrepareDirectory(options_.directory));
-  JG_RETURN_IF_ERROR(LockNodes());
-  // Before any database is in place: databases without a commit log are
-  // then always damage, never a crash before the first commit.
-  return CreateCommitLogIfMissing(options_.directory, options_.db_type);
+absl::Status Checkpointer::PrepareSave(int64_t epoch) {
+  absl::Status local = PrepareDirectory(options_.directory);
+  if (local.ok()) local = LockNodes();
+  if (local.ok() && (ranks_ == nullptr || ranks_->rank() == 0)) {
+    // Before any database is in place: databases without a commit log are
+    // then always damage, never a crash before the first commit.
+    local = CreateCommitLogIfMissing(options_.directory, options_.db_type);
+    // The log must never list an epoch over databases being replaced.
+    if (local.ok()) local = ForgetEpoch(options_.directory, epoch, FileNames());
+  }
+  return Agree(local);
 }
 
 absl::StatusOr<CheckpointStats> Checkpointer::SaveEpoch(Session& session,
@@ -429,8 +507,7 @@ absl::StatusOr<CheckpointStats> Checkpointer::SaveEpochInBackground(
   const absl::Time start = absl::Now();
   WaitForBackgroundSave();
   const int64_t waited = MicrosSince(start);
-  JG_RETURN_IF_ERROR(PrepareSave());
-  JG_RETURN_IF_ERROR(ForgetEpoch(options_.directory, epoch, FileNames()));
+  JG_RETURN_IF_ERROR(PrepareSave(epoch));
   // What the background thread writes: each node's database path and name,
   // and its frozen blobs.
   struct NodeSnapshot {
@@ -530,8 +607,10 @@ absl::StatusOr<CheckpointStats> Checkpointer::SavePreempted(
 absl::Status Checkpointer::MarkLoopFinished(int64_t epoch,
                                             const Preemption& preemption) {
   WaitForBackgroundSave();
-  return MarkEpochLoopFinished(options_.directory, epoch, FileNames(),
-                               preemption);
+  return OnCommitter([&] {
+    return MarkEpochLoopFinished(options_.directory, epoch, FileNames(),
+                                 preemption);
+  });
 }
 
 absl::StatusOr<CheckpointStats> Checkpointer::SaveAndCommit(
@@ -539,8 +618,7 @@ absl::StatusOr<CheckpointStats> Checkpointer::SaveAndCommit(
     const std::vector<std::vector<std::string>>& blobs,
     const std::optional<Preemption>& preemption) {
   const absl::Time start = absl::Now();
-  JG_RETURN_IF_ERROR(PrepareSave());
-  JG_RETURN_IF_ERROR(ForgetEpoch(options_.directory, epoch, FileNames()));
+  JG_RETURN_IF_ERROR(PrepareSave(epoch));
   TaskGroup group("checkpoint_save", GLOBAL);
   for (size_t i = 0; i < nodes_.size(); ++i) {
     const NodeState& state = nodes_[i];
@@ -559,17 +637,41 @@ absl::StatusOr<CheckpointStats> Checkpointer::SaveAndCommit(
   CheckpointStats stats;
   stats.epoch = epoch;
   stats.num_dbs = static_cast<int>(nodes_.size());
-  for (const NodeState& state : nodes_) {
-    JG_ASSIGN_OR_RETURN(Tensor bytes,
-                        session.FetchBlob(state.node, kSavedBytesBlob));
-    if (bytes.dtype() != INT64 || bytes.numel() != 1) {
-      return absl::InternalError(
-          absl::StrCat("the save of node '", state.node, "' reported ",
-                       bytes.DebugString(4), " instead of its size in bytes"));
+  // Each rank adds up its own nodes' bytes; one exchange gives the total.
+  auto local_bytes = [&]() -> absl::StatusOr<int64_t> {
+    int64_t total = 0;
+    for (const NodeState& state : nodes_) {
+      if (!Hosts(state)) continue;
+      JG_ASSIGN_OR_RETURN(Tensor bytes, session.FetchHostedBlob(
+                                            state.node, kSavedBytesBlob));
+      if (bytes.dtype() != INT64 || bytes.numel() != 1) {
+        return absl::InternalError(absl::StrCat(
+            "the save of node '", state.node, "' reported ",
+            bytes.DebugString(4), " instead of its size in bytes"));
+      }
+      total += bytes.scalar<int64_t>();
     }
-    stats.bytes += bytes.scalar<int64_t>();
+    return total;
+  };
+  absl::StatusOr<int64_t> mine = local_bytes();
+  if (ranks_ == nullptr) {
+    JG_ASSIGN_OR_RETURN(stats.bytes, std::move(mine));
+  } else {
+    JG_RETURN_IF_ERROR(Agree(mine.status()));
+    JG_ASSIGN_OR_RETURN(std::vector<std::string> all,
+                        ranks_->AllGather(absl::StrCat(*mine)));
+    for (const std::string& bytes : all) {
+      int64_t n = 0;
+      if (!absl::SimpleAtoi(bytes, &n)) {
+        return absl::InternalError("a rank sent a damaged byte count");
+      }
+      stats.bytes += n;
+    }
   }
-  JG_RETURN_IF_ERROR(Commit(epoch, stats.bytes, start, preemption));
+  // Every rank's databases are durable now (the save group's agreed
+  // outcome): the epoch is committed by one rank, for all.
+  JG_RETURN_IF_ERROR(
+      OnCommitter([&] { return Commit(epoch, stats.bytes, start, preemption); }));
   stats.wall_micros = MicrosSince(start);
   return stats;
 }

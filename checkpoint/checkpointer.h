@@ -54,6 +54,7 @@
 #define JOBGRAPH_CHECKPOINT_CHECKPOINTER_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -144,6 +145,16 @@ class Checkpointer {
   // when another run holds a node; the resume choice's errors otherwise.
   absl::StatusOr<std::optional<int64_t>> Start(
       const std::vector<std::string>& nodes, const ResumeFrom& resume);
+  // Start for a run on `session` (borrowed for the run), which may span
+  // several ranks (MpiSession): then each rank locks and writes the
+  // databases of the nodes it hosts, rank 0 alone writes the commit log once
+  // every rank's databases are durable and tells the others, and the epoch
+  // to resume from is chosen on rank 0 and sent to all. Every call of the
+  // run is then collective, with the same result on every rank. The
+  // directory must be one shared file system for all ranks.
+  absl::StatusOr<std::optional<int64_t>> Start(
+      Session& session, const std::vector<std::string>& nodes,
+      const ResumeFrom& resume);
 
   // From scratch, after the init group has run: fixes every node's
   // checkpointed blobs as the blobs in its root workspace now. A reused
@@ -221,10 +232,20 @@ class Checkpointer {
   };
 
   absl::Status SetNodes(const std::vector<std::string>& nodes);
-  // Takes the lock of every node unless this run holds them already.
+  // Takes the lock of every node this rank hosts unless this run holds them
+  // already.
   absl::Status LockNodes();
-  // Directory, locks and commit log ready for a save.
-  absl::Status PrepareSave();
+  // The rest of Start: locks, the resume choice (made on rank 0).
+  absl::StatusOr<std::optional<int64_t>> ChooseStart(const ResumeFrom& resume);
+  // Directory, locks and commit log ready for a save of `epoch`, the
+  // epoch's old entry (if any) taken out of the log; agreed by every rank.
+  absl::Status PrepareSave(int64_t epoch);
+  // Whether this rank writes `state`'s databases and holds its lock.
+  bool Hosts(const NodeState& state) const;
+  // `fn` on the rank that writes the commit log, its status on every rank.
+  absl::Status OnCommitter(const std::function<absl::Status()>& fn) const;
+  // The first error of any rank, on every rank.
+  absl::Status Agree(const absl::Status& local) const;
   // The asynchronous SaveEpoch.
   absl::StatusOr<CheckpointStats> SaveEpochInBackground(Session& session,
                                                         int64_t epoch);
@@ -253,6 +274,8 @@ class Checkpointer {
   std::unique_ptr<checkpointer_internal::SaveThread> save_thread_;
   std::vector<BackgroundSaveResult> finished_;
   std::vector<std::unique_ptr<NodeLock>> locks_;  // empty outside a run
+  // The session of the run (Start), for its ranks; null: one process.
+  const Session* ranks_ = nullptr;
 };
 
 // Caffe2's single-node manager: a Checkpointer that refuses jobs with more

@@ -1,5 +1,7 @@
 #include "checkpoint/job.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "engine/status_macros.h"
 #include "google/protobuf/text_format.h"
@@ -34,6 +36,20 @@ void Job::AddStopCondition(const TaskOutput& output) {
 std::vector<std::string> Job::nodes_to_checkpoint() const {
   if (!nodes_to_checkpoint_.empty()) return nodes_to_checkpoint_;
   return init_.used_nodes();
+}
+
+std::vector<std::string> Job::nodes() const {
+  std::vector<std::string> nodes;
+  auto add = [&](const std::string& node) {
+    if (std::find(nodes.begin(), nodes.end(), node) == nodes.end()) {
+      nodes.push_back(node);
+    }
+  };
+  for (const TaskGroup* group : {&init_, &epoch_, &download_, &exit_}) {
+    for (const std::string& node : group->used_nodes()) add(node);
+  }
+  for (const TaskOutput& stop : stops_) add(stop.node());
+  return nodes;
 }
 
 absl::StatusOr<JobDef> Job::Build() const {

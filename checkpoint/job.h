@@ -58,6 +58,11 @@ class Job {
   // group's nodes in creation order.
   std::vector<std::string> nodes_to_checkpoint() const;
 
+  // Every node the job runs tasks on or reads a stop condition from, in the
+  // order they first appear (init, epoch, download, exit): the order in
+  // which an MpiSession places nodes on ranks.
+  std::vector<std::string> nodes() const;
+
   // The whole job as a proto; `--dump_plan` prints it.
   absl::StatusOr<JobDef> Build() const;
   std::string DebugString() const;

@@ -131,7 +131,10 @@ absl::Status JobRunner::RunGroup(Session& session, const TaskGroup& group,
   return Annotate(s, what);
 }
 
-bool JobRunner::PreemptionPending() const { return preempt_.StopRequested(); }
+absl::StatusOr<bool> JobRunner::PreemptionPending(const Session& session) const {
+  // A signal may reach some ranks only: they decide together.
+  return AnyRank(session, preempt_.StopRequested());
+}
 
 std::string JobRunner::PreemptingSignal() const {
   const int signal = signals_ != nullptr ? signals_->received() : 0;
@@ -282,8 +285,9 @@ absl::StatusOr<int64_t> JobRunner::Train(Session& session) {
   std::optional<int64_t> resume;
   std::optional<Preemption> resumed_in;
   if (checkpointer_ != nullptr) {
-    JG_ASSIGN_OR_RETURN(resume, checkpointer_->Start(job_.nodes_to_checkpoint(),
-                                                     options_.resume_from));
+    JG_ASSIGN_OR_RETURN(resume,
+                        checkpointer_->Start(session, job_.nodes_to_checkpoint(),
+                                             options_.resume_from));
     resumed_in = checkpointer_->resumed_preemption();
   } else if (!options_.resume_from.from_scratch()) {
     return absl::InvalidArgumentError(
@@ -321,7 +325,8 @@ absl::StatusOr<int64_t> JobRunner::Train(Session& session) {
       JG_RETURN_IF_ERROR(SaveEpoch(0, session, &epoch0));
       JG_RETURN_IF_ERROR(EndEpoch(epoch0));
     }
-    if (PreemptionPending()) return PreemptAtBoundary(0, false);
+    JG_ASSIGN_OR_RETURN(bool preempted, PreemptionPending(session));
+    if (preempted) return PreemptAtBoundary(0, false);
   }
 
   const bool loop_finished = resumed_group == "download";
@@ -351,11 +356,13 @@ absl::StatusOr<int64_t> JobRunner::Train(Session& session) {
       }
       JG_RETURN_IF_ERROR(EndEpoch(epoch_stats));
       if (stop) break;
-      if (PreemptionPending()) return PreemptAtBoundary(epoch, false);
+      JG_ASSIGN_OR_RETURN(bool preempted, PreemptionPending(session));
+      if (preempted) return PreemptAtBoundary(epoch, false);
       ++epoch;
     }
   }
-  if (PreemptionPending()) return PreemptAtBoundary(epoch, true);
+  JG_ASSIGN_OR_RETURN(bool preempted, PreemptionPending(session));
+  if (preempted) return PreemptAtBoundary(epoch, true);
   // Everything saved is committed before the upload and the final groups.
   JG_RETURN_IF_ERROR(ReportBackgroundSaves(/*wait=*/true));
 

@@ -164,7 +164,8 @@ class JobRunner {
   // as is (IsStopRequest).
   absl::Status RunGroup(Session& session, const TaskGroup& group,
                         absl::string_view what, bool continue_stopped);
-  bool PreemptionPending() const;
+  // Whether a preemption was requested on any rank (collective).
+  absl::StatusOr<bool> PreemptionPending(const Session& session) const;
   std::string PreemptingSignal() const;
   // Ends a run stopped on request in the middle of `group` ("init" or
   // "epoch") of `epoch`: saves the preemption checkpoint.

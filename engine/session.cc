@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
 #include "engine/serialization.h"
 #include "engine/status_macros.h"
@@ -72,6 +73,39 @@ absl::StatusOr<Tensor> Session::Fetch(const TaskOutput& output) const {
         "task output on node '", output.node(), "' names no blob"));
   }
   return FetchBlob(output.node(), output.blobs()[0]);
+}
+
+absl::Status AgreeOnStatus(const Session& session, const absl::Status& local) {
+  if (session.num_ranks() == 1) return local;
+  JG_ASSIGN_OR_RETURN(std::vector<std::string> all,
+                      session.AllGather(EncodeStatus(local)));
+  for (size_t rank = 0; rank < all.size(); ++rank) {
+    absl::Status s = DecodeStatus(all[rank]);
+    if (!s.ok()) {
+      return absl::Status(s.code(),
+                          absl::StrCat("rank ", rank, ": ", s.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> AnyRank(const Session& session, bool local) {
+  if (session.num_ranks() == 1) return local;
+  JG_ASSIGN_OR_RETURN(std::vector<std::string> all,
+                      session.AllGather(local ? "1" : "0"));
+  for (const std::string& v : all) {
+    if (v == "1") return true;
+  }
+  return false;
+}
+
+absl::Status OnRankZero(const Session& session,
+                        const std::function<absl::Status()>& fn) {
+  absl::Status local = session.rank() == 0 ? fn() : absl::OkStatus();
+  if (session.num_ranks() == 1) return local;
+  JG_ASSIGN_OR_RETURN(std::string status,
+                      session.Broadcast(EncodeStatus(local), 0));
+  return DecodeStatus(status);
 }
 
 Workspace* LocalSession::NodeWorkspace(absl::string_view node) {
@@ -148,7 +182,20 @@ absl::Status LocalSession::Run(const TaskGroupDef& group,
   // A failing node stops the others at their next point between nets.
   RunControl group_control;
   group_control.parent = &control_;
-  group_control.other_parent = options.stop;
+  // Nodes of a group with collectives could stop on either side of a
+  // round: such a group is not stopped in the middle (collectives.h).
+  const bool uses_collectives = GroupUsesCollectives(group);
+  group_control.other_parent = uses_collectives ? nullptr : options.stop;
+  std::unique_ptr<Collectives> own_collectives;
+  Collectives* collectives = options.collectives;
+  if (uses_collectives && collectives == nullptr) {
+    std::vector<std::string> nodes;
+    for (const NodePlan& plan : plans) nodes.push_back(plan.node);
+    own_collectives =
+        std::make_unique<Collectives>(nodes, nodes, nullptr, &control_);
+    collectives = own_collectives.get();
+  }
+  for (Workspace* ws : workspaces) ws->set_collectives(collectives);
   std::vector<absl::Status> results(plans.size());
   std::vector<PlanPosition> stopped_at(plans.size());
   auto run_node = [&](size_t i) {
@@ -161,6 +208,10 @@ absl::Status LocalSession::Run(const TaskGroupDef& group,
       group_control.stop_requested.store(true);
       s = absl::Status(
           s.code(), absl::StrCat("node '", plans[i].node, "': ", s.message()));
+      if (collectives != nullptr) {
+        collectives->Cancel(absl::CancelledError(absl::StrCat(
+            "cancelled because node '", plans[i].node, "' failed")));
+      }
     }
     results[i] = std::move(s);
   };
@@ -173,6 +224,7 @@ absl::Status LocalSession::Run(const TaskGroupDef& group,
     }
     for (std::thread& t : threads) t.join();
   }
+  for (Workspace* ws : workspaces) ws->set_collectives(nullptr);
   // The failure that caused the others' cancellation is the one to report.
   bool stopped = false;
   for (const absl::Status& s : results) {
@@ -197,6 +249,16 @@ absl::Status LocalSession::Run(const TaskGroupDef& group,
   }
   return StopRequestStatus(
       absl::StrCat("group '", group.name(), "' stopped on request"));
+}
+
+void LocalSession::MarkFinished(const std::string& plan_group,
+                                const std::vector<std::string>& nodes) {
+  for (const std::string& node : nodes) {
+    PlanPosition finished;
+    finished.set_plan(absl::StrCat(plan_group, ":", node));
+    finished.set_finished(true);
+    PutPlanPosition(NodeWorkspace(node), std::move(finished));
+  }
 }
 
 absl::StatusOr<std::vector<BlobSnapshot>> LocalSession::SnapshotBlobs(

@@ -24,6 +24,7 @@
 #ifndef JOBGRAPH_ENGINE_SESSION_H_
 #define JOBGRAPH_ENGINE_SESSION_H_
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -34,6 +35,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "engine/collectives.h"
 #include "engine/plan_executor.h"
 #include "engine/task.h"
 #include "engine/tensor.h"
@@ -65,6 +67,10 @@ struct RunOptions {
   // Continue a stopped run of this group: every node reads (and removes) its
   // kPlanPositionBlob, which must exist.
   bool resume = false;
+  // The collectives of the run (borrowed; may be null), for a session that
+  // runs part of a group's nodes. Null: a group that uses collectives gets
+  // one over its own nodes.
+  Collectives* collectives = nullptr;
 };
 
 // A blob of a node's root workspace, frozen for an asynchronous checkpoint.
@@ -104,7 +110,43 @@ class Session {
   // positions are kept: a stopped session runs nothing more).
   virtual void RequestStop() = 0;
   virtual bool StopRequested() const = 0;
+
+  // --- Ranks. A session may run its nodes in several processes ("ranks")
+  // that all run this same program (SPMD), each hosting some of the nodes.
+  // Run, FetchBlob and the calls below are then collective: every rank makes
+  // the same calls in the same order and gets the same result. LocalSession
+  // is the one-rank case.
+
+  virtual int rank() const { return 0; }
+  virtual int num_ranks() const { return 1; }
+  // Whether this rank runs `node`'s tasks and holds its workspace.
+  virtual bool HostsNode(absl::string_view node) const { return true; }
+  // Every rank's `value`, in rank order.
+  virtual absl::StatusOr<std::vector<std::string>> AllGather(
+      std::string value) const {
+    return std::vector<std::string>{std::move(value)};
+  }
+  // Rank `root`'s `value` (the others' are ignored).
+  virtual absl::StatusOr<std::string> Broadcast(std::string value,
+                                                int root) const {
+    return value;
+  }
+  // FetchBlob of a node this rank hosts, without involving other ranks.
+  virtual absl::StatusOr<Tensor> FetchHostedBlob(absl::string_view node,
+                                                 absl::string_view blob) const {
+    return FetchBlob(node, blob);
+  }
 };
+
+// Collective over the ranks of `session`: the first error of any rank (in
+// rank order, its message prefixed by "rank N: " when there are several), or
+// OK if every rank's `local` is OK.
+absl::Status AgreeOnStatus(const Session& session, const absl::Status& local);
+// Collective: true on every rank if `local` is true on any.
+absl::StatusOr<bool> AnyRank(const Session& session, bool local);
+// Collective: rank 0 runs `fn`; every rank gets its status.
+absl::Status OnRankZero(const Session& session,
+                        const std::function<absl::Status()>& fn);
 
 class LocalSession : public Session {
  public:
@@ -128,6 +170,13 @@ class LocalSession : public Session {
   Workspace* NodeWorkspace(absl::string_view node);
   // Nodes that have a root workspace, sorted.
   std::vector<std::string> nodes() const;
+
+  // Leaves a "finished" plan position (kPlanPositionBlob) in each of
+  // `nodes`' root workspaces, for a group this session ran to its end while
+  // the same group stopped on request elsewhere (another rank): continuing
+  // it then runs nothing on these nodes.
+  void MarkFinished(const std::string& plan_group,
+                    const std::vector<std::string>& nodes);
 
  private:
   mutable std::mutex mu_;

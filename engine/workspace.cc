@@ -97,4 +97,12 @@ Tensor* Workspace::SetTensor(absl::string_view name, Tensor value) {
   return CreateBlob(name)->Reset(std::make_unique<Tensor>(std::move(value)));
 }
 
+Collectives* Workspace::collectives() const {
+  for (const Workspace* ws = this; ws != nullptr; ws = ws->parent_) {
+    Collectives* c = ws->collectives_.load();
+    if (c != nullptr) return c;
+  }
+  return nullptr;
+}
+
 }  // namespace jobgraph

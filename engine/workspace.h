@@ -13,6 +13,7 @@
 #ifndef JOBGRAPH_ENGINE_WORKSPACE_H_
 #define JOBGRAPH_ENGINE_WORKSPACE_H_
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -27,6 +28,8 @@
 #include "engine/tensor.h"
 
 namespace jobgraph {
+
+class Collectives;
 
 class Workspace {
  public:
@@ -65,11 +68,20 @@ class Workspace {
   // Stores `value` in blob `name` (CreateBlob rules) and returns it.
   Tensor* SetTensor(absl::string_view name, Tensor value);
 
+  // The collectives (collectives.h) of the run in progress: set on a node's
+  // root workspace by the session for one Run and found from every child.
+  // Null outside such a run. Borrowed.
+  void set_collectives(Collectives* collectives) {
+    collectives_.store(collectives);
+  }
+  Collectives* collectives() const;
+
  private:
   Blob* FindLocal(absl::string_view name) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
   Workspace* const parent_;
   const std::string name_;
+  std::atomic<Collectives*> collectives_{nullptr};
   mutable std::shared_mutex mu_;
   std::map<std::string, std::unique_ptr<Blob>, std::less<>> blobs_
       ABSL_GUARDED_BY(mu_);

@@ -21,12 +21,14 @@
 #include "absl/flags/usage_config.h"
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "checkpoint/epoch_metrics.h"
 #include "checkpoint/preemption.h"
 #include "engine/blob.h"
+#include "engine/mpi/mpi_session.h"
 #include "engine/operator.h"
 #include "engine/status_macros.h"
 #include "engine/tensor.h"
@@ -67,6 +69,11 @@ ABSL_FLAG(bool, async_checkpoint, false,
           "Write checkpoints in the background: an epoch boundary blocks only "
           "for a snapshot of the blobs (copy-on-write), the next epoch runs "
           "while the checkpoint is written and committed.");
+ABSL_FLAG(std::string, session, "auto",
+          "Where the job's nodes run: 'local' (every node in this process), "
+          "'mpi' (spread over the ranks of an Open MPI job: start the program "
+          "with mpirun or srun), or 'auto' (mpi when started by mpirun or "
+          "srun, local otherwise).");
 ABSL_FLAG(int, preempt_exit_code, jobgraph::kPreemptedExitCode,
           "Exit status of a preempted run (75 is EX_TEMPFAIL: try again), "
           "for a batch script that requeues the job.");
@@ -155,17 +162,34 @@ class SleepMsOp final : public OperatorBase {
 JG_REGISTER_OPERATOR(SleepMs, SleepMsOp);
 
 // The sum of `blob` over `nodes`, or nullopt if one cannot be fetched.
+// Collective: each rank adds up the nodes it hosts, one exchange adds the
+// ranks' sums. nullopt if a node lacks the counter.
 std::optional<int64_t> SumRecords(const Session& session,
                                   const std::vector<std::string>& nodes,
                                   const std::string& blob) {
   int64_t sum = 0;
+  bool complete = true;
   for (const std::string& node : nodes) {
-    absl::StatusOr<Tensor> value = session.FetchBlob(node, blob);
+    if (!session.HostsNode(node)) continue;
+    absl::StatusOr<Tensor> value = session.FetchHostedBlob(node, blob);
     if (!value.ok() || value->dtype() != INT64 || value->numel() != 1) {
-      return std::nullopt;
+      complete = false;
+      continue;
     }
     sum += value->data<int64_t>()[0];
   }
+  if (session.num_ranks() > 1) {
+    absl::StatusOr<std::vector<std::string>> all =
+        session.AllGather(complete ? absl::StrCat(sum) : std::string("?"));
+    if (!all.ok()) return std::nullopt;
+    sum = 0;
+    for (const std::string& part : *all) {
+      int64_t n = 0;
+      if (!absl::SimpleAtoi(part, &n)) complete = false;
+      sum += n;
+    }
+  }
+  if (!complete) return std::nullopt;
   return sum;
 }
 
@@ -246,6 +270,14 @@ absl::StatusOr<CommonOptions> ReadCommonFlags() {
     return absl::InvalidArgumentError(
         absl::StrCat("--resume_from_epoch=", resume,
                      " needs --checkpoint_dir (the directory to resume from)"));
+  }
+  options.session = absl::GetFlag(FLAGS_session);
+  if (options.session != "auto" && options.session != "local" &&
+      options.session != "mpi") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--session=", options.session,
+        " is not valid: give local, mpi or auto (mpi when started by mpirun "
+        "or srun)"));
   }
   options.keep_last = absl::GetFlag(FLAGS_keep_last);
   JG_RETURN_IF_ERROR(CheckFlagRange("keep_last", options.keep_last, 0,
@@ -329,6 +361,28 @@ std::optional<int> HandlePlanFlags(const Job& job,
   return std::nullopt;
 }
 
+absl::StatusOr<std::unique_ptr<Session>> MakeSession(
+    const Job& job, const CommonOptions& options) {
+  const bool mpi = options.session == "mpi" ||
+                   (options.session == "auto" && StartedByMpiLauncher());
+  if (!mpi) return std::unique_ptr<Session>(std::make_unique<LocalSession>());
+  absl::StatusOr<std::unique_ptr<MpiSession>> session =
+      MpiSession::Create(job.nodes());
+  if (!session.ok()) {
+    return absl::Status(
+        session.status().code(),
+        absl::StrCat("--session=", options.session, ": ",
+                     session.status().message()));
+  }
+  if ((*session)->rank() != 0) {
+    // One rank tells the story; the others speak up only for problems.
+    FLAGS_minloglevel = google::GLOG_WARNING;
+  }
+  return std::unique_ptr<Session>(*std::move(session));
+}
+
+bool PrintsResults(const Session& session) { return session.rank() == 0; }
+
 absl::StatusOr<int64_t> RunJob(const Job& job, const CommonOptions& options,
                                Session& session, const EpochLogOptions& log) {
   std::unique_ptr<Checkpointer> checkpointer;
@@ -339,7 +393,7 @@ absl::StatusOr<int64_t> RunJob(const Job& job, const CommonOptions& options,
                           .async = options.async_checkpoint});
   }
   std::unique_ptr<EpochMetricsFile> metrics;
-  if (!options.metrics_out.empty()) {
+  if (!options.metrics_out.empty() && PrintsResults(session)) {
     absl::StatusOr<std::unique_ptr<EpochMetricsFile>> opened =
         EpochMetricsFile::Open(options.metrics_out);
     if (!opened.ok()) {

@@ -24,6 +24,7 @@
 //                              TERM,USR1,INT; "none"): it saves a checkpoint
 //                              to continue from exactly there and exits with
 //   --preempt_exit_code=N      (default 75, EX_TEMPFAIL)
+//   --session=auto|local|mpi   where the nodes run (MakeSession)
 // Relative paths resolve against $BUILD_WORKING_DIRECTORY when it is set:
 // `bazel run` starts binaries in their runfiles directory, not where the
 // user typed the command.
@@ -34,8 +35,10 @@
 //   if (!common.ok()) return UsageError(common.status());
 //   Job job; ... build ...
 //   if (std::optional<int> exit = HandlePlanFlags(job, *common)) return *exit;
-//   LocalSession session;
-//   absl::StatusOr<int64_t> epochs = RunJob(job, *common, session, {...});
+//   absl::StatusOr<std::unique_ptr<Session>> session =
+//       MakeSession(job, *common);
+//   absl::StatusOr<int64_t> epochs = RunJob(job, *common, **session, {...});
+//   if (PrintsResults(**session)) std::printf("result: ...");
 //
 // Everything here runs on the main thread, except the operators, which are
 // thread-safe.
@@ -78,6 +81,7 @@ struct CommonOptions {
   bool async_checkpoint = false;
   std::vector<int> preempt_signals;
   int preempt_exit_code = 75;
+  std::string session = "auto";  // --session: "auto", "local" or "mpi"
 };
 
 // Parses the command line (Abseil flags; unknown flags and positional
@@ -125,6 +129,16 @@ struct EpochLogOptions {
   // Extra text for the line (e.g. "loss=0.25"); may be empty.
   std::function<std::string(const Session&)> extra;
 };
+
+// The session --session asks for: a LocalSession, or an MpiSession over
+// job.nodes() (each rank hosting node i % ranks) when --session=mpi, or
+// =auto and the process was started by mpirun or srun. Ranks other than 0
+// log only warnings and errors.
+absl::StatusOr<std::unique_ptr<Session>> MakeSession(
+    const Job& job, const CommonOptions& options);
+// Whether this process prints the job's results: true except on MPI ranks
+// other than 0 (every rank computes the same results).
+bool PrintsResults(const Session& session);
 
 // Runs `job` on `session`, with a Checkpointer when --checkpoint_dir is set,
 // and logs one line per epoch to stderr (and to --metrics_out):

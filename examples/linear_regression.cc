@@ -266,7 +266,9 @@ int Main(int argc, char** argv) {
   BuildJob(job, *options, common->epoch_delay_ms, common->record_delay_ms);
   if (std::optional<int> exit = HandlePlanFlags(job, *common)) return *exit;
 
-  LocalSession session;
+  absl::StatusOr<std::unique_ptr<Session>> made = MakeSession(job, *common);
+  if (!made.ok()) return UsageError(made.status());
+  Session& session = **made;
   EpochLogOptions log;
   log.record_nodes = {kNode};
   log.extra = [](const Session& s) {

@@ -133,7 +133,9 @@ int Main(int argc, char** argv) {
   }
   if (std::optional<int> exit = HandlePlanFlags(job, *common)) return *exit;
 
-  LocalSession session;
+  absl::StatusOr<std::unique_ptr<Session>> made = MakeSession(job, *common);
+  if (!made.ok()) return UsageError(made.status());
+  Session& session = **made;
   absl::StatusOr<int64_t> epochs =
       RunJob(job, *common, session, {.record_nodes = nodes});
   if (!epochs.ok()) return RunError(epochs.status());
@@ -144,10 +146,12 @@ int Main(int argc, char** argv) {
     if (!total.ok()) return RunError(total.status());
     totals.push_back(total->data<int64_t>()[0]);
   }
-  std::printf("result: epochs=%lld totals=%s\n",
-              static_cast<long long>(*epochs),
-              absl::StrJoin(totals, ",").c_str());
-  std::fflush(stdout);
+  if (PrintsResults(session)) {
+    std::printf("result: epochs=%lld totals=%s\n",
+                static_cast<long long>(*epochs),
+                absl::StrJoin(totals, ",").c_str());
+    std::fflush(stdout);
+  }
   return 0;
 }
 

@@ -150,7 +150,9 @@ int Main(int argc, char** argv) {
   BuildJob(job, *options, common->epoch_delay_ms, common->record_delay_ms);
   if (std::optional<int> exit = HandlePlanFlags(job, *common)) return *exit;
 
-  LocalSession session;
+  absl::StatusOr<std::unique_ptr<Session>> made = MakeSession(job, *common);
+  if (!made.ok()) return UsageError(made.status());
+  Session& session = **made;
   absl::StatusOr<int64_t> epochs =
       RunJob(job, *common, session, {.record_nodes = {kNode}});
   if (!epochs.ok()) return RunError(epochs.status());
@@ -161,6 +163,7 @@ int Main(int argc, char** argv) {
   if (!counts.ok()) return RunError(counts.status());
   absl::StatusOr<Tensor> totals = session.FetchBlob(kNode, "totals");
   if (!totals.ok()) return RunError(totals.status());
+  if (!PrintsResults(session)) return 0;
   for (int64_t i = 0; i < words->numel(); ++i) {
     std::printf("%lld %s\n", static_cast<long long>(counts->data<int64_t>()[i]),
                 words->data<std::string>()[i].c_str());

@@ -42,6 +42,36 @@ cc_library(
 )
 """.format(name = name, linkopts = repr(linkopts), deps = repr(deps))
 
+def _mpi_library(ctx):
+    """Open MPI's C API: headers outside /usr/include, so they are linked in."""
+    cflags = ctx.execute(["pkg-config", "--cflags-only-I", "ompi-c"])
+    if cflags.return_code != 0:
+        fail("pkg-config --cflags ompi-c failed: %s\nRun ./tools/bazel, which " %
+             cflags.stderr + "installs Open MPI (libopenmpi-dev).")
+    includes = []
+    for i, flag in enumerate(cflags.stdout.strip().split(" ")):
+        if not flag.startswith("-I"):
+            continue
+        link = "mpi_include_%d" % i
+        ctx.symlink(flag[2:], link)
+        includes.append(link)
+    libs = _pkg_config_libs(ctx, ["ompi-c"])
+    return """
+cc_library(
+    name = "mpi",
+    hdrs = glob([{globs}]),
+    includes = {includes},
+    # The C API only: the deprecated C++ bindings need libmpi_cxx.
+    defines = ["OMPI_SKIP_MPICXX"],
+    linkopts = {linkopts},
+    visibility = ["//visibility:public"],
+)
+""".format(
+        globs = ", ".join(['"%s/**/*.h"' % i for i in includes]),
+        includes = repr(includes),
+        linkopts = repr(libs),
+    )
+
 def _system_libs_impl(ctx):
     absl = _pkg_config_libs(ctx, _ABSL_COMPONENTS)
     protobuf = _pkg_config_libs(ctx, ["protobuf"])
@@ -56,6 +86,7 @@ def _system_libs_impl(ctx):
     build += _library("gtest_main", ["-lgtest_main"], [":gmock"])
     build += _library("benchmark", ["-lbenchmark", "-lpthread"])
     build += _library("benchmark_main", ["-lbenchmark_main"], [":benchmark"])
+    build += _mpi_library(ctx)
     ctx.file("WORKSPACE", "workspace(name = \"%s\")\n" % ctx.name)
     ctx.file("BUILD.bazel", build)
 
@@ -63,5 +94,5 @@ system_libs = repository_rule(
     implementation = _system_libs_impl,
     local = True,
     doc = "cc_library targets for the system's Abseil, protobuf, LevelDB, " +
-          "glog, gflags, GoogleTest and Google Benchmark.",
+          "glog, gflags, GoogleTest, Google Benchmark and Open MPI.",
 )

@@ -1,0 +1,405 @@
+#include "engine/mpi/mpi_session.h"
+
+#include <mpi.h>
+
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <set>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "engine/collectives.h"
+#include "engine/plan_executor.h"
+#include "engine/status_macros.h"
+#include "glog/logging.h"
+
+namespace jobgraph {
+namespace {
+
+void FinalizeMpi() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+}
+
+// Starts MPI once per process; it is finalized when the process exits.
+absl::Status EnsureMpi() {
+  static std::once_flag once;
+  static absl::Status status;
+  std::call_once(once, [] {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (initialized) {
+      int provided = 0;
+      MPI_Query_thread(&provided);
+      if (provided < MPI_THREAD_SERIALIZED) {
+        status = absl::FailedPreconditionError(
+            "MPI was initialized without MPI_THREAD_SERIALIZED; jobgraph's "
+            "node threads call MPI one at a time and need it");
+      }
+      return;
+    }
+    int provided = 0;
+    if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided) !=
+        MPI_SUCCESS) {
+      status = absl::UnavailableError(
+          "MPI_Init_thread failed; start the program with mpirun (Open MPI)");
+      return;
+    }
+    std::atexit(FinalizeMpi);
+    if (provided < MPI_THREAD_SERIALIZED) {
+      status = absl::FailedPreconditionError(absl::StrCat(
+          "this MPI provides thread level ", provided,
+          ", below MPI_THREAD_SERIALIZED, which jobgraph needs"));
+    }
+  });
+  return status;
+}
+
+absl::Status CheckMpi(int code, absl::string_view what) {
+  if (code == MPI_SUCCESS) return absl::OkStatus();
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  MPI_Error_string(code, text, &length);
+  return absl::UnavailableError(
+      absl::StrCat(what, " failed: ", absl::string_view(text, length)));
+}
+
+absl::StatusOr<std::vector<std::string>> AllGatherOn(MPI_Comm comm,
+                                                     absl::string_view value) {
+  int size = 0;
+  MPI_Comm_size(comm, &size);
+  if (value.size() > static_cast<size_t>(INT_MAX)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cannot send ", value.size(), " bytes between ranks at once (2 GiB "
+        "at most)"));
+  }
+  int mine = static_cast<int>(value.size());
+  std::vector<int> sizes(size);
+  JG_RETURN_IF_ERROR(CheckMpi(
+      MPI_Allgather(&mine, 1, MPI_INT, sizes.data(), 1, MPI_INT, comm),
+      "MPI_Allgather"));
+  std::vector<int> offsets(size);
+  int64_t total = 0;
+  for (int r = 0; r < size; ++r) {
+    offsets[r] = static_cast<int>(total);
+    total += sizes[r];
+  }
+  if (total > INT_MAX) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the ranks' contributions total ", total, " bytes, over 2 GiB"));
+  }
+  std::string all(total, '\0');
+  JG_RETURN_IF_ERROR(CheckMpi(
+      MPI_Allgatherv(value.data(), mine, MPI_BYTE, all.data(), sizes.data(),
+                     offsets.data(), MPI_BYTE, comm),
+      "MPI_Allgatherv"));
+  std::vector<std::string> result(size);
+  for (int r = 0; r < size; ++r) result[r] = all.substr(offsets[r], sizes[r]);
+  return result;
+}
+
+}  // namespace
+
+bool StartedByMpiLauncher() {
+  for (const char* var :
+       {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE"}) {
+    if (std::getenv(var) != nullptr) return true;
+  }
+  return false;
+}
+
+struct MpiSession::Comms {
+  MPI_Comm world = MPI_COMM_NULL;
+  // Communicators of the ranks that host a group's collective participants,
+  // by those ranks (every rank asks for one at the same Run).
+  std::map<std::vector<int>, MPI_Comm> of_ranks;
+
+  ~Comms() {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (finalized) return;
+    for (auto& [ranks, comm] : of_ranks) {
+      if (comm != MPI_COMM_NULL) MPI_Comm_free(&comm);
+    }
+    if (world != MPI_COMM_NULL) MPI_Comm_free(&world);
+  }
+};
+
+absl::StatusOr<std::unique_ptr<MpiSession>> MpiSession::Create(
+    std::vector<std::string> nodes, MpiSessionOptions options) {
+  JG_RETURN_IF_ERROR(EnsureMpi());
+  auto comms = std::make_unique<Comms>();
+  JG_RETURN_IF_ERROR(CheckMpi(MPI_Comm_dup(MPI_COMM_WORLD, &comms->world),
+                              "MPI_Comm_dup"));
+  int rank = 0;
+  int size = 0;
+  MPI_Comm_rank(comms->world, &rank);
+  MPI_Comm_size(comms->world, &size);
+  std::set<std::string> seen;
+  for (const std::string& node : nodes) {
+    if (!seen.insert(node).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("node '", node, "' is given twice"));
+    }
+  }
+  if (nodes.empty()) {
+    return absl::InvalidArgumentError("an MpiSession needs at least one node");
+  }
+  std::map<std::string, int> ranks = options.node_ranks;
+  if (ranks.empty()) {
+    if (static_cast<int>(nodes.size()) < size) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the job has ", nodes.size(), " node(s) but runs on ", size,
+          " MPI ranks: every rank must host a node; start ", nodes.size(),
+          " rank(s) (mpirun -np ", nodes.size(), ") or give the job more "
+          "nodes"));
+    }
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      ranks[nodes[i]] = static_cast<int>(i % size);
+    }
+  } else {
+    std::vector<int> hosted(size, 0);
+    for (const std::string& node : nodes) {
+      auto it = ranks.find(node);
+      if (it == ranks.end()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "node_ranks places no rank for node '", node, "'"));
+      }
+      if (it->second < 0 || it->second >= size) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "node_ranks places node '", node, "' on rank ", it->second,
+            ", but the MPI job has ranks 0 to ", size - 1));
+      }
+      ++hosted[it->second];
+    }
+    if (ranks.size() != nodes.size()) {
+      for (const auto& [node, r] : ranks) {
+        if (!seen.count(node)) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "node_ranks names node '", node, "', which the job does not "
+              "have"));
+        }
+      }
+    }
+    for (int r = 0; r < size; ++r) {
+      if (hosted[r] == 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "node_ranks gives rank ", r, " no node; the job has ",
+            nodes.size(), " node(s) on ", size, " MPI ranks"));
+      }
+    }
+  }
+  return std::unique_ptr<MpiSession>(new MpiSession(
+      std::move(nodes), std::move(ranks), rank, size, std::move(comms)));
+}
+
+MpiSession::MpiSession(std::vector<std::string> nodes,
+                       std::map<std::string, int> ranks, int rank, int size,
+                       std::unique_ptr<Comms> comms)
+    : nodes_(std::move(nodes)),
+      node_ranks_(ranks.begin(), ranks.end()),
+      rank_(rank),
+      size_(size),
+      comms_(std::move(comms)) {}
+
+MpiSession::~MpiSession() = default;
+
+int MpiSession::RankOf(absl::string_view node) const {
+  auto it = node_ranks_.find(node);
+  return it == node_ranks_.end() ? -1 : it->second;
+}
+
+bool MpiSession::HostsNode(absl::string_view node) const {
+  return RankOf(node) == rank_;
+}
+
+absl::StatusOr<std::vector<std::string>> MpiSession::AllGather(
+    std::string value) const {
+  return AllGatherOn(comms_->world, value);
+}
+
+absl::StatusOr<std::string> MpiSession::Broadcast(std::string value,
+                                                  int root) const {
+  int64_t size = static_cast<int64_t>(value.size());
+  JG_RETURN_IF_ERROR(CheckMpi(
+      MPI_Bcast(&size, 1, MPI_INT64_T, root, comms_->world), "MPI_Bcast"));
+  if (size > INT_MAX) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cannot broadcast ", size, " bytes between ranks at once (2 GiB at "
+        "most)"));
+  }
+  value.resize(size);
+  JG_RETURN_IF_ERROR(CheckMpi(MPI_Bcast(value.data(), static_cast<int>(size),
+                                        MPI_BYTE, root, comms_->world),
+                              "MPI_Bcast"));
+  return value;
+}
+
+absl::Status MpiSession::Run(const TaskGroupDef& group,
+                             const RunOptions& options) {
+  // Everything up to the local run depends only on the group, the same on
+  // every rank, so an error here is the same everywhere.
+  JG_ASSIGN_OR_RETURN(std::vector<NodePlan> plans, PlanByNode(group));
+  std::vector<std::string> participants;
+  std::vector<std::string> hosted;
+  for (const NodePlan& plan : plans) {
+    if (RankOf(plan.node) < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "group '", group.name(), "' runs a task on node '", plan.node,
+          "', which is not one of the MPI session's nodes [",
+          absl::StrJoin(nodes_, ", "), "]"));
+    }
+    participants.push_back(plan.node);
+    if (HostsNode(plan.node)) hosted.push_back(plan.node);
+  }
+  TaskGroupDef mine = group;
+  mine.clear_task();
+  for (const TaskDef& task : group.task()) {
+    if (HostsNode(task.node())) *mine.add_task() = task;
+  }
+
+  const bool uses_collectives = GroupUsesCollectives(group);
+  std::unique_ptr<Collectives> collectives;
+  if (uses_collectives) {
+    std::vector<int> ranks;
+    for (const std::string& node : participants) ranks.push_back(RankOf(node));
+    std::sort(ranks.begin(), ranks.end());
+    ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+    auto [it, inserted] = comms_->of_ranks.emplace(ranks, MPI_COMM_NULL);
+    if (inserted) {
+      // Collective over every rank; ranks without a participant get none.
+      JG_RETURN_IF_ERROR(CheckMpi(
+          MPI_Comm_split(comms_->world, hosted.empty() ? MPI_UNDEFINED : 0,
+                         rank_, &it->second),
+          "MPI_Comm_split"));
+    }
+    MPI_Comm comm = it->second;
+    // Where each participant's payload is in a rank's contribution.
+    std::vector<std::vector<size_t>> by_rank(ranks.size());
+    for (size_t i = 0; i < participants.size(); ++i) {
+      const size_t j =
+          std::lower_bound(ranks.begin(), ranks.end(), RankOf(participants[i])) -
+          ranks.begin();
+      by_rank[j].push_back(i);
+    }
+    const size_t num_participants = participants.size();
+    auto round = [comm, by_rank, num_participants](
+                     std::vector<std::string> local)
+        -> absl::StatusOr<std::vector<std::string>> {
+      std::string packed;
+      for (const std::string& payload : local) AppendPiece(&packed, payload);
+      JG_ASSIGN_OR_RETURN(std::vector<std::string> all,
+                          AllGatherOn(comm, packed));
+      std::vector<std::string> result(num_participants);
+      for (size_t j = 0; j < all.size(); ++j) {
+        absl::string_view in = all[j];
+        for (size_t index : by_rank[j]) {
+          absl::string_view piece;
+          if (!ConsumePiece(&in, &piece)) {
+            return absl::DataLossError(
+                "a rank sent a damaged collective contribution");
+          }
+          result[index] = std::string(piece);
+        }
+      }
+      return result;
+    };
+    if (!hosted.empty()) {
+      collectives = std::make_unique<Collectives>(participants, hosted, round,
+                                                  nullptr);
+    }
+  }
+
+  absl::Status local = absl::OkStatus();
+  if (mine.task_size() > 0) {
+    RunOptions local_options = options;
+    local_options.collectives = collectives.get();
+    local = local_.Run(mine, local_options);
+  }
+  if (!local.ok() && !IsStopRequest(local) && uses_collectives &&
+      size_ > 1) {
+    LOG(ERROR) << "rank " << rank_ << ": " << local.message()
+               << " -- the group uses collective operators, so the other "
+                  "ranks may be waiting for this one: aborting the MPI job";
+    MPI_Abort(comms_->world, 1);
+  }
+
+  // Agree on the outcome: an error anywhere wins over a stop anywhere.
+  std::string mine_encoded =
+      absl::StrCat(IsStopRequest(local) ? "S" : "R", EncodeStatus(local));
+  JG_ASSIGN_OR_RETURN(std::vector<std::string> all,
+                      AllGather(std::move(mine_encoded)));
+  bool stopped = false;
+  for (size_t r = 0; r < all.size(); ++r) {
+    if (all[r].empty()) return absl::InternalError("a rank sent no outcome");
+    if (all[r][0] == 'S') {
+      stopped = true;
+      continue;
+    }
+    absl::Status s = DecodeStatus(absl::string_view(all[r]).substr(1));
+    if (!s.ok()) {
+      if (size_ == 1) return s;
+      return absl::Status(s.code(),
+                          absl::StrCat("rank ", r, ": ", s.message()));
+    }
+  }
+  if (!stopped) return absl::OkStatus();
+  if (local.ok()) {
+    // Finished here while another rank stopped: continuing the group must
+    // run nothing more on these nodes.
+    local_.MarkFinished(group.name(), hosted);
+  }
+  return StopRequestStatus(
+      absl::StrCat("group '", group.name(), "' stopped on request"));
+}
+
+absl::StatusOr<Tensor> MpiSession::FetchBlob(absl::string_view node,
+                                             absl::string_view blob) const {
+  const int owner = RankOf(node);
+  if (owner < 0) {
+    return absl::NotFoundError(absl::StrCat(
+        "node '", node, "' is not one of the MPI session's nodes [",
+        absl::StrJoin(nodes_, ", "), "]"));
+  }
+  std::string payload;
+  if (owner == rank_) {
+    absl::StatusOr<Tensor> value = local_.FetchBlob(node, blob);
+    absl::StatusOr<std::string> encoded =
+        value.ok() ? EncodeTensor(*value) : value.status();
+    payload = encoded.ok() ? absl::StrCat("T", *encoded)
+                           : absl::StrCat("E", EncodeStatus(encoded.status()));
+  }
+  JG_ASSIGN_OR_RETURN(payload, Broadcast(std::move(payload), owner));
+  if (payload.empty()) return absl::InternalError("a rank sent no blob");
+  if (payload[0] == 'E') {
+    return DecodeStatus(absl::string_view(payload).substr(1));
+  }
+  return DecodeTensor(absl::string_view(payload).substr(1));
+}
+
+absl::StatusOr<Tensor> MpiSession::FetchHostedBlob(
+    absl::string_view node, absl::string_view blob) const {
+  if (!HostsNode(node)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "node '", node, "' runs on rank ", RankOf(node), ", not on rank ",
+        rank_));
+  }
+  return local_.FetchBlob(node, blob);
+}
+
+absl::StatusOr<std::vector<BlobSnapshot>> MpiSession::SnapshotBlobs(
+    absl::string_view node, const std::vector<std::string>& names) const {
+  if (!HostsNode(node)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cannot snapshot node '", node, "' on rank ", rank_,
+        ": it runs on rank ", RankOf(node)));
+  }
+  return local_.SnapshotBlobs(node, names);
+}
+
+}  // namespace jobgraph
