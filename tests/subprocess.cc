@@ -90,8 +90,8 @@ int CountOccurrences(absl::string_view text, absl::string_view needle) {
 ChildRun Run(const std::string& binary, const std::vector<std::string>& args,
              const std::vector<std::string>& extra_env, int kill_after_ms,
              const std::string& kill_at_log_text,
-             const std::function<void()>& at_log_text, int signal = SIGKILL,
-             int occurrences = 1) {
+             const std::function<void(pid_t)>& at_log_text,
+             int signal = SIGKILL, int occurrences = 1) {
   static int counter = 0;
   const std::string out_dir = NewTempDir("child_output");
   const std::string out = JoinPath(out_dir, absl::StrCat("out", ++counter));
@@ -156,8 +156,8 @@ ChildRun Run(const std::string& binary, const std::vector<std::string>& args,
       }
       absl::StatusOr<std::string> log = ReadFileToString(err);
       if (log.ok() && CountOccurrences(*log, kill_at_log_text) >= occurrences) {
-        if (at_log_text) at_log_text();
-        CHECK_EQ(::kill(pid, signal), 0);
+        if (at_log_text) at_log_text(pid);
+        if (signal != 0) CHECK_EQ(::kill(pid, signal), 0);
         break;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
@@ -188,7 +188,18 @@ ChildRun RunBinaryKilledAt(const std::string& binary,
                            const std::vector<std::string>& args,
                            const std::string& log_text,
                            const std::function<void()>& at_log_text) {
-  return Run(binary, args, {}, -1, log_text, at_log_text);
+  std::function<void(pid_t)> hook;
+  if (at_log_text) hook = [&](pid_t) { at_log_text(); };
+  return Run(binary, args, {}, -1, log_text, hook);
+}
+
+ChildRun RunBinaryWithHookAt(const std::string& binary,
+                             const std::vector<std::string>& args,
+                             const std::vector<std::string>& extra_env,
+                             const std::string& log_text, int occurrences,
+                             const std::function<void(pid_t)>& hook) {
+  return Run(binary, args, extra_env, -1, log_text, hook, /*signal=*/0,
+             occurrences);
 }
 
 ChildRun RunBinarySignalledAt(const std::string& binary,

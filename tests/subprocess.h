@@ -80,6 +80,16 @@ ChildRun RunBinarySignalledAt(const std::string& binary,
                               int signal,
                               const std::vector<std::string>& extra_env = {});
 
+// Runs `binary`; once `log_text` has occurred `occurrences` times in its
+// standard error, calls `hook` with the child's pid (the child itself is not
+// signalled: the hook may, for instance, kill one of its children), then
+// waits for the child to end.
+ChildRun RunBinaryWithHookAt(const std::string& binary,
+                             const std::vector<std::string>& args,
+                             const std::vector<std::string>& extra_env,
+                             const std::string& log_text, int occurrences,
+                             const std::function<void(pid_t)>& hook);
+
 }  // namespace testing
 }  // namespace jobgraph
 

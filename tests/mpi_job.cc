@@ -1,0 +1,133 @@
+// mpi_job: a small builder-code job for tests/mpi_test.cc, run the same way
+// under mpirun (MpiSession) and in one process (LocalSession).
+//
+//   mpi_job --nodes=N [--session=local|mpi|auto] [--fail_node=NAME]
+//           [--epochs=E] [--checkpoint_dir=DIR] [--resume_from_epoch=E]
+//
+// Node i starts with x_i = [i + 0.1, 1 / (i + 3), -i * 1e-7] (float) and a
+// counter c_i = i (int64). Each epoch every node runs
+//   s = Allreduce(x); x = x + s * 1e-3 (float);  b = Broadcast(c, root=trainer_1 or
+//   trainer_0); c = c + b; Barrier
+// so every node's values depend on every other node's, in a fixed order.
+// --fail_node makes one node fail (see the flag).
+//
+// Rank 0 prints, for each node, "node <name> x=<%08x bits,...> c=<c>", then
+// "result: epochs=<E>". Every rank prints its failure as
+// "rank <r> error: <message>" to stderr.
+
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "checkpoint/job.h"
+#include "checkpoint/job_runner.h"
+#include "engine/net_builder.h"
+#include "engine/operator.h"
+#include "engine/session.h"
+#include "engine/task.h"
+#include "engine/tensor.h"
+#include "examples/example_util.h"
+
+ABSL_FLAG(int, nodes, 2, "Nodes of the job.");
+ABSL_FLAG(int64_t, epochs, 3, "Epochs to run.");
+ABSL_FLAG(std::string, fail_node, "",
+          "This node fails: in its init task (no collectives there, so every "
+          "rank reports the error), or with --fail_in_epoch in its epoch task "
+          "before any collective (the MPI job is aborted).");
+ABSL_FLAG(bool, fail_in_epoch, false, "See --fail_node.");
+
+namespace jobgraph {
+namespace {
+
+class AlwaysFailOp final : public OperatorBase {
+ public:
+  using OperatorBase::OperatorBase;
+  absl::Status Run() override {
+    return Error(absl::StatusCode::kInternal, "deliberate failure");
+  }
+};
+JG_REGISTER_OPERATOR(AlwaysFail, AlwaysFailOp);
+
+std::string Bits(const Tensor& t) {
+  std::vector<std::string> parts;
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, &t.data<float>()[i], sizeof(bits));
+    parts.push_back(absl::StrFormat("%08x", bits));
+  }
+  return absl::StrJoin(parts, ",");
+}
+
+int Main(int argc, char** argv) {
+  examples::InitExample(argc, argv, "mpi_job: a test job with collectives");
+  absl::StatusOr<examples::CommonOptions> common = examples::ReadCommonFlags();
+  if (!common.ok()) return examples::UsageError(common.status());
+  const int num_nodes = absl::GetFlag(FLAGS_nodes);
+  const std::string fail_node = absl::GetFlag(FLAGS_fail_node);
+
+  Job job;
+  std::vector<std::string> nodes;
+  for (int i = 0; i < num_nodes; ++i) nodes.push_back(absl::StrCat("trainer_", i));
+  const std::string root = num_nodes > 1 ? "trainer_1" : "trainer_0";
+  for (int i = 0; i < num_nodes; ++i) {
+    const Node node(nodes[i]);
+    Task& init = job.init_group().NewTask(node);
+    init.net().Const(
+        Tensor::FromVector<float>({i + 0.1f, 1.0f / (i + 3), -i * 1e-7f}), "x");
+    init.net().ConstScalar<int64_t>("c", i);
+    init.net().ConstScalar<float>("eps", 1e-3f);
+    const bool fails = nodes[i] == fail_node;
+    if (fails && !absl::GetFlag(FLAGS_fail_in_epoch)) {
+      init.net().Op("AlwaysFail", {}, {});
+    }
+    Task& step = job.epoch_group().NewTask(node, {.workspace_type = GLOBAL});
+    NetBuilder& net = step.net();
+    if (fails && absl::GetFlag(FLAGS_fail_in_epoch)) {
+      net.Op("AlwaysFail", {}, {});
+    }
+    net.Op("Allreduce", {BlobRef("x")}, {BlobRef("s")});
+    net.Op("Mul", {BlobRef("s"), BlobRef("eps")}, {BlobRef("s")});
+    net.Add(BlobRef("x"), BlobRef("s"), BlobRef("x"));
+    net.Op("Broadcast", {BlobRef("c")}, {BlobRef("b")},
+           {MakeArg("root", root)});
+    net.Add(BlobRef("c"), BlobRef("b"), BlobRef("c"));
+    net.Op("Barrier", {}, {});
+  }
+  EpochLimiter(job, Node(nodes[0]), absl::GetFlag(FLAGS_epochs));
+
+  absl::StatusOr<std::unique_ptr<Session>> made =
+      examples::MakeSession(job, *common);
+  if (!made.ok()) return examples::UsageError(made.status());
+  Session& session = **made;
+  absl::StatusOr<int64_t> epochs = examples::RunJob(job, *common, session);
+  if (!epochs.ok()) {
+    std::fprintf(stderr, "rank %d error: %s\n", session.rank(),
+                 std::string(epochs.status().message()).c_str());
+    return 1;
+  }
+  std::vector<std::string> lines;
+  for (const std::string& node : nodes) {
+    absl::StatusOr<Tensor> x = session.FetchBlob(node, "x");
+    absl::StatusOr<Tensor> c = session.FetchBlob(node, "c");
+    if (!x.ok() || !c.ok()) return 1;
+    lines.push_back(absl::StrCat("node ", node, " x=", Bits(*x),
+                                 " c=", c->scalar<int64_t>()));
+  }
+  if (examples::PrintsResults(session)) {
+    for (const std::string& line : lines) std::printf("%s\n", line.c_str());
+    std::printf("result: epochs=%lld\n", static_cast<long long>(*epochs));
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace jobgraph
+
+int main(int argc, char** argv) { return jobgraph::Main(argc, argv); }

@@ -1,0 +1,232 @@
+// Jobs on Open MPI, started the way users start them: `mpirun -np N` on the
+// example binaries and on tests/mpi_job (builder code with collectives).
+// Results must equal the one-process (LocalSession) run, resumes must be
+// exact from every epoch, a failure must be reported the same on every rank,
+// and a rank killed with SIGKILL at any moment must leave a directory that
+// `ckpt verify` accepts and that resumes to the exact result.
+
+#include <signal.h>
+#include <sys/types.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <random>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/subprocess.h"
+
+namespace jobgraph {
+namespace testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+const char kMpirun[] = "/usr/bin/mpirun";
+
+std::string SumPipeline() { return RunfilesPath("examples/sum_pipeline"); }
+std::string MpiJob() { return RunfilesPath("tests/mpi_job"); }
+std::string Ckpt() { return RunfilesPath("tools/ckpt"); }
+
+// mpirun as a user on this one machine runs it (root in CI, more ranks than
+// cores).
+ChildRun Mpirun(int ranks, const std::string& binary,
+                const std::vector<std::string>& args) {
+  std::vector<std::string> all = {"--allow-run-as-root", "--oversubscribe",
+                                  "-np", absl::StrCat(ranks), binary};
+  all.insert(all.end(), args.begin(), args.end());
+  return RunBinary(kMpirun, all);
+}
+
+// The result lines (stdout) of a run, which must have exited 0.
+std::vector<std::string> Output(const ChildRun& run) {
+  EXPECT_TRUE(run.exited_ok()) << run.Describe();
+  return run.lines;
+}
+
+TEST(MpiTest, SumPipelineEqualsOneProcessOn1To4Ranks) {
+  const std::string local =
+      RunBinary(SumPipeline(), {"--nodes=4", "--session=local"})
+          .Result()
+          .value_or("(none)");
+  EXPECT_EQ(local, "result: epochs=4 totals=145,145,145,145");
+  for (int ranks : {1, 2, 4}) {
+    const std::string dir = NewTempDir(absl::StrCat("sum", ranks));
+    ChildRun run = Mpirun(ranks, SumPipeline(),
+                          {"--nodes=4", "--checkpoint_dir=" + dir});
+    EXPECT_EQ(Output(run), std::vector<std::string>{local}) << ranks;
+    // Only rank 0 prints: exactly one result line.
+    ChildRun verify = RunBinary(Ckpt(), {"verify", dir});
+    EXPECT_TRUE(verify.exited_ok()) << verify.Describe();
+  }
+}
+
+TEST(MpiTest, MoreNodesThanRanks) {
+  const std::string dir = NewTempDir("six_on_three");
+  ChildRun run =
+      Mpirun(3, SumPipeline(), {"--nodes=6", "--checkpoint_dir=" + dir});
+  EXPECT_EQ(Output(run),
+            std::vector<std::string>{
+                "result: epochs=4 totals=145,145,145,145,145,145"});
+  // Every node's databases, written by the rank that hosts it.
+  for (int node = 0; node < 6; ++node) {
+    for (int epoch = 0; epoch <= 4; ++epoch) {
+      EXPECT_TRUE(std::ifstream(absl::StrCat(dir, "/trainer_", node, ".",
+                                             epoch, "/CURRENT"))
+                      .good())
+          << node << "." << epoch;
+    }
+  }
+}
+
+TEST(MpiTest, MoreRanksThanNodesIsAnErrorNamingBoth) {
+  ChildRun run = Mpirun(4, SumPipeline(), {"--nodes=2"});
+  EXPECT_EQ(run.exit_code(), 2) << run.Describe();
+  EXPECT_THAT(run.log, HasSubstr("the job has 2 node(s) but runs on 4 MPI "
+                                 "ranks"));
+}
+
+TEST(MpiTest, ResumeFromEveryEpochOn4Ranks) {
+  const std::string dir = NewTempDir("resume4");
+  ASSERT_EQ(Output(Mpirun(4, SumPipeline(),
+                          {"--nodes=4", "--checkpoint_dir=" + dir})),
+            std::vector<std::string>{"result: epochs=4 totals=145,145,145,145"});
+  for (int epoch = 0; epoch <= 4; ++epoch) {
+    // Caffe2's runner runs at least one epoch after a resume, so resuming
+    // from the last epoch ends at epoch 5 with the same totals.
+    const std::string expected =
+        absl::StrCat("result: epochs=", epoch == 4 ? 5 : 4,
+                     " totals=145,145,145,145");
+    ChildRun run = Mpirun(4, SumPipeline(),
+                          {"--nodes=4", "--checkpoint_dir=" + dir,
+                           absl::StrCat("--resume_from_epoch=", epoch)});
+    EXPECT_EQ(Output(run), std::vector<std::string>{expected}) << epoch;
+    EXPECT_THAT(run.log, HasSubstr(absl::StrCat("resumed from epoch ", epoch)));
+  }
+}
+
+TEST(MpiTest, CollectivesAreBitIdenticalToOneProcess) {
+  const std::vector<std::string> local =
+      Output(RunBinary(MpiJob(), {"--nodes=4", "--session=local"}));
+  ASSERT_EQ(local.size(), 5u);
+  EXPECT_EQ(local[0], "node trainer_0 x=3df44773,3eac21b8,b0f8618c c=7");
+  EXPECT_EQ(local[4], "result: epochs=3");
+  for (int ranks : {1, 2, 4}) {
+    EXPECT_EQ(Output(Mpirun(ranks, MpiJob(), {"--nodes=4"})), local) << ranks;
+  }
+  // With checkpoints, resumed from every epoch.
+  const std::string dir = NewTempDir("collectives");
+  EXPECT_EQ(Output(Mpirun(2, MpiJob(),
+                          {"--nodes=4", "--checkpoint_dir=" + dir})),
+            local);
+  for (int epoch = 0; epoch < 3; ++epoch) {
+    EXPECT_EQ(Output(Mpirun(4, MpiJob(),
+                            {"--nodes=4", "--checkpoint_dir=" + dir,
+                             absl::StrCat("--resume_from_epoch=", epoch)})),
+              local)
+        << epoch;
+  }
+}
+
+TEST(MpiTest, AFailingOpGivesTheSameErrorOnEveryRank) {
+  ChildRun run = Mpirun(4, MpiJob(), {"--nodes=4", "--fail_node=trainer_2"});
+  EXPECT_EQ(run.exit_code(), 1) << run.Describe();
+  const std::string error =
+      "error: init group: rank 2: node 'trainer_2': net "
+      "'init/trainer_2/task': op AlwaysFail( -> ): deliberate failure";
+  for (int rank = 0; rank < 4; ++rank) {
+    EXPECT_THAT(run.log, HasSubstr(absl::StrCat("rank ", rank, " ", error)))
+        << run.log;
+  }
+}
+
+TEST(MpiTest, AFailureInAGroupWithCollectivesAbortsTheJob) {
+  ChildRun run = Mpirun(4, MpiJob(),
+                        {"--nodes=4", "--fail_node=trainer_2",
+                         "--fail_in_epoch"});
+  EXPECT_NE(run.exit_code(), 0) << run.Describe();
+  EXPECT_THAT(run.log,
+              HasSubstr("rank 2: node 'trainer_2': net 'epoch/trainer_2/task': "
+                        "op AlwaysFail( -> ): deliberate failure -- the group "
+                        "uses collective operators"));
+}
+
+// The pids of the ranks mpirun `pid` started, by rank.
+std::vector<pid_t> RankPids(pid_t mpirun) {
+  std::ifstream children(
+      absl::StrCat("/proc/", mpirun, "/task/", mpirun, "/children"));
+  std::vector<pid_t> by_rank;
+  pid_t child = 0;
+  while (children >> child) {
+    std::ifstream environ(absl::StrCat("/proc/", child, "/environ"));
+    std::stringstream text;
+    text << environ.rdbuf();
+    for (absl::string_view var : absl::StrSplit(text.str(), '\0')) {
+      int rank = 0;
+      if (absl::ConsumePrefix(&var, "OMPI_COMM_WORLD_RANK=") &&
+          absl::SimpleAtoi(var, &rank) && rank >= 0) {
+        if (by_rank.size() <= static_cast<size_t>(rank)) {
+          by_rank.resize(rank + 1, 0);
+        }
+        by_rank[rank] = child;
+      }
+    }
+  }
+  return by_rank;
+}
+
+TEST(MpiTest, SigkillOfOneRankAtRandomMomentsThenResumeLatest) {
+  std::mt19937 random(20261124);
+  int killed = 0;
+  for (int trial = 0; trial < 10; ++trial) {
+    const std::string dir = NewTempDir(absl::StrCat("kill", trial));
+    const int victim = static_cast<int>(random() % 4);
+    // Rank 0 logs one "record done" per record: 10 per node, spread over
+    // init-free epochs, with saves in between.
+    const int at_record = 1 + static_cast<int>(random() % 10);
+    ChildRun run = RunBinaryWithHookAt(
+        kMpirun,
+        {"--allow-run-as-root", "--oversubscribe", "-np", "4", SumPipeline(),
+         "--nodes=4", "--checkpoint_dir=" + dir, "--record_delay_ms=1"},
+        {}, "record done", at_record, [&](pid_t mpirun) {
+          std::vector<pid_t> ranks = RankPids(mpirun);
+          if (static_cast<size_t>(victim) < ranks.size() &&
+              ranks[victim] > 0 && ::kill(ranks[victim], SIGKILL) == 0) {
+            ++killed;
+          }
+        });
+    if (run.exited_ok()) {
+      // The job ended before the kill landed; it must still be right.
+      EXPECT_EQ(run.Result().value_or(""),
+                "result: epochs=4 totals=145,145,145,145");
+    } else {
+      EXPECT_NE(run.exit_code(), 0) << run.Describe();
+    }
+    ChildRun verify = RunBinary(Ckpt(), {"verify", dir});
+    EXPECT_TRUE(verify.exited_ok())
+        << "trial " << trial << ": " << verify.Describe();
+    ChildRun resumed =
+        Mpirun(4, SumPipeline(),
+               {"--nodes=4", "--checkpoint_dir=" + dir,
+                "--resume_from_epoch=latest"});
+    const std::string result = resumed.Result().value_or("(none)");
+    EXPECT_TRUE(result == "result: epochs=4 totals=145,145,145,145" ||
+                result == "result: epochs=5 totals=145,145,145,145")
+        << "trial " << trial << " (rank " << victim << " at record "
+        << at_record << "): " << resumed.Describe();
+  }
+  // The kills must have happened, or this tests nothing.
+  EXPECT_GE(killed, 8);
+}
+
+}  // namespace
+}  // namespace testing
+}  // namespace jobgraph
