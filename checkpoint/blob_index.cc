@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <numeric>
 #include <string>
@@ -13,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -34,13 +36,25 @@ std::string Quote(absl::string_view key) {
   return absl::StrCat("'", absl::CHexEscape(key), "'");
 }
 
+// The time a database records: now, or $SOURCE_DATE_EPOCH (seconds) when
+// set, the reproducible-builds convention, so that two saves of the same
+// blobs are byte-identical (a model file compared across runs).
+int64_t CreationTimeMicros() {
+  const char* fixed = std::getenv("SOURCE_DATE_EPOCH");
+  int64_t seconds = 0;
+  if (fixed != nullptr && absl::SimpleAtoi(fixed, &seconds) && seconds >= 0) {
+    return seconds * 1000000;
+  }
+  return absl::ToUnixMicros(absl::Now());
+}
+
 }  // namespace
 
 BlobIndexBuilder::BlobIndexBuilder(absl::string_view node, int64_t epoch) {
   index_.set_format_version(kBlobIndexFormatVersion);
   index_.set_node(std::string(node));
   index_.set_epoch(epoch);
-  index_.set_created_unix_micros(absl::ToUnixMicros(absl::Now()));
+  index_.set_created_unix_micros(CreationTimeMicros());
 }
 
 void BlobIndexBuilder::StartBlob(CheckpointBlobInfo info) {

@@ -40,7 +40,8 @@ inline constexpr int32_t kBlobIndexFormatVersion = 1;
 // to be kept or read again.
 class BlobIndexBuilder {
  public:
-  // Records `node`, `epoch`, the format version and the current time.
+  // Records `node`, `epoch`, the format version and the current time
+  // ($SOURCE_DATE_EPOCH instead when set: reproducible files).
   BlobIndexBuilder(absl::string_view node, int64_t epoch);
   BlobIndexBuilder(const BlobIndexBuilder&) = delete;
   BlobIndexBuilder& operator=(const BlobIndexBuilder&) = delete;

@@ -20,7 +20,13 @@
 //   bazel run //examples:linear_regression -- --checkpoint_dir=/tmp/lr
 //       --epochs=30 --resume_from_epoch=latest
 //
-// Flags: --num_samples, --num_features, --batch_size, --learning_rate,
+// With --nodes=N the job is data-parallel: trainer_i trains on shard i of
+// the samples and Allreduce sums the gradients, in node order, so the run
+// is bit-identical whether the nodes share one process or spread over the
+// ranks of `mpirun -np N` (the result differs from --nodes=1, which sums
+// the same gradients in another order).
+//
+// Flags: --nodes, --num_samples, --num_features, --batch_size, --learning_rate,
 // --epochs, --loss_threshold, --noise, --seed, --model_out, and the common
 // ones (examples/example_util.h).
 //
@@ -59,6 +65,10 @@
 #include "examples/example_util.h"
 #include "glog/logging.h"
 
+ABSL_FLAG(int, nodes, 1,
+          "Data-parallel nodes (trainer_0, ...): each trains on its shard of "
+          "the samples and the gradients are summed with Allreduce. Under "
+          "mpirun the nodes spread over the ranks; the result is the same.");
 ABSL_FLAG(int64_t, num_samples, 4096, "Samples in the synthetic data set.");
 ABSL_FLAG(int64_t, num_features, 3, "Features per sample (the size of W).");
 ABSL_FLAG(int64_t, batch_size, 32, "Samples per SGD step.");
@@ -83,6 +93,7 @@ namespace {
 constexpr char kNode[] = "trainer_0";
 
 struct Options {
+  int nodes = 1;
   int64_t num_samples = 0;
   int64_t num_features = 0;
   int64_t batch_size = 0;
@@ -100,6 +111,13 @@ absl::StatusOr<Options> ReadFlags() {
   if (o.num_samples < 1 || o.num_samples > (int64_t{1} << 26)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--num_samples must be between 1 and 2^26, got ", o.num_samples));
+  }
+  o.nodes = absl::GetFlag(FLAGS_nodes);
+  JG_RETURN_IF_ERROR(CheckFlagRange("nodes", o.nodes, 1, 1024));
+  if (o.num_samples % o.nodes != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--num_samples=", o.num_samples, " must be a multiple of --nodes=",
+        o.nodes, " (every node trains on an equal shard)"));
   }
   o.num_features = absl::GetFlag(FLAGS_num_features);
   JG_RETURN_IF_ERROR(CheckFlagRange("num_features", o.num_features, 1, 1024));
@@ -149,23 +167,31 @@ absl::StatusOr<Options> ReadFlags() {
 // x, y, true_W, true_b, W, b, the shuffle cursor, epoch_count, done,
 // last_loss. The epoch task's own sse/count accumulators are reset every
 // epoch and vanish with its private workspace.
-void BuildJob(Job& job, const Options& o, int64_t epoch_delay_ms,
-              int64_t record_delay_ms) {
-  const Node node(kNode);
+// Trainer `shard` of o.nodes: its shard of the data, its copy of W and b.
+// With one node, each batch is one LinearRegressionSGDStep; with several,
+// every node computes its batch's gradient, Allreduce sums them in node
+// order, and every node applies the same sum, so the copies stay identical.
+void BuildTrainer(Job& job, const Options& o, int shard,
+                  int64_t epoch_delay_ms, int64_t record_delay_ms) {
+  const std::string name = absl::StrCat("trainer_", shard);
+  const Node node(name);
   Task& init = job.init_group().NewTask(node);
   NetBuilder& net = init.net();
   const std::vector<BlobRef> data = net.Op(
       "SyntheticLinearData", {},
-      {BlobRef("x", kNode), BlobRef("y", kNode), BlobRef("true_W", kNode),
-       BlobRef("true_b", kNode)},
+      {BlobRef("x", name), BlobRef("y", name), BlobRef("true_W", name),
+       BlobRef("true_b", name)},
       {MakeArg("seed", o.seed), MakeArg("num_samples", o.num_samples),
-       MakeArg("num_features", o.num_features), MakeArg("noise", o.noise)});
+       MakeArg("num_features", o.num_features), MakeArg("noise", o.noise),
+       MakeArg("num_shards", int64_t{o.nodes}),
+       MakeArg("shard", int64_t{shard})});
   Record record;
   record.AddField("x", data[0]);
   record.AddField("y", data[1]);
   Reader reader =
       Dataset(record, "train")
-          .NewShuffledReader(net, static_cast<uint64_t>(o.seed), o.batch_size);
+          .NewShuffledReader(net, static_cast<uint64_t>(o.seed + shard),
+                             o.batch_size);
   const BlobRef w = net.Const(Tensor(FLOAT, {o.num_features}), "W");
   const BlobRef b = net.ConstScalar<float>("b", 0.0f);
   const BlobRef epoch_count = net.ConstScalar<int64_t>("epoch_count", 0);
@@ -175,14 +201,23 @@ void BuildJob(Job& job, const Options& o, int64_t epoch_delay_ms,
 
   // One thread: the SGD steps must run in the reader's order to be
   // reproducible.
-  const BlobRef sse("epoch_sse", kNode);
-  const BlobRef count("epoch_samples", kNode);
+  const BlobRef sse("epoch_sse", name);
+  const BlobRef count("epoch_samples", name);
   Task& pipe = Pipe(
       job.epoch_group(), node, reader,
       [&](NetBuilder& body, const Record& batch) {
-        body.Op("LinearRegressionSGDStep",
-                {w, b, batch.Field("x"), batch.Field("y"), sse, count, done},
-                {w, b, sse, count}, {MakeArg("lr", o.learning_rate)});
+        if (o.nodes == 1) {
+          body.Op("LinearRegressionSGDStep",
+                  {w, b, batch.Field("x"), batch.Field("y"), sse, count, done},
+                  {w, b, sse, count}, {MakeArg("lr", o.learning_rate)});
+        } else {
+          const BlobRef grad("grad", name);
+          body.Op("LinearRegressionGradient",
+                  {w, b, batch.Field("x"), batch.Field("y"), done}, {grad});
+          body.Op("Allreduce", {grad}, {grad});
+          body.Op("LinearRegressionApply", {w, b, grad, sse, count},
+                  {w, b, sse, count}, {MakeArg("lr", o.learning_rate)});
+        }
         CountRecords(body, batch);
         AddRecordDelay(body, record_delay_ms);
       },
@@ -191,14 +226,28 @@ void BuildJob(Job& job, const Options& o, int64_t epoch_delay_ms,
   pipe.init_net().ConstScalar<double>(sse.name(), 0.0);
   pipe.init_net().ConstScalar<int64_t>(count.name(), 0);
   AddDelay(pipe.init_net(), epoch_delay_ms);
-  const BlobRef stop("stop_training", kNode);
+  const BlobRef stop("stop_training", name);
   pipe.exit_net().Op("FinishLinearRegressionEpoch",
                      {sse, count, epoch_count, done, last_loss},
                      {epoch_count, done, last_loss, stop},
                      {MakeArg("max_epochs", o.epochs),
                       MakeArg("loss_threshold", o.loss_threshold)});
-  job.AddStopCondition(pipe.AddOutput(stop));
+  // Every node decides alike (the sums are global): node 0's flag serves.
+  if (shard == 0) {
+    job.AddStopCondition(pipe.AddOutput(stop));
+  } else {
+    pipe.AddOutput(stop);
+  }
+}
 
+void BuildJob(Job& job, const Options& o, int64_t epoch_delay_ms,
+              int64_t record_delay_ms) {
+  for (int shard = 0; shard < o.nodes; ++shard) {
+    BuildTrainer(job, o, shard, epoch_delay_ms, record_delay_ms);
+  }
+  const Node node(kNode);
+  const BlobRef w("W", kNode);
+  const BlobRef b("b", kNode);
   Task& download = job.download_group().NewTask(node);
   const BlobRef final_w = download.net().Copy(w, BlobRef("final_W", kNode));
   const BlobRef final_b = download.net().Copy(b, BlobRef("final_b", kNode));
@@ -270,7 +319,9 @@ int Main(int argc, char** argv) {
   if (!made.ok()) return UsageError(made.status());
   Session& session = **made;
   EpochLogOptions log;
-  log.record_nodes = {kNode};
+  for (int shard = 0; shard < options->nodes; ++shard) {
+    log.record_nodes.push_back(absl::StrCat("trainer_", shard));
+  }
   log.extra = [](const Session& s) {
     absl::StatusOr<double> loss = LastLoss(s);
     return loss.ok() ? absl::StrFormat("loss=%.6g", *loss) : std::string();
@@ -293,6 +344,7 @@ int Main(int argc, char** argv) {
   if (!options->model_out.empty()) {
     LOG(INFO) << "saved W and b to " << options->model_out;
   }
+  if (!PrintsResults(session)) return 0;
   std::printf("bits: W=%s b=%s\n", Bits(*w).c_str(), Bits(*b).c_str());
   std::printf("result: epochs=%lld W=%s b=%s loss=%s\n",
               static_cast<long long>(*epochs), Floats(*w).c_str(),

@@ -52,15 +52,31 @@ class SyntheticLinearDataOp final : public OperatorBase {
     JG_ASSIGN_OR_RETURN(num_features_,
                         GetPositiveArg<int64_t>("num_features", 0));
     JG_ASSIGN_OR_RETURN(noise_, GetNonNegativeArg<double>("noise", 0.0));
+    JG_ASSIGN_OR_RETURN(num_shards_, GetPositiveArg<int64_t>("num_shards", 1));
+    shard_ = GetArg<int64_t>("shard", 0);
+    if (shard_ < 0 || shard_ >= num_shards_ ||
+        num_samples_ % num_shards_ != 0) {
+      return Error(absl::StatusCode::kInvalidArgument,
+                   absl::StrCat("shard ", shard_, " of ", num_shards_,
+                                " must be in [0, num_shards) and divide ",
+                                num_samples_, " samples evenly"));
+    }
     return absl::OkStatus();
   }
 
   absl::Status Run() override {
     LinearData data = GenerateLinearData(static_cast<uint64_t>(seed_),
                                          num_samples_, num_features_, noise_);
-    *Output(0) =
-        Tensor::FromVector<float>(data.x, {num_samples_, num_features_});
-    *Output(1) = Tensor::FromVector<float>(data.y);
+    // Every shard generates the whole set, so the data never depends on
+    // the number of shards, and keeps its own rows.
+    const int64_t rows = num_samples_ / num_shards_;
+    const int64_t first = shard_ * rows;
+    std::vector<float> x(data.x.begin() + first * num_features_,
+                         data.x.begin() + (first + rows) * num_features_);
+    std::vector<float> y(data.y.begin() + first,
+                         data.y.begin() + first + rows);
+    *Output(0) = Tensor::FromVector<float>(x, {rows, num_features_});
+    *Output(1) = Tensor::FromVector<float>(y);
     *Output(2) = Tensor::FromVector<float>(data.true_w);
     *Output(3) = Tensor::Scalar<float>(data.true_b);
     return absl::OkStatus();
@@ -71,6 +87,8 @@ class SyntheticLinearDataOp final : public OperatorBase {
   int64_t num_samples_ = 0;
   int64_t num_features_ = 0;
   double noise_ = 0;
+  int64_t num_shards_ = 1;
+  int64_t shard_ = 0;
 };
 JG_REGISTER_OPERATOR(SyntheticLinearData, SyntheticLinearDataOp);
 
@@ -142,6 +160,100 @@ class LinearRegressionSGDStepOp final : public OperatorBase {
   double lr_ = 0;
 };
 JG_REGISTER_OPERATOR(LinearRegressionSGDStep, LinearRegressionSGDStepOp);
+
+class LinearRegressionGradientOp final : public OperatorBase {
+ public:
+  using OperatorBase::OperatorBase;
+
+  absl::Status Init() override { return CheckArity(5, 5, 1, 1); }
+
+  absl::Status Run() override {
+    JG_ASSIGN_OR_RETURN(const Tensor* w, Input(0, FLOAT, 1));
+    JG_ASSIGN_OR_RETURN(const Tensor* b, Input(1, FLOAT, 0));
+    JG_ASSIGN_OR_RETURN(const Tensor* x, Input(2, FLOAT, 2));
+    JG_ASSIGN_OR_RETURN(const Tensor* y, Input(3, FLOAT, 1));
+    JG_ASSIGN_OR_RETURN(const Tensor* done, Input(4, BOOL, 0));
+    const int64_t m = x->dim(0);
+    const int64_t d = w->dim(0);
+    if (x->dim(1) != d || y->dim(0) != m) {
+      return Error(
+          absl::StatusCode::kInvalidArgument,
+          absl::StrCat("shapes do not match: W ", w->DebugString(0), ", x ",
+                       x->DebugString(0), ", y ", y->DebugString(0)));
+    }
+    // [sum err x_j (d), sum err, sum err^2, rows]
+    Tensor g(DOUBLE, {d + 3});
+    double* out = g.mutable_data<double>();
+    if (!done->scalar<bool>()) {
+      const float* wv = w->data<float>();
+      const float* xv = x->data<float>();
+      const float* yv = y->data<float>();
+      const double bias = b->scalar<float>();
+      for (int64_t i = 0; i < m; ++i) {
+        const float* row = xv + i * d;
+        double prediction = bias;
+        for (int64_t j = 0; j < d; ++j) prediction += double{wv[j]} * row[j];
+        const double err = prediction - yv[i];
+        out[d + 1] += err * err;
+        for (int64_t j = 0; j < d; ++j) out[j] += err * row[j];
+        out[d] += err;
+      }
+      out[d + 2] = static_cast<double>(m);
+    }
+    *Output(0) = std::move(g);
+    return absl::OkStatus();
+  }
+};
+JG_REGISTER_OPERATOR(LinearRegressionGradient, LinearRegressionGradientOp);
+
+class LinearRegressionApplyOp final : public OperatorBase {
+ public:
+  using OperatorBase::OperatorBase;
+
+  absl::Status Init() override {
+    JG_RETURN_IF_ERROR(CheckArity(5, 5, 4, 4));
+    JG_RETURN_IF_ERROR(CheckInPlace(0, 0));
+    JG_RETURN_IF_ERROR(CheckInPlace(1, 1));
+    JG_RETURN_IF_ERROR(CheckInPlace(2, 3));
+    JG_RETURN_IF_ERROR(CheckInPlace(3, 4));
+    JG_ASSIGN_OR_RETURN(lr_, GetPositiveArg<double>("lr", 0.0));
+    return absl::OkStatus();
+  }
+
+  absl::Status Run() override {
+    JG_ASSIGN_OR_RETURN(const Tensor* w, Input(0, FLOAT, 1));
+    JG_ASSIGN_OR_RETURN(const Tensor* b, Input(1, FLOAT, 0));
+    JG_ASSIGN_OR_RETURN(const Tensor* g, Input(2, DOUBLE, 1));
+    JG_ASSIGN_OR_RETURN(const Tensor* sse, Input(3, DOUBLE, 0));
+    JG_ASSIGN_OR_RETURN(const Tensor* count, Input(4, INT64, 0));
+    const int64_t d = w->dim(0);
+    if (g->dim(0) != d + 3) {
+      return Error(absl::StatusCode::kInvalidArgument,
+                   absl::StrCat("gradient ", g->DebugString(0),
+                                " does not fit W ", w->DebugString(0)));
+    }
+    const double* gv = g->data<double>();
+    const int64_t m = static_cast<int64_t>(gv[d + 2]);
+    if (m == 0) return absl::OkStatus();
+    const double scale = lr_ * 2.0 / static_cast<double>(m);
+    const double bias = b->scalar<float>();
+    const double new_sse = sse->scalar<double>() + gv[d + 1];
+    const int64_t new_count = count->scalar<int64_t>() + m;
+    float* w_out = Output(0)->mutable_data<float>();
+    for (int64_t j = 0; j < d; ++j) {
+      w_out[j] = static_cast<float>(w_out[j] - scale * gv[j]);
+    }
+    Output(1)->mutable_data<float>()[0] =
+        static_cast<float>(bias - scale * gv[d]);
+    Output(2)->mutable_data<double>()[0] = new_sse;
+    Output(3)->mutable_data<int64_t>()[0] = new_count;
+    return absl::OkStatus();
+  }
+
+ private:
+  double lr_ = 0;
+};
+JG_REGISTER_OPERATOR(LinearRegressionApply, LinearRegressionApplyOp);
 
 class FinishLinearRegressionEpochOp final : public OperatorBase {
  public:

@@ -3,13 +3,15 @@
 //
 // SyntheticLinearData() -> x, y, true_W, true_b
 //   args: seed (int), num_samples (int >= 1), num_features (int >= 1),
-//         noise (float >= 0)
+//         noise (float >= 0), num_shards (int >= 1, dividing num_samples;
+//         default 1), shard (int in [0, num_shards); default 0)
 //   x float [n, d] uniform in [-1, 1); true_W float [d] uniform in [-2, 2);
 //   true_b float [] uniform in [-1, 1); y float [n] = x.true_W + true_b +
 //   noise * N(0, 1)-ish (Irwin-Hall: sum of 12 uniforms - 6). Every value
 //   comes from SplitMix64 with integer arithmetic and IEEE double operations
 //   only (no <random> distributions, no libm), so the data is the same on
-//   every platform and run.
+//   every platform and run. x and y hold only rows [shard * n / num_shards,
+//   (shard + 1) * n / num_shards) of the set (all of it by default).
 //
 // LinearRegressionSGDStep(W, b, x, y, sse, count, done) -> W, b, sse, count
 //   args: lr (float > 0)
@@ -22,6 +24,19 @@
 //   the final epoch) leaves the model as it was. W, b, sse, count are
 //   updated in place (outputs must name the same blobs as inputs 0, 1, 4, 5).
 //   Not for concurrent use on the same blobs (the example runs one thread).
+//
+// LinearRegressionGradient(W, b, x, y, done) -> g
+//   g double [d + 3] = [sum err_i x_i (d values), sum err_i, sum err_i^2, m]
+//   over the m rows of x (zeros when `done`), in row order: what
+//   LinearRegressionSGDStep computes, as one tensor that Allreduce can sum
+//   over data-parallel nodes.
+//
+// LinearRegressionApply(W, b, g, sse, count) -> W, b, sse, count
+//   args: lr (float > 0)
+//   Applies a (summed) g: with M = g[d + 2] rows, W -= lr * 2/M * g[0:d],
+//   b -= lr * 2/M * g[d], sse += g[d + 1], count += M; nothing when M = 0.
+//   In place like LinearRegressionSGDStep, and bit-identical to it for one
+//   node.
 //
 // FinishLinearRegressionEpoch(sse, count, epoch_count, done, last_loss)
 //     -> epoch_count, done, last_loss, stop

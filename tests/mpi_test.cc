@@ -9,7 +9,9 @@
 #include <sys/types.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
 #include <set>
 #include <sstream>
@@ -35,15 +37,37 @@ const char kMpirun[] = "/usr/bin/mpirun";
 std::string SumPipeline() { return RunfilesPath("examples/sum_pipeline"); }
 std::string MpiJob() { return RunfilesPath("tests/mpi_job"); }
 std::string Ckpt() { return RunfilesPath("tools/ckpt"); }
+std::string LinearRegression() {
+  return RunfilesPath("examples/linear_regression");
+}
 
 // mpirun as a user on this one machine runs it (root in CI, more ranks than
 // cores).
-ChildRun Mpirun(int ranks, const std::string& binary,
-                const std::vector<std::string>& args) {
+std::vector<std::string> MpirunArgs(int ranks, const std::string& binary,
+                                     const std::vector<std::string>& args) {
   std::vector<std::string> all = {"--allow-run-as-root", "--oversubscribe",
                                   "-np", absl::StrCat(ranks), binary};
   all.insert(all.end(), args.begin(), args.end());
-  return RunBinary(kMpirun, all);
+  return all;
+}
+
+ChildRun Mpirun(int ranks, const std::string& binary,
+                const std::vector<std::string>& args,
+                const std::vector<std::string>& env = {}) {
+  return RunBinary(kMpirun, MpirunArgs(ranks, binary, args), env);
+}
+
+// Every file under `dir` (relative path -> contents).
+std::map<std::string, std::string> Files(const std::string& dir) {
+  std::map<std::string, std::string> files;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(dir)) {
+    if (!entry.is_regular_file()) continue;
+    std::ifstream in(entry.path(), std::ios::binary);
+    std::stringstream text;
+    text << in.rdbuf();
+    files[std::filesystem::relative(entry.path(), dir).string()] = text.str();
+  }
+  return files;
 }
 
 // The result lines (stdout) of a run, which must have exited 0.
@@ -225,6 +249,52 @@ TEST(MpiTest, SigkillOfOneRankAtRandomMomentsThenResumeLatest) {
   }
   // The kills must have happened, or this tests nothing.
   EXPECT_GE(killed, 8);
+}
+
+
+TEST(MpiTest, LinearRegressionDataParallelModelIsByteIdentical) {
+  // The model database records its creation time; a fixed one makes two
+  // saves of the same blobs byte-identical.
+  const std::vector<std::string> env = {"SOURCE_DATE_EPOCH=1700000000"};
+  for (int nodes : {2, 4}) {
+    const std::string dir = NewTempDir(absl::StrCat("lr", nodes));
+    const std::string n = absl::StrCat("--nodes=", nodes);
+    ChildRun local = RunBinary(LinearRegression(),
+                               {n, "--epochs=5", "--session=local",
+                                "--model_out=" + dir + "/local"},
+                               env);
+    ASSERT_TRUE(local.exited_ok()) << local.Describe();
+    const std::map<std::string, std::string> model = Files(dir + "/local");
+    ASSERT_FALSE(model.empty());
+    ChildRun mpi = Mpirun(nodes, LinearRegression(),
+                          {n, "--epochs=5", "--model_out=" + dir + "/mpi",
+                           "--checkpoint_dir=" + dir + "/ckpt"},
+                          env);
+    EXPECT_EQ(Output(mpi), local.lines) << nodes;
+    EXPECT_EQ(Files(dir + "/mpi"), model) << nodes;
+
+    // Killed (one rank, SIGKILL) in the middle, then resumed.
+    const std::string ckpt = dir + "/killed";
+    const std::string last_rank = absl::StrCat(nodes - 1);
+    ChildRun killed = RunBinaryWithHookAt(
+        kMpirun,
+        MpirunArgs(nodes, LinearRegression(),
+                   {n, "--epochs=5", "--checkpoint_dir=" + ckpt,
+                    "--record_delay_ms=1"}),
+        env, "record done", 50, [&](pid_t mpirun) {
+          std::vector<pid_t> ranks = RankPids(mpirun);
+          ASSERT_EQ(ranks.size(), static_cast<size_t>(nodes));
+          ::kill(ranks.back(), SIGKILL);
+        });
+    EXPECT_FALSE(killed.exited_ok()) << killed.Describe();
+    ChildRun resumed = Mpirun(nodes, LinearRegression(),
+                              {n, "--epochs=5", "--checkpoint_dir=" + ckpt,
+                               "--resume_from_epoch=latest",
+                               "--model_out=" + dir + "/resumed"},
+                              env);
+    EXPECT_EQ(Output(resumed), local.lines) << nodes;
+    EXPECT_EQ(Files(dir + "/resumed"), model) << nodes;
+  }
 }
 
 }  // namespace
