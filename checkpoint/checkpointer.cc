@@ -13,6 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "checkpoint/checkpoint_paths.h"
 #include "checkpoint/commit_log.h"
@@ -657,13 +658,23 @@ absl::StatusOr<CheckpointStats> Checkpointer::SaveAndCommit(
   if (ranks_ == nullptr) {
     JG_ASSIGN_OR_RETURN(stats.bytes, std::move(mine));
   } else {
-    JG_RETURN_IF_ERROR(Agree(mine.status()));
-    JG_ASSIGN_OR_RETURN(std::vector<std::string> all,
-                        ranks_->AllGather(absl::StrCat(*mine)));
-    for (const std::string& bytes : all) {
+    // "B<bytes>" or "E<status>" from every rank, in one exchange.
+    JG_ASSIGN_OR_RETURN(
+        std::vector<std::string> all,
+        ranks_->AllGather(mine.ok()
+                              ? absl::StrCat("B", *mine)
+                              : absl::StrCat("E", EncodeStatus(mine.status()))));
+    for (size_t rank = 0; rank < all.size(); ++rank) {
+      absl::string_view reply = all[rank];
       int64_t n = 0;
-      if (!absl::SimpleAtoi(bytes, &n)) {
-        return absl::InternalError("a rank sent a damaged byte count");
+      if (absl::ConsumePrefix(&reply, "E")) {
+        absl::Status failed = DecodeStatus(reply);
+        return absl::Status(failed.code(), absl::StrCat("rank ", rank, ": ",
+                                                        failed.message()));
+      }
+      if (!absl::ConsumePrefix(&reply, "B") || !absl::SimpleAtoi(reply, &n)) {
+        return absl::InternalError(
+            absl::StrCat("rank ", rank, " sent a damaged byte count"));
       }
       stats.bytes += n;
     }

@@ -10,6 +10,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <random>
@@ -21,6 +22,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -294,6 +296,53 @@ TEST(MpiTest, LinearRegressionDataParallelModelIsByteIdentical) {
                               env);
     EXPECT_EQ(Output(resumed), local.lines) << nodes;
     EXPECT_EQ(Files(dir + "/resumed"), model) << nodes;
+  }
+}
+
+
+TEST(MpiTest, SixtyFourRanksOversubscribedThenResumeLatest) {
+  const std::string dir = NewTempDir("ranks64");
+  std::string expected = "result: epochs=4 totals=145";
+  for (int i = 1; i < 64; ++i) expected += ",145";
+  EXPECT_EQ(Output(Mpirun(64, SumPipeline(),
+                          {"--nodes=64", "--checkpoint_dir=" + dir})),
+            std::vector<std::string>{expected});
+  ChildRun verify = RunBinary(Ckpt(), {"verify", dir});
+  EXPECT_TRUE(verify.exited_ok()) << verify.Describe();
+  EXPECT_THAT(verify.log + absl::StrJoin(verify.lines, "\n"),
+              HasSubstr("verified 320 databases of 5 committed epochs"));
+  ChildRun resumed = Mpirun(64, SumPipeline(),
+                            {"--nodes=64", "--checkpoint_dir=" + dir,
+                             "--resume_from_epoch=latest"});
+  // Resuming from the last epoch runs one more (Caffe2's rule).
+  EXPECT_EQ(Output(resumed),
+            std::vector<std::string>{absl::StrCat(
+                "result: epochs=5", expected.substr(strlen("result: epochs=4")))});
+  EXPECT_THAT(resumed.log, HasSubstr("resumed from epoch 4"));
+}
+
+
+TEST(MpiTest, PreemptedMidEpochBySigusr1ThroughMpirunThenResumed) {
+  for (int at_record : {2, 5}) {
+    const std::string dir = NewTempDir(absl::StrCat("preempt", at_record));
+    // mpirun forwards SIGUSR1 to every rank; each stops at its next point
+    // between nets, the ranks agree, and the mid-epoch state is committed.
+    ChildRun run = RunBinarySignalledAt(
+        kMpirun,
+        MpirunArgs(2, SumPipeline(),
+                   {"--nodes=2", "--checkpoint_dir=" + dir,
+                    "--record_delay_ms=20"}),
+        "record done", at_record, SIGUSR1);
+    EXPECT_EQ(run.exit_code(), 75) << run.Describe();
+    EXPECT_THAT(run.log, HasSubstr("preempted by SIGUSR1"));
+    ChildRun verify = RunBinary(Ckpt(), {"verify", dir});
+    EXPECT_TRUE(verify.exited_ok()) << verify.Describe();
+    ChildRun resumed = Mpirun(2, SumPipeline(),
+                              {"--nodes=2", "--checkpoint_dir=" + dir,
+                               "--resume_from_epoch=latest"});
+    EXPECT_EQ(Output(resumed),
+              std::vector<std::string>{"result: epochs=4 totals=145,145"})
+        << at_record;
   }
 }
 

@@ -20,11 +20,15 @@
 #   EPOCH_DELAY_MS=N   --epoch_delay_ms passed to the program (default 2000)
 #   WAIT_SECS=N        upper bound of every wait (default 180)
 #   KEEP=1             keep the temporary directory (logs, output, checkpoints)
+#   MPI=1              test examples/slurm/sum_pipeline_mpi.sbatch instead: mpirun with one
+#                      rank per CPU of the node, the job's 4 nodes spread over them
 set -uo pipefail
 
 WAIT_SECS=${WAIT_SECS:-180}
 EPOCH_DELAY_MS=${EPOCH_DELAY_MS:-2000}
+MPI=${MPI:-0}
 EXPECTED_RESULT="result: epochs=4 totals=145"
+[[ $MPI == 1 ]] && EXPECTED_RESULT="result: epochs=4 totals=145,145,145,145"
 
 START=$(date +%s)
 step() { echo "[$(($(date +%s) - START))s] $*"; }
@@ -124,6 +128,13 @@ job_ended() {  # the job is in a final state (it is not going to run again by it
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$REPO" || exit 1
 SBATCH_SCRIPT=$REPO/examples/slurm/sum_pipeline.sbatch
+SBATCH_FLAGS=()
+EXTRA_FLAGS=""
+if [[ $MPI == 1 ]]; then
+  SBATCH_SCRIPT=$REPO/examples/slurm/sum_pipeline_mpi.sbatch
+  SBATCH_FLAGS=(--ntasks="$(nproc)")
+  EXTRA_FLAGS=" --nodes=4"
+fi
 [[ -f $SBATCH_SCRIPT ]] || fail "missing $SBATCH_SCRIPT"
 
 # ---- packages
@@ -270,8 +281,9 @@ step "node $NODE is idle"
 CKPT_DIR=$TMP/checkpoints
 OUT_PATTERN=$TMP/sum_pipeline-%j.out
 JOBID=$(JOBGRAPH_BIN=$TMP/bin/sum_pipeline CHECKPOINT_DIR=$CKPT_DIR \
-  JOBGRAPH_FLAGS="--epoch_delay_ms=$EPOCH_DELAY_MS" \
-  sbatch --parsable --chdir="$TMP" --output="$OUT_PATTERN" "$SBATCH_SCRIPT") ||
+  JOBGRAPH_FLAGS="--epoch_delay_ms=$EPOCH_DELAY_MS$EXTRA_FLAGS" \
+  sbatch --parsable "${SBATCH_FLAGS[@]}" --chdir="$TMP" --output="$OUT_PATTERN" \
+  "$SBATCH_SCRIPT") ||
   fail "sbatch $SBATCH_SCRIPT"
 JOBID=${JOBID%%;*}
 OUT=${OUT_PATTERN//%j/$JOBID}

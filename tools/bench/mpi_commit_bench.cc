@@ -1,0 +1,239 @@
+// mpi_commit_bench: what it costs, per epoch, to coordinate a commit across
+// MPI ranks: everything a multi-rank save does except writing the
+// databases, next to one MPI_Barrier of the same ranks measured in the same
+// run.
+//
+// Started without mpirun (the usual way), it is the driver: it runs itself
+// under `mpirun --oversubscribe -np N` for N in --ranks (default 2, 8, 32)
+// and prints each run's line, then
+//   mpi_commit_bench: commit_vs_barrier_at_8=<r> commit_vs_barrier_at_32=<r>
+// Under mpirun (started by the driver, or by hand with --worker) every rank
+// hosts one node holding one small tensor; a Checkpointer with the "memory"
+// database (so writing a database costs nothing) and its commit log in
+// --dir (default: a fresh directory under /dev/shm, where fsync is cheap)
+// saves --epochs epochs through MpiSession, each followed by one
+// MPI_Barrier. Then the commit's exchanges alone (three all-gathers and one
+// broadcast of the same sizes, without the save group or the commit-log
+// write), to separate the protocol from the local work around it. The
+// figures are medians over epochs; the MPI collectives per epoch are counted
+// through the MPI profiling interface (PMPI), so the count is the real one.
+// "ratio" (and the last line) is the whole commit over one barrier.
+//
+//   ./tools/bazel run -c opt //tools/bench:mpi_commit_bench
+
+#include <mpi.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "checkpoint/checkpointer.h"
+#include "engine/mpi/mpi_session.h"
+#include "engine/net_builder.h"
+#include "engine/session.h"
+#include "engine/task.h"
+#include "engine/tensor.h"
+#include "glog/logging.h"
+
+ABSL_FLAG(std::string, ranks, "2,8,32", "Rank counts to measure.");
+ABSL_FLAG(int, epochs, 100, "Commits (and barriers) per rank count.");
+ABSL_FLAG(std::string, dir, "",
+          "Directory for the commit log; default: a fresh one under /dev/shm "
+          "(or the system temp directory without /dev/shm).");
+ABSL_FLAG(bool, worker, false, "Run as an MPI rank (the driver sets it).");
+
+namespace {
+
+// Collectives issued by this rank, counted through PMPI.
+std::atomic<long> collectives{0};
+
+}  // namespace
+
+extern "C" {
+int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype,
+                  void* recvbuf, int recvcount, MPI_Datatype recvtype,
+                  MPI_Comm comm) {
+  ++collectives;
+  return PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                        recvtype, comm);
+}
+int MPI_Allgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype,
+                   void* recvbuf, const int recvcounts[], const int displs[],
+                   MPI_Datatype recvtype, MPI_Comm comm) {
+  ++collectives;
+  return PMPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts,
+                         displs, recvtype, comm);
+}
+int MPI_Bcast(void* buffer, int count, MPI_Datatype datatype, int root,
+              MPI_Comm comm) {
+  ++collectives;
+  return PMPI_Bcast(buffer, count, datatype, root, comm);
+}
+}  // extern "C"
+
+namespace jobgraph {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+double MicrosSince(Clock::time_point start) {
+  return std::chrono::duration<double, std::micro>(Clock::now() - start)
+      .count();
+}
+
+void Check(const absl::Status& status) { CHECK(status.ok()) << status; }
+
+int Worker() {
+  int size = 0;
+  // MpiSession starts MPI; the node count must match the ranks first.
+  const char* env_size = std::getenv("OMPI_COMM_WORLD_SIZE");
+  CHECK(env_size != nullptr && absl::SimpleAtoi(env_size, &size))
+      << "run the worker under mpirun";
+  std::vector<std::string> nodes;
+  for (int i = 0; i < size; ++i) nodes.push_back(absl::StrCat("node_", i));
+  absl::StatusOr<std::unique_ptr<MpiSession>> made = MpiSession::Create(nodes);
+  Check(made.status());
+  MpiSession& session = **made;
+
+  std::string dir = absl::GetFlag(FLAGS_dir);
+  std::string log_dir;
+  if (session.rank() == 0) {
+    if (dir.empty()) {
+      const char* base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
+      std::string pattern = absl::StrCat(base, "/mpi_commit_bench.XXXXXX");
+      CHECK(mkdtemp(pattern.data()) != nullptr);
+      dir = pattern;
+    }
+  }
+  absl::StatusOr<std::string> shared = session.Broadcast(dir, 0);
+  Check(shared.status());
+  dir = *shared;
+
+  TaskGroup init("init", GLOBAL);
+  for (const std::string& node : nodes) {
+    Task& task = init.NewTask(Node(node));
+    task.net().Const(Tensor::FromVector<float>(std::vector<float>(16, 1.0f)),
+                     "w");
+  }
+  Checkpointer checkpointer({.directory = dir, .db_type = "memory"});
+  Check(checkpointer.Start(session, nodes, ResumeFrom::Scratch()).status());
+  Check(session.Run(init));
+  Check(checkpointer.CaptureBlobNames(session));
+
+  const int epochs = absl::GetFlag(FLAGS_epochs);
+  std::vector<double> commit_us;
+  std::vector<double> barrier_us;
+  long per_epoch = 0;
+  for (int epoch = 1; epoch <= epochs; ++epoch) {
+    PMPI_Barrier(MPI_COMM_WORLD);
+    const long before = collectives.load();
+    Clock::time_point start = Clock::now();
+    Check(checkpointer.SaveEpoch(session, epoch).status());
+    commit_us.push_back(MicrosSince(start));
+    per_epoch = collectives.load() - before;
+    PMPI_Barrier(MPI_COMM_WORLD);
+    start = Clock::now();
+    PMPI_Barrier(MPI_COMM_WORLD);
+    barrier_us.push_back(MicrosSince(start));
+  }
+  checkpointer.End();
+  // The commit's exchanges alone (the same calls with payloads of the same
+  // size, no save group, no commit-log write): the protocol's share.
+  std::vector<double> protocol_us;
+  for (int epoch = 1; epoch <= epochs; ++epoch) {
+    PMPI_Barrier(MPI_COMM_WORLD);
+    const Clock::time_point start = Clock::now();
+    for (int i = 0; i < 3; ++i) Check(session.AllGather("B1234").status());
+    Check(session.Broadcast("0:", 0).status());
+    protocol_us.push_back(MicrosSince(start));
+  }
+  if (session.rank() == 0) {
+    const double commit = Median(commit_us);
+    const double barrier = Median(barrier_us);
+    const double protocol = Median(protocol_us);
+    std::printf(
+        "ranks=%d commit_us=%.1f protocol_us=%.1f barrier_us=%.1f "
+        "protocol_vs_barrier=%.2f collectives_per_epoch=%ld ratio=%.2f\n",
+        size, commit, protocol, barrier, protocol / barrier, per_epoch,
+        commit / barrier);
+    std::fflush(stdout);
+    if (absl::GetFlag(FLAGS_dir).empty()) {
+      std::system(absl::StrCat("rm -rf '", dir, "'").c_str());
+    }
+  }
+  return 0;
+}
+
+int Driver(const char* self) {
+  std::map<int, double> ratio;
+  for (absl::string_view n : absl::StrSplit(absl::GetFlag(FLAGS_ranks), ',')) {
+    int ranks = 0;
+    CHECK(absl::SimpleAtoi(n, &ranks) && ranks > 0) << "--ranks: " << n;
+    const std::string command = absl::StrCat(
+        "mpirun --allow-run-as-root --oversubscribe -np ", ranks, " '", self,
+        "' --worker --epochs=", absl::GetFlag(FLAGS_epochs),
+        absl::GetFlag(FLAGS_dir).empty()
+            ? ""
+            : absl::StrCat(" --dir='", absl::GetFlag(FLAGS_dir), "'"));
+    FILE* out = popen(command.c_str(), "r");
+    CHECK(out != nullptr) << command;
+    char line[512];
+    std::string last;
+    while (std::fgets(line, sizeof(line), out) != nullptr) {
+      std::fputs(line, stdout);
+      last = line;
+    }
+    CHECK_EQ(pclose(out), 0) << command;
+    const size_t at = last.find("ratio=");
+    CHECK(at != std::string::npos) << "no result from " << command;
+    double r = 0;
+    CHECK(absl::SimpleAtod(
+        absl::string_view(last).substr(at + 6, last.find(' ', at) - at - 6),
+        &r));
+    ratio[ranks] = r;
+  }
+  std::vector<std::string> parts;
+  for (int ranks : {8, 32}) {
+    if (ratio.count(ranks)) {
+      parts.push_back(
+          absl::StrFormat("commit_vs_barrier_at_%d=%.2f", ranks, ratio[ranks]));
+    }
+  }
+  std::printf("mpi_commit_bench: %s\n", absl::StrJoin(parts, " ").c_str());
+  return 0;
+}
+
+}  // namespace
+}  // namespace jobgraph
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  FLAGS_logtostderr = true;
+  FLAGS_minloglevel = google::GLOG_WARNING;
+  google::InitGoogleLogging(argv[0]);
+  if (absl::GetFlag(FLAGS_worker)) return jobgraph::Worker();
+  char self[4096];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  CHECK_GT(n, 0);
+  self[n] = '\0';
+  return jobgraph::Driver(self);
+}
