@@ -643,8 +643,8 @@ absl::StatusOr<CheckpointStats> Checkpointer::SaveAndCommit(
     int64_t total = 0;
     for (const NodeState& state : nodes_) {
       if (!Hosts(state)) continue;
-      JG_ASSIGN_OR_RETURN(Tensor bytes, session.FetchHostedBlob(
-                                            state.node, kSavedBytesBlob));
+      JG_ASSIGN_OR_RETURN(Tensor bytes,
+                          session.FetchHostedBlob(state.node, kSavedBytesBlob));
       if (bytes.dtype() != INT64 || bytes.numel() != 1) {
         return absl::InternalError(absl::StrCat(
             "the save of node '", state.node, "' reported ",
@@ -661,16 +661,16 @@ absl::StatusOr<CheckpointStats> Checkpointer::SaveAndCommit(
     // "B<bytes>" or "E<status>" from every rank, in one exchange.
     JG_ASSIGN_OR_RETURN(
         std::vector<std::string> all,
-        ranks_->AllGather(mine.ok()
-                              ? absl::StrCat("B", *mine)
-                              : absl::StrCat("E", EncodeStatus(mine.status()))));
+        ranks_->AllGather(
+            mine.ok() ? absl::StrCat("B", *mine)
+                      : absl::StrCat("E", EncodeStatus(mine.status()))));
     for (size_t rank = 0; rank < all.size(); ++rank) {
       absl::string_view reply = all[rank];
       int64_t n = 0;
       if (absl::ConsumePrefix(&reply, "E")) {
         absl::Status failed = DecodeStatus(reply);
-        return absl::Status(failed.code(), absl::StrCat("rank ", rank, ": ",
-                                                        failed.message()));
+        return absl::Status(
+            failed.code(), absl::StrCat("rank ", rank, ": ", failed.message()));
       }
       if (!absl::ConsumePrefix(&reply, "B") || !absl::SimpleAtoi(reply, &n)) {
         return absl::InternalError(
@@ -681,8 +681,8 @@ absl::StatusOr<CheckpointStats> Checkpointer::SaveAndCommit(
   }
   // Every rank's databases are durable now (the save group's agreed
   // outcome): the epoch is committed by one rank, for all.
-  JG_RETURN_IF_ERROR(
-      OnCommitter([&] { return Commit(epoch, stats.bytes, start, preemption); }));
+  JG_RETURN_IF_ERROR(OnCommitter(
+      [&] { return Commit(epoch, stats.bytes, start, preemption); }));
   stats.wall_micros = MicrosSince(start);
   return stats;
 }

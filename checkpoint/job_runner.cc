@@ -131,7 +131,8 @@ absl::Status JobRunner::RunGroup(Session& session, const TaskGroup& group,
   return Annotate(s, what);
 }
 
-absl::StatusOr<bool> JobRunner::PreemptionPending(const Session& session) const {
+absl::StatusOr<bool> JobRunner::PreemptionPending(
+    const Session& session) const {
   // A signal may reach some ranks only: they decide together.
   return AnyRank(session, preempt_.StopRequested());
 }
@@ -285,9 +286,9 @@ absl::StatusOr<int64_t> JobRunner::Train(Session& session) {
   std::optional<int64_t> resume;
   std::optional<Preemption> resumed_in;
   if (checkpointer_ != nullptr) {
-    JG_ASSIGN_OR_RETURN(resume,
-                        checkpointer_->Start(session, job_.nodes_to_checkpoint(),
-                                             options_.resume_from));
+    JG_ASSIGN_OR_RETURN(
+        resume, checkpointer_->Start(session, job_.nodes_to_checkpoint(),
+                                     options_.resume_from));
     resumed_in = checkpointer_->resumed_preemption();
   } else if (!options_.resume_from.from_scratch()) {
     return absl::InvalidArgumentError(

@@ -60,9 +60,9 @@ absl::StatusOr<std::vector<std::string>> Collectives::Exchange(
     if (local_[i] == node) index = i;
   }
   if (index == local_.size()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "node '", node, "' ran ", what,
-        " but takes no part in this group's collectives"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("node '", node, "' ran ", what,
+                     " but takes no part in this group's collectives"));
   }
   std::unique_lock<std::mutex> lock(mu_);
   if (!cancelled_.ok()) return cancelled_;
@@ -86,9 +86,9 @@ absl::StatusOr<std::vector<std::string>> Collectives::Exchange(
       // A session stop cannot notify: poll for it while waiting.
       cv_.wait_for(lock, std::chrono::milliseconds(100));
       if (!round->done && control_ != nullptr && control_->StopRequested()) {
-        return absl::CancelledError(absl::StrCat(
-            "node '", node, "' stopped waiting in ", what,
-            ": the session was stopped"));
+        return absl::CancelledError(absl::StrCat("node '", node,
+                                                 "' stopped waiting in ", what,
+                                                 ": the session was stopped"));
       }
     }
     if (!round->done) return cancelled_;
@@ -106,16 +106,16 @@ absl::StatusOr<std::vector<std::string>> Collectives::Exchange(
     absl::string_view in = payloads[i];
     absl::string_view their_what;
     if (!ConsumePiece(&in, &their_what)) {
-      return absl::DataLossError(absl::StrCat(
-          "the collective contribution of node '", participants_[i],
-          "' is damaged"));
+      return absl::DataLossError(
+          absl::StrCat("the collective contribution of node '",
+                       participants_[i], "' is damaged"));
     }
     if (their_what != what) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "collectives out of step: node '", node, "' ran ", what,
-          " while node '", participants_[i], "' ran ", their_what,
-          "; every node of the group must run the same collective "
-          "operators in the same order"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("collectives out of step: node '", node, "' ran ", what,
+                       " while node '", participants_[i], "' ran ", their_what,
+                       "; every node of the group must run the same collective "
+                       "operators in the same order"));
     }
     result.emplace_back(in);
   }
@@ -169,11 +169,11 @@ absl::StatusOr<std::string> EncodeTensor(const Tensor& tensor) {
   std::string out;
   SerializationOptions options;
   options.chunk_bytes = kMaxChunkBytes;
-  JG_RETURN_IF_ERROR(SerializeTensor(
-      "t", tensor, options, [&](std::string key, std::string value) {
-        AppendPiece(&out, value);
-        return absl::OkStatus();
-      }));
+  JG_RETURN_IF_ERROR(SerializeTensor("t", tensor, options,
+                                     [&](std::string key, std::string value) {
+                                       AppendPiece(&out, value);
+                                       return absl::OkStatus();
+                                     }));
   return out;
 }
 
@@ -183,8 +183,9 @@ absl::StatusOr<Tensor> DecodeTensor(absl::string_view bytes) {
   absl::string_view piece;
   while (!bytes.empty()) {
     if (!ConsumePiece(&bytes, &piece)) {
-      return absl::DataLossError("a tensor received from another node is "
-                                 "truncated");
+      return absl::DataLossError(
+          "a tensor received from another node is "
+          "truncated");
     }
     JG_RETURN_IF_ERROR(assembler.Add("t", piece, &blob));
   }

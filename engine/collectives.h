@@ -65,9 +65,7 @@ class Collectives {
   Collectives(const Collectives&) = delete;
   Collectives& operator=(const Collectives&) = delete;
 
-  const std::vector<std::string>& participants() const {
-    return participants_;
-  }
+  const std::vector<std::string>& participants() const { return participants_; }
 
   // Node `node`'s part of its next round: `what` names the operation ("
   // Allreduce of 'grad'") and must be the same on every node; `bytes` is the

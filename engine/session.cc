@@ -5,8 +5,8 @@
 #include <thread>
 #include <utility>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "engine/serialization.h"
 #include "engine/status_macros.h"

@@ -369,10 +369,9 @@ absl::StatusOr<std::unique_ptr<Session>> MakeSession(
   absl::StatusOr<std::unique_ptr<MpiSession>> session =
       MpiSession::Create(job.nodes());
   if (!session.ok()) {
-    return absl::Status(
-        session.status().code(),
-        absl::StrCat("--session=", options.session, ": ",
-                     session.status().message()));
+    return absl::Status(session.status().code(),
+                        absl::StrCat("--session=", options.session, ": ",
+                                     session.status().message()));
   }
   if ((*session)->rank() != 0) {
     // One rank tells the story; the others speak up only for problems.

@@ -171,8 +171,8 @@ absl::StatusOr<Options> ReadFlags() {
 // With one node, each batch is one LinearRegressionSGDStep; with several,
 // every node computes its batch's gradient, Allreduce sums them in node
 // order, and every node applies the same sum, so the copies stay identical.
-void BuildTrainer(Job& job, const Options& o, int shard,
-                  int64_t epoch_delay_ms, int64_t record_delay_ms) {
+void BuildTrainer(Job& job, const Options& o, int shard, int64_t epoch_delay_ms,
+                  int64_t record_delay_ms) {
   const std::string name = absl::StrCat("trainer_", shard);
   const Node node(name);
   Task& init = job.init_group().NewTask(node);

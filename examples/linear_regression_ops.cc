@@ -73,8 +73,7 @@ class SyntheticLinearDataOp final : public OperatorBase {
     const int64_t first = shard_ * rows;
     std::vector<float> x(data.x.begin() + first * num_features_,
                          data.x.begin() + (first + rows) * num_features_);
-    std::vector<float> y(data.y.begin() + first,
-                         data.y.begin() + first + rows);
+    std::vector<float> y(data.y.begin() + first, data.y.begin() + first + rows);
     *Output(0) = Tensor::FromVector<float>(x, {rows, num_features_});
     *Output(1) = Tensor::FromVector<float>(y);
     *Output(2) = Tensor::FromVector<float>(data.true_w);

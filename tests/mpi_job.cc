@@ -6,8 +6,8 @@
 //
 // Node i starts with x_i = [i + 0.1, 1 / (i + 3), -i * 1e-7] (float) and a
 // counter c_i = i (int64). Each epoch every node runs
-//   s = Allreduce(x); x = x + s * 1e-3 (float);  b = Broadcast(c, root=trainer_1 or
-//   trainer_0); c = c + b; Barrier
+//   s = Allreduce(x); x = x + s * 1e-3 (float);  b = Broadcast(c,
+//   root=trainer_1 or trainer_0); c = c + b; Barrier
 // so every node's values depend on every other node's, in a fixed order.
 // --fail_node makes one node fail (see the flag).
 //
@@ -73,7 +73,8 @@ int Main(int argc, char** argv) {
 
   Job job;
   std::vector<std::string> nodes;
-  for (int i = 0; i < num_nodes; ++i) nodes.push_back(absl::StrCat("trainer_", i));
+  for (int i = 0; i < num_nodes; ++i)
+    nodes.push_back(absl::StrCat("trainer_", i));
   const std::string root = num_nodes > 1 ? "trainer_1" : "trainer_0";
   for (int i = 0; i < num_nodes; ++i) {
     const Node node(nodes[i]);

@@ -69,8 +69,7 @@ class AllreduceOp final : public CollectiveOp {
   absl::Status Run() override {
     JG_ASSIGN_OR_RETURN(const Tensor* x, Input(0));
     const DataType dtype = x->dtype();
-    if (dtype != FLOAT && dtype != DOUBLE && dtype != INT32 &&
-        dtype != INT64) {
+    if (dtype != FLOAT && dtype != DOUBLE && dtype != INT32 && dtype != INT64) {
       return Error(absl::StatusCode::kInvalidArgument,
                    absl::StrCat("sums float, double, int32 or int64 tensors; "
                                 "input '",
@@ -84,14 +83,13 @@ class AllreduceOp final : public CollectiveOp {
       absl::StatusOr<Tensor> t = DecodeTensor(all[i]);
       if (!t.ok()) return Annotate(t.status());
       if (t->dtype() != dtype || t->shape() != x->shape()) {
-        return Error(absl::StatusCode::kInvalidArgument,
-                     absl::StrCat("input '", InputName(0), "' is ",
-                                  x->DebugString(4), " on node '",
-                                  NodeOf(workspace()), "' but ",
-                                  t->DebugString(4), " on node '",
-                                  Participants()[i],
-                                  "'; every node must give the same dtype "
-                                  "and shape"));
+        return Error(
+            absl::StatusCode::kInvalidArgument,
+            absl::StrCat("input '", InputName(0), "' is ", x->DebugString(4),
+                         " on node '", NodeOf(workspace()), "' but ",
+                         t->DebugString(4), " on node '", Participants()[i],
+                         "'; every node must give the same dtype "
+                         "and shape"));
       }
       if (i == 0) {
         sum = *std::move(t);
@@ -136,9 +134,9 @@ class BroadcastOp final : public CollectiveOp {
       if (nodes[i] == root) root_index = i;
     }
     if (root_index == nodes.size()) {
-      return Error(absl::StatusCode::kInvalidArgument,
-                   absl::StrCat("root node '", root,
-                                "' runs no task in this group"));
+      return Error(
+          absl::StatusCode::kInvalidArgument,
+          absl::StrCat("root node '", root, "' runs no task in this group"));
     }
     std::string mine;
     if (NodeOf(workspace()) == root) {

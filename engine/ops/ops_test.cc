@@ -76,8 +76,9 @@ TEST(OpsTest, UnknownTypeListsKnownTypes) {
   EXPECT_EQ(op.status().code(), absl::StatusCode::kNotFound);
   const std::string message(op.status().message());
   EXPECT_THAT(message, HasSubstr("unknown operator type 'Addd'"));
-  EXPECT_THAT(message, HasSubstr("known types: Add, Allreduce, And, Barrier, Broadcast, "
-                                        "CheckCounterDone, "));
+  EXPECT_THAT(message,
+              HasSubstr("known types: Add, Allreduce, And, Barrier, Broadcast, "
+                        "CheckCounterDone, "));
   EXPECT_THAT(message, HasSubstr("TimerGetAndEnd"));
 }
 
