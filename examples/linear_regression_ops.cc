@@ -1,5 +1,6 @@
 #include "examples/linear_regression_ops.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -91,6 +92,39 @@ class SyntheticLinearDataOp final : public OperatorBase {
 };
 JG_REGISTER_OPERATOR(SyntheticLinearData, SyntheticLinearDataOp);
 
+// The batch's gradient sums, in row order: [sum err_i x_i (d values),
+// sum err_i, sum err_i^2, m], for W [d], b [], x [m, d], y [m].
+absl::StatusOr<std::vector<double>> BatchGradient(const OperatorBase& op,
+                                                  const Tensor& w,
+                                                  const Tensor& b,
+                                                  const Tensor& x,
+                                                  const Tensor& y) {
+  const int64_t m = x.dim(0);
+  const int64_t d = w.dim(0);
+  if (x.dim(1) != d || y.dim(0) != m) {
+    return op.Error(
+        absl::StatusCode::kInvalidArgument,
+        absl::StrCat("shapes do not match: W ", w.DebugString(0), ", x ",
+                     x.DebugString(0), ", y ", y.DebugString(0)));
+  }
+  std::vector<double> g(d + 3, 0.0);
+  const float* wv = w.data<float>();
+  const float* xv = x.data<float>();
+  const float* yv = y.data<float>();
+  const double bias = b.scalar<float>();
+  for (int64_t i = 0; i < m; ++i) {
+    const float* row = xv + i * d;
+    double prediction = bias;
+    for (int64_t j = 0; j < d; ++j) prediction += double{wv[j]} * row[j];
+    const double err = prediction - yv[i];
+    g[d + 1] += err * err;
+    for (int64_t j = 0; j < d; ++j) g[j] += err * row[j];
+    g[d] += err;
+  }
+  g[d + 2] = static_cast<double>(m);
+  return g;
+}
+
 class LinearRegressionSGDStepOp final : public OperatorBase {
  public:
   using OperatorBase::OperatorBase;
@@ -116,40 +150,21 @@ class LinearRegressionSGDStepOp final : public OperatorBase {
     JG_ASSIGN_OR_RETURN(const Tensor* count, Input(5, INT64, 0));
     const int64_t m = x->dim(0);
     const int64_t d = w->dim(0);
-    if (x->dim(1) != d || y->dim(0) != m) {
-      return Error(
-          absl::StatusCode::kInvalidArgument,
-          absl::StrCat("shapes do not match: W ", w->DebugString(0), ", x ",
-                       x->DebugString(0), ", y ", y->DebugString(0)));
-    }
+    JG_ASSIGN_OR_RETURN(std::vector<double> g,
+                        BatchGradient(*this, *w, *b, *x, *y));
     if (m == 0) return absl::OkStatus();
-
-    const float* wv = w->data<float>();
-    const float* xv = x->data<float>();
-    const float* yv = y->data<float>();
     const double bias = b->scalar<float>();
-    std::vector<double> grad_w(d, 0.0);
-    double grad_b = 0;
-    double batch_sse = 0;
-    for (int64_t i = 0; i < m; ++i) {
-      const float* row = xv + i * d;
-      double prediction = bias;
-      for (int64_t j = 0; j < d; ++j) prediction += double{wv[j]} * row[j];
-      const double err = prediction - yv[i];
-      batch_sse += err * err;
-      for (int64_t j = 0; j < d; ++j) grad_w[j] += err * row[j];
-      grad_b += err;
-    }
+    const double batch_sse = g[d + 1];
     const double scale = lr_ * 2.0 / static_cast<double>(m);
     const double new_sse = sse->scalar<double>() + batch_sse;
     const int64_t new_count = count->scalar<int64_t>() + m;
     // Inputs and outputs are the same blobs: every input was read above.
     float* w_out = Output(0)->mutable_data<float>();
     for (int64_t j = 0; j < d; ++j) {
-      w_out[j] = static_cast<float>(w_out[j] - scale * grad_w[j]);
+      w_out[j] = static_cast<float>(w_out[j] - scale * g[j]);
     }
     float* b_out = Output(1)->mutable_data<float>();
-    b_out[0] = static_cast<float>(bias - scale * grad_b);
+    b_out[0] = static_cast<float>(bias - scale * g[d]);
     Output(2)->mutable_data<double>()[0] = new_sse;
     Output(3)->mutable_data<int64_t>()[0] = new_count;
     return absl::OkStatus();
@@ -172,33 +187,11 @@ class LinearRegressionGradientOp final : public OperatorBase {
     JG_ASSIGN_OR_RETURN(const Tensor* x, Input(2, FLOAT, 2));
     JG_ASSIGN_OR_RETURN(const Tensor* y, Input(3, FLOAT, 1));
     JG_ASSIGN_OR_RETURN(const Tensor* done, Input(4, BOOL, 0));
-    const int64_t m = x->dim(0);
-    const int64_t d = w->dim(0);
-    if (x->dim(1) != d || y->dim(0) != m) {
-      return Error(
-          absl::StatusCode::kInvalidArgument,
-          absl::StrCat("shapes do not match: W ", w->DebugString(0), ", x ",
-                       x->DebugString(0), ", y ", y->DebugString(0)));
-    }
-    // [sum err x_j (d), sum err, sum err^2, rows]
-    Tensor g(DOUBLE, {d + 3});
-    double* out = g.mutable_data<double>();
-    if (!done->scalar<bool>()) {
-      const float* wv = w->data<float>();
-      const float* xv = x->data<float>();
-      const float* yv = y->data<float>();
-      const double bias = b->scalar<float>();
-      for (int64_t i = 0; i < m; ++i) {
-        const float* row = xv + i * d;
-        double prediction = bias;
-        for (int64_t j = 0; j < d; ++j) prediction += double{wv[j]} * row[j];
-        const double err = prediction - yv[i];
-        out[d + 1] += err * err;
-        for (int64_t j = 0; j < d; ++j) out[j] += err * row[j];
-        out[d] += err;
-      }
-      out[d + 2] = static_cast<double>(m);
-    }
+    JG_ASSIGN_OR_RETURN(std::vector<double> sums,
+                        BatchGradient(*this, *w, *b, *x, *y));
+    // [sum err x_j (d), sum err, sum err^2, rows]; zeros once done.
+    if (done->scalar<bool>()) std::fill(sums.begin(), sums.end(), 0.0);
+    Tensor g = Tensor::FromVector<double>(sums);
     *Output(0) = std::move(g);
     return absl::OkStatus();
   }
