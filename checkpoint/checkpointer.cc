@@ -20,6 +20,7 @@
 #include "checkpoint/file_util.h"
 #include "checkpoint/resume_choice.h"
 #include "checkpoint/save_load_ops.h"
+#include "checkpoint/verify.h"
 #include "engine/collectives.h"
 #include "engine/net_builder.h"
 #include "engine/status_macros.h"
@@ -304,51 +305,65 @@ absl::StatusOr<std::optional<int64_t>> Checkpointer::ChooseStart(
     // save will report this, and the first that can save takes the locks.
     LOG(WARNING) << usable.message();
   }
-  // The choice is made once, by the rank that writes the commit log, and
-  // sent to the others: "E<status>", "S" (from scratch) or "R<epoch>
-  // <Preemption>".
-  auto choose = [&]() -> std::string {
-    absl::StatusOr<std::optional<int64_t>> epoch = ChooseResumeEpoch(
-        options_.directory, options_.db_type, FileNames(), resume);
-    if (!epoch.ok()) return absl::StrCat("E", EncodeStatus(epoch.status()));
-    if (!epoch->has_value()) return "S";
-    std::string preemption;
-    // The choice read this log a moment ago; it holds the chosen entry.
-    absl::StatusOr<CommitLogRead> log =
-        ReadCommitLogWithFallback(options_.directory);
-    if (!log.ok()) return absl::StrCat("E", EncodeStatus(log.status()));
-    const CommittedEpoch* entry =
-        FindCommittedEpoch(log->log, **epoch, FileNames());
-    if (entry != nullptr && entry->has_preemption()) {
-      preemption = entry->preemption().SerializeAsString();
-    }
-    return absl::StrCat("R", **epoch, " ", preemption);
-  };
-  std::string choice =
-      ranks_ == nullptr || ranks_->rank() == 0 ? choose() : std::string();
-  if (ranks_ != nullptr) {
-    JG_ASSIGN_OR_RETURN(choice, ranks_->Broadcast(std::move(choice), 0));
-  }
-  resumed_preemption_.reset();
-  std::optional<int64_t> epoch;
-  if (!choice.empty() && choice[0] == 'E') {
-    return DecodeStatus(absl::string_view(choice).substr(1));
-  }
-  if (!choice.empty() && choice[0] == 'R') {
-    const size_t space = choice.find(' ');
-    int64_t chosen = 0;
-    if (space == std::string::npos ||
-        !absl::SimpleAtoi(absl::string_view(choice).substr(1, space - 1),
-                          &chosen)) {
-      return absl::InternalError("rank 0 sent a damaged resume choice");
-    }
-    epoch = chosen;
-    if (space + 1 < choice.size()) {
-      Preemption preemption;
-      if (!preemption.ParseFromString(choice.substr(space + 1))) {
-        return absl::InternalError("rank 0 sent a damaged resume choice");
+  // On several ranks every rank takes part: rank 0 reads the commit log and
+  // sends it to all (so every rank considers the same epochs), and each
+  // rank verifies its own nodes' databases of a candidate epoch, the ranks
+  // agreeing on the outcome before the next one is tried.
+  std::optional<CommitLogRead> log_read;
+  ResumeChoiceHooks hooks;
+  hooks.read_log = [&]() -> absl::StatusOr<CommitLogRead> {
+    absl::StatusOr<CommitLogRead> read;
+    if (ranks_ == nullptr) {
+      read = ReadCommitLogWithFallback(options_.directory);
+    } else {
+      // "E<status>", or "L" <damage status> "\n" <serialized log>.
+      std::string sent;
+      if (ranks_->rank() == 0) {
+        read = ReadCommitLogWithFallback(options_.directory);
+        sent = read.ok() ? absl::StrCat("L", EncodeStatus(read->damage), "\n",
+                                        read->log.SerializeAsString())
+                         : absl::StrCat("E", EncodeStatus(read.status()));
       }
-      resumed_preemption_ = preemption;
+      JG_ASSIGN_OR_RETURN(sent, ranks_->Broadcast(std::move(sent), 0));
+      absl::string_view in = sent;
+      if (absl::ConsumePrefix(&in, "E")) {
+        read = DecodeStatus(in);
+      } else {
+        const size_t newline = in.find('\n');
+        CommitLogRead received;
+        if (!absl::ConsumePrefix(&in, "L") || newline == in.npos ||
+            !received.log.ParseFromString(
+                std::string(in.substr(in.find('\n') + 1)))) {
+          return absl::InternalError("rank 0 sent a damaged commit log");
+        }
+        received.damage = DecodeStatus(in.substr(0, in.find('\n')));
+        read = std::move(received);
+      }
+    }
+    if (read.ok()) log_read = *read;
+    return read;
+  };
+  if (ranks_ != nullptr) {
+    hooks.verify = [&](int64_t epoch) {
+      std::vector<std::string> mine;
+      for (const NodeState& state : nodes_) {
+        if (Hosts(state)) mine.push_back(state.file_name);
+      }
+      return Agree(mine.empty()
+                       ? absl::OkStatus()
+                       : VerifyCommittedEpoch(options_.directory,
+                                              options_.db_type, mine, epoch));
+    };
+  }
+  JG_ASSIGN_OR_RETURN(std::optional<int64_t> epoch,
+                      ChooseResumeEpoch(options_.directory, options_.db_type,
+                                        FileNames(), resume, hooks));
+  resumed_preemption_.reset();
+  if (epoch.has_value() && log_read.has_value()) {
+    const CommittedEpoch* entry =
+        FindCommittedEpoch(log_read->log, *epoch, FileNames());
+    if (entry != nullptr && entry->has_preemption()) {
+      resumed_preemption_ = entry->preemption();
     }
   }
   if (usable.ok() && (ranks_ == nullptr || ranks_->rank() == 0)) {

@@ -29,14 +29,6 @@ absl::Status CheckNodes(const std::string& dir, const CommittedEpoch& epoch,
   return absl::OkStatus();
 }
 
-// Checks one committed epoch: it holds every node and each database verifies.
-absl::Status CheckEpoch(const std::string& dir, const std::string& db_type,
-                        const std::vector<std::string>& nodes,
-                        const CommittedEpoch& epoch) {
-  JG_RETURN_IF_ERROR(CheckNodes(dir, epoch, nodes));
-  return VerifyCommittedEpoch(dir, db_type, nodes, epoch.epoch());
-}
-
 // The database directories of `nodes` in `dir` ("trainer_0.3", ...), sorted.
 absl::StatusOr<std::vector<std::string>> JobDatabases(
     const std::string& dir, const std::vector<std::string>& nodes) {
@@ -82,13 +74,25 @@ absl::Status CheckNothingCommitted(const std::string& dir,
 
 absl::StatusOr<std::optional<int64_t>> ChooseResumeEpoch(
     const std::string& dir, const std::string& db_type,
-    const std::vector<std::string>& nodes, const ResumeFrom& requested) {
+    const std::vector<std::string>& nodes, const ResumeFrom& requested,
+    const ResumeChoiceHooks& hooks) {
   if (requested.kind == ResumeFrom::Kind::kScratch) return std::nullopt;
+  auto verify = [&](int64_t epoch) {
+    return hooks.verify ? hooks.verify(epoch)
+                        : VerifyCommittedEpoch(dir, db_type, nodes, epoch);
+  };
+  // Checks one committed epoch: it holds every node and each database
+  // verifies.
+  auto check_epoch = [&](const CommittedEpoch& epoch) -> absl::Status {
+    JG_RETURN_IF_ERROR(CheckNodes(dir, epoch, nodes));
+    return verify(epoch.epoch());
+  };
   const std::string what =
       requested.kind == ResumeFrom::Kind::kLatest
           ? std::string("resume_from_epoch=latest")
           : absl::StrCat("cannot resume from epoch ", requested.epoch);
-  absl::StatusOr<CommitLogRead> read = ReadCommitLogWithFallback(dir);
+  absl::StatusOr<CommitLogRead> read =
+      hooks.read_log ? hooks.read_log() : ReadCommitLogWithFallback(dir);
   if (absl::IsNotFound(read.status())) {
     JG_RETURN_IF_ERROR(CheckNothingCommitted(dir, nodes, what));
     if (requested.kind == ResumeFrom::Kind::kLatest) {
@@ -120,8 +124,7 @@ absl::StatusOr<std::optional<int64_t>> ChooseResumeEpoch(
           " (committed epochs: ", CommittedEpochList(*log, nodes), ")"));
     }
     JG_RETURN_IF_ERROR(CheckNodes(dir, *epoch, nodes));
-    absl::Status verified =
-        VerifyCommittedEpoch(dir, db_type, nodes, requested.epoch);
+    absl::Status verified = verify(requested.epoch);
     if (!verified.ok()) {
       return absl::Status(
           verified.code(),
@@ -136,7 +139,7 @@ absl::StatusOr<std::optional<int64_t>> ChooseResumeEpoch(
     const CommittedEpoch& epoch = log->epoch(i);
     // Another job's entry in a shared directory.
     if (!BelongsToJob(epoch, nodes)) continue;
-    absl::Status s = CheckEpoch(dir, db_type, nodes, epoch);
+    absl::Status s = check_epoch(epoch);
     if (s.ok()) {
       if (!rejected.empty()) {
         LOG(WARNING) << "resume_from_epoch=latest: using epoch "
