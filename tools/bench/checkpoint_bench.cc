@@ -3,11 +3,13 @@
 // baselines and the protocol: tools/bench/README.md.
 //
 // The last line is
-//   checkpoint_bench: save_vs_raw=<r> load_vs_raw=<r> small_save_vs_raw=<r>
+//   checkpoint_bench: save_vs_raw=<r> load_vs_raw=<r> small_save_s=<s>
+//   small_load_s=<s> peak_rss_vs_size=<r>
+// (medians; the peak RSS of a process's first save over the checkpoint's
+// size, the worse of the two workloads).
 //
-// Run:
-//   ./tools/bazel run -c opt //tools/bench:checkpoint_bench --
-//   --dir=/tmp/jgbench
+// Run (--dir defaults to $TMPDIR/jobgraph_checkpoint_bench, else /tmp/...):
+//   ./tools/bazel run -c opt //tools/bench:checkpoint_bench
 
 #include <fcntl.h>
 #include <malloc.h>
@@ -55,7 +57,8 @@
 #include "tools/bench/bench_util.h"
 
 ABSL_FLAG(std::string, dir, "",
-          "Scratch directory (created if missing; relative paths are taken "
+          "Scratch directory (default: $TMPDIR/jobgraph_checkpoint_bench, or "
+          "under /tmp; created if missing; relative paths are taken "
           "from where `bazel run` was started). Needs ~2.5x the large "
           "checkpoint free.");
 ABSL_FLAG(int, runs, 4,
@@ -192,6 +195,14 @@ class Case {
 
   double SaveRatio() const { return Ratio("w raw", "save").Median(); }
   double LoadRatio() const { return Ratio("r raw", "load").Median(); }
+  double SaveSeconds() const { return s_.at("save").Median(); }
+  double LoadSeconds() const { return s_.at("load").Median(); }
+  // The peak RSS increase of the process's first save over the checkpoint's
+  // size; -1 when VmHWM could not be reset.
+  double PeakRssVsSize() const {
+    if (s_.count("save rss increase") == 0) return -1;
+    return first_save_rss_increase_ / s_.at("db bytes").Median();
+  }
 
  private:
   void Add(const std::string& name, double value) {
@@ -542,7 +553,11 @@ class Case {
 
 int Main() {
   std::string dir = absl::GetFlag(FLAGS_dir);
-  CHECK(!dir.empty()) << "--dir is required";
+  if (dir.empty()) {
+    const char* tmp = std::getenv("TMPDIR");
+    dir = JoinPath(tmp != nullptr && tmp[0] != '\0' ? tmp : "/tmp",
+                   "jobgraph_checkpoint_bench");
+  }
   if (dir[0] != '/' && std::getenv("BUILD_WORKING_DIRECTORY") != nullptr) {
     dir = JoinPath(std::getenv("BUILD_WORKING_DIRECTORY"), dir);
   }
@@ -572,7 +587,8 @@ int Main() {
       LevelDbOptions().max_file_size >> 20,
       LevelDbOptions().flush_memtable_on_close ? 1 : 0);
 
-  double save = 0, load = 0, small_save = 0;
+  double save = 0, load = 0, small_save_s = 0, small_load_s = 0;
+  double peak_rss = -1;
   if (absl::GetFlag(FLAGS_large)) {
     Case large(
         "large", JoinPath(dir, "large"), absl::GetFlag(FLAGS_large_blobs),
@@ -582,6 +598,7 @@ int Main() {
     large.Run(runs, cold);
     save = large.SaveRatio();
     load = large.LoadRatio();
+    peak_rss = std::max(peak_rss, large.PeakRssVsSize());
   }
   if (absl::GetFlag(FLAGS_small)) {
     Case small("small", JoinPath(dir, "small"),
@@ -590,12 +607,15 @@ int Main() {
     RemoveIfExists(JoinPath(dir, "small"));
     Check(CreateDir(JoinPath(dir, "small")));
     small.Run(runs, cold);
-    small_save = small.SaveRatio();
+    small_save_s = small.SaveSeconds();
+    small_load_s = small.LoadSeconds();
+    peak_rss = std::max(peak_rss, small.PeakRssVsSize());
   }
+  // peak_rss_vs_size is the worse of the two workloads (-1: unknown).
   std::printf(
       "\ncheckpoint_bench: save_vs_raw=%.2f load_vs_raw=%.2f "
-      "small_save_vs_raw=%.3f\n",
-      save, load, small_save);
+      "small_save_s=%.3f small_load_s=%.3f peak_rss_vs_size=%.2f\n",
+      save, load, small_save_s, small_load_s, peak_rss);
   return 0;
 }
 

@@ -12,12 +12,12 @@
 // database (so writing a database costs nothing) and its commit log in
 // --dir (default: a fresh directory under /dev/shm, where fsync is cheap)
 // saves --epochs epochs through MpiSession; one MPI_Barrier's cost is the
-// time of 100 back to back, divided by 100. Then the commit's exchanges alone (three all-gathers and one
-// broadcast of the same sizes, without the save group or the commit-log
-// write), to separate the protocol from the local work around it. The
-// figures are medians over epochs; the MPI collectives per epoch are counted
-// through the MPI profiling interface (PMPI), so the count is the real one.
-// "ratio" (and the last line) is the whole commit over one barrier.
+// time of 100 back to back, divided by 100. Then the commit's exchanges alone
+// (three all-gathers and one broadcast of the same sizes, without the save
+// group or the commit-log write), to separate the protocol from the local work
+// around it. The figures are medians over epochs; the MPI collectives per epoch
+// are counted through the MPI profiling interface (PMPI), so the count is the
+// real one. "ratio" (and the last line) is the whole commit over one barrier.
 //
 //   ./tools/bazel run -c opt //tools/bench:mpi_commit_bench
 
