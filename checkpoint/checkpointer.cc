@@ -673,26 +673,13 @@ absl::StatusOr<CheckpointStats> Checkpointer::SaveAndCommit(
   if (ranks_ == nullptr) {
     JG_ASSIGN_OR_RETURN(stats.bytes, std::move(mine));
   } else {
-    // "B<bytes>" or "E<status>" from every rank, in one exchange.
+    // The total and the count of failures in one small all-reduce; the
+    // messages only after a failure.
     JG_ASSIGN_OR_RETURN(
-        std::vector<std::string> all,
-        ranks_->AllGather(
-            mine.ok() ? absl::StrCat("B", *mine)
-                      : absl::StrCat("E", EncodeStatus(mine.status()))));
-    for (size_t rank = 0; rank < all.size(); ++rank) {
-      absl::string_view reply = all[rank];
-      int64_t n = 0;
-      if (absl::ConsumePrefix(&reply, "E")) {
-        absl::Status failed = DecodeStatus(reply);
-        return absl::Status(
-            failed.code(), absl::StrCat("rank ", rank, ": ", failed.message()));
-      }
-      if (!absl::ConsumePrefix(&reply, "B") || !absl::SimpleAtoi(reply, &n)) {
-        return absl::InternalError(
-            absl::StrCat("rank ", rank, " sent a damaged byte count"));
-      }
-      stats.bytes += n;
-    }
+        std::vector<int64_t> sums,
+        ranks_->AllReduceSum({mine.ok() ? *mine : 0, mine.ok() ? 0 : 1}));
+    if (sums[1] > 0) JG_RETURN_IF_ERROR(Agree(mine.status()));
+    stats.bytes = sums[0];
   }
   // Every rank's databases are durable now (the save group's agreed
   // outcome): the epoch is committed by one rank, for all.

@@ -77,6 +77,10 @@ absl::StatusOr<Tensor> Session::Fetch(const TaskOutput& output) const {
 
 absl::Status AgreeOnStatus(const Session& session, const absl::Status& local) {
   if (session.num_ranks() == 1) return local;
+  JG_ASSIGN_OR_RETURN(std::vector<int64_t> failed,
+                      session.AllReduceSum({local.ok() ? 0 : 1}));
+  if (failed[0] == 0) return absl::OkStatus();
+  // Someone failed: which rank first, and why.
   JG_ASSIGN_OR_RETURN(std::vector<std::string> all,
                       session.AllGather(EncodeStatus(local)));
   for (size_t rank = 0; rank < all.size(); ++rank) {
@@ -86,23 +90,25 @@ absl::Status AgreeOnStatus(const Session& session, const absl::Status& local) {
                           absl::StrCat("rank ", rank, ": ", s.message()));
     }
   }
-  return absl::OkStatus();
+  return absl::InternalError("a rank reported a failure and then none");
 }
 
 absl::StatusOr<bool> AnyRank(const Session& session, bool local) {
   if (session.num_ranks() == 1) return local;
-  JG_ASSIGN_OR_RETURN(std::vector<std::string> all,
-                      session.AllGather(local ? "1" : "0"));
-  for (const std::string& v : all) {
-    if (v == "1") return true;
-  }
-  return false;
+  JG_ASSIGN_OR_RETURN(std::vector<int64_t> count,
+                      session.AllReduceSum({local ? 1 : 0}));
+  return count[0] > 0;
 }
 
 absl::Status OnRankZero(const Session& session,
                         const std::function<absl::Status()>& fn) {
   absl::Status local = session.rank() == 0 ? fn() : absl::OkStatus();
   if (session.num_ranks() == 1) return local;
+  // Rank 0's code reaches everyone in the sum; a message only if needed.
+  JG_ASSIGN_OR_RETURN(
+      std::vector<int64_t> code,
+      session.AllReduceSum({session.rank() == 0 ? local.raw_code() : 0}));
+  if (code[0] == 0) return absl::OkStatus();
   JG_ASSIGN_OR_RETURN(std::string status,
                       session.Broadcast(EncodeStatus(local), 0));
   return DecodeStatus(status);

@@ -24,6 +24,7 @@
 #ifndef JOBGRAPH_ENGINE_SESSION_H_
 #define JOBGRAPH_ENGINE_SESSION_H_
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -126,6 +127,13 @@ class Session {
       std::string value) const {
     return std::vector<std::string>{std::move(value)};
   }
+  // The element-wise sum of every rank's `values` (the same length on every
+  // rank): one small collective, for the common paths of the agreements
+  // below.
+  virtual absl::StatusOr<std::vector<int64_t>> AllReduceSum(
+      std::vector<int64_t> values) const {
+    return values;
+  }
   // Rank `root`'s `value` (the others' are ignored).
   virtual absl::StatusOr<std::string> Broadcast(std::string value,
                                                 int root) const {
@@ -140,11 +148,13 @@ class Session {
 
 // Collective over the ranks of `session`: the first error of any rank (in
 // rank order, its message prefixed by "rank N: " when there are several), or
-// OK if every rank's `local` is OK.
+// OK if every rank's `local` is OK. One small all-reduce when every rank is
+// OK; the messages are exchanged only when one is not.
 absl::Status AgreeOnStatus(const Session& session, const absl::Status& local);
 // Collective: true on every rank if `local` is true on any.
 absl::StatusOr<bool> AnyRank(const Session& session, bool local);
-// Collective: rank 0 runs `fn`; every rank gets its status.
+// Collective: rank 0 runs `fn`; every rank gets its status (one small
+// all-reduce when it is OK).
 absl::Status OnRankZero(const Session& session,
                         const std::function<absl::Status()>& fn);
 

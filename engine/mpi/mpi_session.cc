@@ -252,6 +252,16 @@ absl::StatusOr<std::vector<std::string>> MpiSession::AllGather(
   return AllGatherOn(comms_->world, value);
 }
 
+absl::StatusOr<std::vector<int64_t>> MpiSession::AllReduceSum(
+    std::vector<int64_t> values) const {
+  std::vector<int64_t> sum(values.size());
+  JG_RETURN_IF_ERROR(CheckMpi(
+      MPI_Allreduce(values.data(), sum.data(), static_cast<int>(values.size()),
+                    MPI_INT64_T, MPI_SUM, comms_->world),
+      "MPI_Allreduce"));
+  return sum;
+}
+
 absl::StatusOr<std::string> MpiSession::Broadcast(std::string value,
                                                   int root) const {
   int64_t size = static_cast<int64_t>(value.size());
@@ -358,25 +368,26 @@ absl::Status MpiSession::Run(const TaskGroupDef& group,
     MPI_Abort(comms_->world, 1);
   }
 
-  // Agree on the outcome: an error anywhere wins over a stop anywhere.
-  std::string mine_encoded =
-      absl::StrCat(IsStopRequest(local) ? "S" : "R", EncodeStatus(local));
-  JG_ASSIGN_OR_RETURN(std::vector<std::string> all,
-                      AllGather(std::move(mine_encoded)));
-  bool stopped = false;
-  for (size_t r = 0; r < all.size(); ++r) {
-    if (all[r].empty()) return absl::InternalError("a rank sent no outcome");
-    if (all[r][0] == 'S') {
-      stopped = true;
-      continue;
-    }
-    absl::Status s = DecodeStatus(absl::string_view(all[r]).substr(1));
-    if (!s.ok()) {
+  // Agree on the outcome: an error anywhere wins over a stop anywhere. The
+  // counts first (one small all-reduce); the messages only after a failure.
+  const bool failed = !local.ok() && !IsStopRequest(local);
+  JG_ASSIGN_OR_RETURN(
+      std::vector<int64_t> counts,
+      AllReduceSum({failed ? 1 : 0, IsStopRequest(local) ? 1 : 0}));
+  if (counts[0] > 0) {
+    JG_ASSIGN_OR_RETURN(
+        std::vector<std::string> all,
+        AllGather(failed ? EncodeStatus(local) : std::string("0:")));
+    for (size_t r = 0; r < all.size(); ++r) {
+      absl::Status s = DecodeStatus(all[r]);
+      if (s.ok()) continue;
       if (size_ == 1) return s;
       return absl::Status(s.code(),
                           absl::StrCat("rank ", r, ": ", s.message()));
     }
+    return absl::InternalError("a rank reported a failure and then none");
   }
+  const bool stopped = counts[1] > 0;
   if (!stopped) return absl::OkStatus();
   if (local.ok()) {
     // Finished here while another rank stopped: continuing the group must

@@ -31,6 +31,7 @@
 #ifndef JOBGRAPH_ENGINE_MPI_MPI_SESSION_H_
 #define JOBGRAPH_ENGINE_MPI_MPI_SESSION_H_
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
@@ -85,6 +86,8 @@ class MpiSession : public Session {
       std::string value) const override;
   absl::StatusOr<std::string> Broadcast(std::string value,
                                         int root) const override;
+  absl::StatusOr<std::vector<int64_t>> AllReduceSum(
+      std::vector<int64_t> values) const override;
 
   // The rank that hosts `node`; -1 for a node the session does not know.
   int RankOf(absl::string_view node) const;
