@@ -293,19 +293,20 @@ absl::StatusOr<double> LastLoss(const Session& session) {
 }
 
 int Main(int argc, char** argv) {
-  InitExample(argc, argv,
-              "Minibatch SGD for linear regression on seeded synthetic data, "
-              "with checkpoints and bit-exact resume.\n"
-              "  linear_regression [--num_samples=N] [--num_features=N] "
-              "[--batch_size=N] [--learning_rate=F]\n"
-              "                    [--epochs=N] [--loss_threshold=F] "
-              "[--noise=F] [--seed=N] [--model_out=DB]\n"
-              "                    [--checkpoint_dir=DIR] "
-              "[--resume_from_epoch=E|latest] [--keep_last=N]\n"
-              "                    [--dump_plan] [--plan_dot=FILE] "
-              "[--epoch_delay_ms=MS] [--record_delay_ms=MS]\n"
-              "               [--preempt_signals=TERM,USR1,INT] "
-              "[--preempt_exit_code=75]");
+  InitExample(
+      argc, argv,
+      "Minibatch SGD for linear regression on seeded synthetic data, "
+      "with checkpoints and bit-exact resume.\n"
+      "  linear_regression [--nodes=N] [--num_samples=N] [--num_features=N] "
+      "[--batch_size=N] [--learning_rate=F]\n"
+      "                    [--epochs=N] [--loss_threshold=F] "
+      "[--noise=F] [--seed=N] [--model_out=DB]\n"
+      "                    [--checkpoint_dir=DIR] "
+      "[--resume_from_epoch=E|latest] [--keep_last=N]\n"
+      "                    [--dump_plan] [--plan_dot=FILE] "
+      "[--epoch_delay_ms=MS] [--record_delay_ms=MS]\n"
+      "               [--preempt_signals=TERM,USR1,INT] "
+      "[--preempt_exit_code=75] [--session=auto|local|mpi]");
   absl::StatusOr<CommonOptions> common = ReadCommonFlags();
   if (!common.ok()) return UsageError(common.status());
   absl::StatusOr<Options> options = ReadFlags();

@@ -118,7 +118,7 @@ int Main(int argc, char** argv) {
               "               [--dump_plan] [--plan_dot=FILE] "
               "[--epoch_delay_ms=MS] [--record_delay_ms=MS]\n"
               "               [--preempt_signals=TERM,USR1,INT] "
-              "[--preempt_exit_code=75]");
+              "[--preempt_exit_code=75] [--session=auto|local|mpi]");
   absl::StatusOr<CommonOptions> common = ReadCommonFlags();
   if (!common.ok()) return UsageError(common.status());
   absl::StatusOr<Options> options = ReadFlags();
