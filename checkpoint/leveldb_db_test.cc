@@ -342,6 +342,38 @@ TEST(LevelDbTest, CorruptTableIsDataLossWhenVerifying) {
   EXPECT_FALSE(cursor->value() == value);
 }
 
+// The footer of a table has no checksum; LevelDB allocates the index block
+// at the size it records before reading it. A size past the end of the file
+// is damage, not a 2^56-byte allocation (found by ckpt_fuzzer).
+TEST(LevelDbTest, TableFooterPointingPastTheEndIsDataLoss) {
+  TempDir dir;
+  const std::string path = dir.Join("db");
+  {
+    std::unique_ptr<DB> db = LevelDbType().Open(path, DbMode::kNew).value();
+    ASSERT_TRUE(db->NewWriter().value()->Put("k", "v").ok());
+    ASSERT_TRUE(db->Close().ok());
+  }
+  std::vector<std::string> tables = FilesWithSuffix(path, ".ldb");
+  ASSERT_EQ(tables.size(), 1u);
+  const std::string table = JoinPath(path, tables[0]);
+  std::string bytes = ReadFileToString(table).value();
+  ASSERT_GT(bytes.size(), 48u);
+  // Metaindex handle (0, 0); index handle (0, 2^56), as varints; padding;
+  // the magic number stays.
+  std::string footer = {0, 0, 0};
+  for (int i = 0; i < 8; ++i) footer.push_back(static_cast<char>(0x80));
+  footer.push_back(1);
+  footer.resize(40, '\0');
+  bytes.replace(bytes.size() - 48, 40, footer);
+  ASSERT_TRUE(WriteFileAtomically(table, bytes).ok());
+  absl::StatusOr<std::unique_ptr<DB>> db =
+      LevelDbType().Open(path, DbMode::kRead);
+  EXPECT_EQ(db.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(db.status().message(),
+              HasSubstr("places its index block (72057594037927936 bytes at "
+                        "offset 0) past the end"));
+}
+
 // --- LevelDbType: what it recognises and may replace.
 
 void WriteSmallDb(const std::string& path) {

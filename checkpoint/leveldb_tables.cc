@@ -213,17 +213,42 @@ absl::StatusOr<std::map<uint64_t, uint64_t>> LiveTables(
   return live;
 }
 
+// An internal key is the user key followed by an 8-byte trailer (sequence
+// number << 8 | type). A damaged table can hold keys too short for one:
+// these helpers take such a key whole as its user key, with trailer 0, so
+// that it is compared and skipped without reading outside it, and
+// TablesCursor reports it as damage.
+constexpr size_t kTrailerSize = 8;
+
+absl::string_view UserKey(const leveldb::Slice& internal_key) {
+  if (internal_key.size() < kTrailerSize) {
+    return absl::string_view(internal_key.data(), internal_key.size());
+  }
+  return absl::string_view(internal_key.data(),
+                           internal_key.size() - kTrailerSize);
+}
+
+uint64_t Trailer(const leveldb::Slice& internal_key) {
+  if (internal_key.size() < kTrailerSize) return 0;
+  return LoadLE64(internal_key.data() + internal_key.size() - kTrailerSize);
+}
+
+uint8_t KeyType(const leveldb::Slice& internal_key) {
+  return static_cast<uint8_t>(Trailer(internal_key) & 0xff);
+}
+
 // LevelDB's order of internal keys (user key, then sequence descending),
 // which the tables' index blocks were built with.
 class InternalKeyOrder final : public leveldb::Comparator {
  public:
   int Compare(const leveldb::Slice& a, const leveldb::Slice& b) const override {
-    const leveldb::Slice ua(a.data(), a.size() - 8);
-    const leveldb::Slice ub(b.data(), b.size() - 8);
-    const int r = ua.compare(ub);
+    const absl::string_view ua = UserKey(a);
+    const absl::string_view ub = UserKey(b);
+    const int r = leveldb::Slice(ua.data(), ua.size())
+                      .compare(leveldb::Slice(ub.data(), ub.size()));
     if (r != 0) return r;
-    const uint64_t ta = LoadLE64(a.data() + a.size() - 8);
-    const uint64_t tb = LoadLE64(b.data() + b.size() - 8);
+    const uint64_t ta = Trailer(a);
+    const uint64_t tb = Trailer(b);
     return ta > tb ? -1 : (ta < tb ? 1 : 0);
   }
   const char* Name() const override { return "leveldb.InternalKeyComparator"; }
@@ -238,18 +263,47 @@ const InternalKeyOrder& Order() {
   return *order;
 }
 
-absl::string_view UserKey(const leveldb::Slice& internal_key) {
-  return absl::string_view(internal_key.data(), internal_key.size() - 8);
-}
-
-uint8_t KeyType(const leveldb::Slice& internal_key) {
-  return static_cast<uint8_t>(internal_key.data()[internal_key.size() - 8]);
-}
-
 absl::Status TableError(const leveldb::Status& status,
                         const std::string& path) {
   return absl::DataLossError(
       absl::StrCat("read LevelDB database ", path, ": ", status.ToString()));
+}
+
+// LevelDB's Table::Open allocates the index block, of the size the table's
+// footer records, before it reads it, and the footer has no checksum: a
+// damaged one makes it allocate up to 2^64 bytes (std::bad_alloc, which
+// nothing catches). So both block handles of the footer must lie within the
+// file before the table is opened. A footer that does not decode is left to
+// Table::Open to report.
+absl::Status CheckTableFooter(leveldb::RandomAccessFile* file, uint64_t size,
+                              const std::string& db_path,
+                              const std::string& table_path) {
+  constexpr size_t kFooterSize = 48;         // two padded block handles, magic
+  constexpr uint64_t kBlockTrailerSize = 5;  // type, masked CRC-32C
+  if (size < kFooterSize) return absl::OkStatus();
+  char scratch[kFooterSize];
+  leveldb::Slice footer;
+  const leveldb::Status s =
+      file->Read(size - kFooterSize, kFooterSize, &footer, scratch);
+  if (!s.ok()) return TableError(s, db_path);
+  absl::string_view in(footer.data(), footer.size());
+  const uint64_t blocks_end = size - kFooterSize;
+  for (const char* block : {"metaindex", "index"}) {
+    uint64_t offset = 0;
+    uint64_t length = 0;
+    if (!GetVarint64(&in, &offset) || !GetVarint64(&in, &length)) {
+      return absl::OkStatus();
+    }
+    if (offset > blocks_end || length > blocks_end - offset ||
+        kBlockTrailerSize > blocks_end - offset - length) {
+      return absl::DataLossError(absl::StrCat(
+          "LevelDB database ", db_path, " is damaged: the footer of table ",
+          table_path, " places its ", block, " block (", length,
+          " bytes at offset ", offset, ") past the end of its ", size,
+          " bytes"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 // The tables' entries merged in key order; deletions and older versions of
@@ -287,6 +341,7 @@ class TablesCursor final : public Cursor {
     return absl::string_view(v.data(), v.size());
   }
   absl::Status status() const override {
+    if (!damage_.ok()) return damage_;
     for (const auto& it : iterators_) {
       if (!it->status().ok()) return TableError(it->status(), *path_);
     }
@@ -304,6 +359,14 @@ class TablesCursor final : public Cursor {
                                             iterators_[current_]->key()) < 0) {
           current_ = i;
         }
+      }
+      if (current_ >= 0 && iterators_[current_]->key().size() < kTrailerSize) {
+        damage_ = absl::DataLossError(absl::StrCat(
+            "LevelDB database ", *path_, " is damaged: a table holds a key of ",
+            iterators_[current_]->key().size(), " bytes, shorter than the ",
+            kTrailerSize, "-byte trailer of every key"));
+        current_ = -1;
+        return;
       }
       if (current_ < 0 ||
           KeyType(iterators_[current_]->key()) != kTypeDeletion) {
@@ -324,6 +387,7 @@ class TablesCursor final : public Cursor {
   std::vector<std::unique_ptr<leveldb::Iterator>> iterators_;
   const std::string* const path_;
   int current_ = -1;
+  absl::Status damage_;  // a key too short to be an internal key
 };
 
 class LevelDbTables final : public DB {
@@ -402,6 +466,7 @@ class LevelDbTables final : public DB {
           leveldb::Env::Default()->NewRandomAccessFile(found->second, &file);
       if (!s.ok()) return TableError(s, path());
       files_.emplace_back(file);
+      JG_RETURN_IF_ERROR(CheckTableFooter(file, size, path(), found->second));
       leveldb::Table* table = nullptr;
       s = leveldb::Table::Open(table_options, file, size, &table);
       if (!s.ok()) return TableError(s, path());

@@ -3,16 +3,19 @@
 #include "engine/serialization.h"
 
 #include <algorithm>
+#include <climits>
 #include <mutex>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "engine/status_macros.h"
 #include "engine/tensor_serializer.h"
 #include "glog/logging.h"
+#include "google/protobuf/stubs/common.h"
 
 namespace jobgraph {
 namespace {
@@ -39,6 +42,15 @@ absl::Status CheckOptions(absl::string_view name,
   return absl::OkStatus();
 }
 
+// Every value carries its blob's name in BlobProto.name, a proto3 string,
+// which protobuf refuses to parse unless it is valid UTF-8: a blob of another
+// name could be written but never read back.
+bool IsValidUtf8(absl::string_view name) {
+  return name.size() <= static_cast<size_t>(INT_MAX) &&
+         google::protobuf::internal::IsStructurallyValidUTF8(
+             name.data(), static_cast<int>(name.size()));
+}
+
 absl::Status CheckName(absl::string_view name) {
   if (name.empty()) {
     return absl::InvalidArgumentError(
@@ -50,6 +62,11 @@ absl::Status CheckName(absl::string_view name) {
                      kChunkSeparator,
                      "', which separates chunk indexes in "
                      "database keys"));
+  }
+  if (!IsValidUtf8(name)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot serialize blob '", absl::CHexEscape(name),
+                     "': its name is not valid UTF-8"));
   }
   return absl::OkStatus();
 }
@@ -95,10 +112,22 @@ std::string TensorChunkKey(absl::string_view name, int64_t chunk) {
   return absl::StrCat(name, kChunkSeparator, chunk);
 }
 
+namespace {
+
+// SerializeBlob never writes such a key (CheckName).
+absl::Status NotUtf8KeyError(absl::string_view key) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("malformed database key '", absl::CHexEscape(key),
+                   "': the blob name is not valid UTF-8"));
+}
+
+}  // namespace
+
 absl::StatusOr<BlobKey> ParseBlobKey(absl::string_view key) {
   const size_t pos = key.find(kChunkSeparator);
   if (pos == absl::string_view::npos) {
     if (key.empty()) return absl::InvalidArgumentError("empty database key");
+    if (!IsValidUtf8(key)) return NotUtf8KeyError(key);
     return BlobKey{std::string(key), std::nullopt};
   }
   const absl::string_view name = key.substr(0, pos);
@@ -114,6 +143,7 @@ absl::StatusOr<BlobKey> ParseBlobKey(absl::string_view key) {
         absl::StrCat("malformed database key '", key,
                      "': expected '<blob>' or '<blob>#%<chunk index>'"));
   }
+  if (!IsValidUtf8(name)) return NotUtf8KeyError(key);
   return BlobKey{std::string(name), chunk};
 }
 

@@ -100,9 +100,10 @@ using BlobSink =
     std::function<absl::Status(std::string key, std::string value)>;
 
 // Writes blob `name` through `sink`. Errors: InvalidArgument for bad options
-// or a name that is empty or contains kChunkSeparator; FailedPrecondition
-// when the blob is uninitialized or its type has no registered serializer.
-// Every message names the blob.
+// or a name that is empty, contains kChunkSeparator or is not valid UTF-8
+// (BlobProto.name is a proto3 string, which protobuf will not parse
+// otherwise); FailedPrecondition when the blob is uninitialized or its type
+// has no registered serializer. Every message names the blob.
 absl::Status SerializeBlob(absl::string_view name, const Blob& blob,
                            const SerializationOptions& options,
                            const BlobSink& sink);
@@ -128,7 +129,8 @@ struct BlobKey {
 
 // "x#%3" -> {"x", 3}; "x" -> {"x", nullopt}. The name ends at the first
 // kChunkSeparator, which must be followed by a decimal index without sign or
-// leading zeros; anything else is InvalidArgument.
+// leading zeros, and must be valid UTF-8 (as SerializeBlob requires);
+// anything else is InvalidArgument.
 absl::StatusOr<BlobKey> ParseBlobKey(absl::string_view key);
 
 // Writes and reads blobs of one C++ type. Implementations must be

@@ -424,6 +424,28 @@ TEST(SerializationTest, BadChunkBytesAndNamesAreInvalidArgument) {
   EXPECT_THAT(status.message(), HasSubstr("blob 'a#%b'"));
 }
 
+// Every value carries the name in BlobProto.name, a proto3 string, which
+// protobuf does not parse unless it is valid UTF-8: such a blob could be
+// written but never loaded (found by blob_fuzzer).
+TEST(SerializationTest, NamesThatAreNotUtf8AreInvalidArgument) {
+  Blob blob;
+  blob.Reset(std::make_unique<Tensor>(Tensor::Iota<float>(4)));
+  absl::Status status =
+      SerializeBlobToPairs("w\x94", blob, SerializationOptions{4}).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(),
+              HasSubstr("blob 'w\\x94': its name is not valid UTF-8"));
+  blob.Reset(std::make_unique<std::string>("s"));
+  EXPECT_EQ(SerializeBlobToPairs("\xc3(", blob).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  // Names in any script still work.
+  absl::StatusOr<Pairs> pairs = SerializeBlobToPairs("gewichte/\xc3\xa4", blob);
+  ASSERT_TRUE(pairs.ok()) << pairs.status();
+  Blob out;
+  ASSERT_TRUE(Assemble(*pairs, &out).ok());
+  EXPECT_EQ(out.Get<std::string>(), "s");
+}
+
 TEST(SerializationTest, SinkErrorsStopSerialization) {
   Blob blob;
   blob.Reset(std::make_unique<Tensor>(Tensor::Iota<int32_t>(10)));
@@ -461,6 +483,18 @@ TEST(SerializationTest, ParseBlobKey) {
   }
   EXPECT_THAT(ParseBlobKey("x#%01").status().message(),
               HasSubstr("malformed database key 'x#%01'"));
+  // SerializeBlob never writes a name that is not UTF-8.
+  for (absl::string_view bad : {"w\x94", "w\x94#%0", "\xff#%3"}) {
+    EXPECT_EQ(ParseBlobKey(bad).status().code(),
+              absl::StatusCode::kInvalidArgument)
+        << bad;
+  }
+  EXPECT_THAT(ParseBlobKey("w\x94#%0").status().message(),
+              HasSubstr("malformed database key 'w\\x94#%0': the blob name "
+                        "is not valid UTF-8"));
+  key = ParseBlobKey("\xc3\xa4#%2");
+  ASSERT_TRUE(key.ok());
+  EXPECT_EQ(key->blob_name, "\xc3\xa4");
 }
 // The same bound on real values: a moderate tensor with a tiny chunk size
 // gives many values, none larger than chunk_bytes plus a small header.

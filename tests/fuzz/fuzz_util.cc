@@ -101,23 +101,42 @@ bool DeclaresLargeTensor(absl::string_view value) {
 
 namespace {
 
-void RemoveTree(const std::string& path, bool remove_self) {
-  if (DIR* dir = ::opendir(path.c_str())) {
-    while (const dirent* entry = ::readdir(dir)) {
-      const std::string name = entry->d_name;
-      if (name == "." || name == "..") continue;
-      const std::string child = absl::StrCat(path, "/", name);
-      struct stat st;
-      if (::lstat(child.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
-        // Directories the code under test made unreadable still go.
-        ::chmod(child.c_str(), 0700);
-        RemoveTree(child, /*remove_self=*/true);
-      } else {
-        ::unlink(child.c_str());
-      }
-    }
-    ::closedir(dir);
+// Removes everything in the directory open as `fd`, and closes it. Names are
+// resolved relative to the directory, and readdir's d_type saves an lstat
+// per entry where the file system reports it (tmpfs does).
+void RemoveTreeAt(int fd) {
+  DIR* dir = ::fdopendir(fd);
+  if (dir == nullptr) {
+    ::close(fd);
+    return;
   }
+  while (const dirent* entry = ::readdir(dir)) {
+    const char* name = entry->d_name;
+    if (std::strcmp(name, ".") == 0 || std::strcmp(name, "..") == 0) continue;
+    bool is_dir = entry->d_type == DT_DIR;
+    if (entry->d_type == DT_UNKNOWN) {
+      struct stat st;
+      is_dir = ::fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+               S_ISDIR(st.st_mode);
+    }
+    if (is_dir) {
+      // Directories the code under test made unreadable still go.
+      ::fchmodat(fd, name, 0700, 0);
+      const int child =
+          ::openat(fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      if (child >= 0) RemoveTreeAt(child);
+      ::unlinkat(fd, name, AT_REMOVEDIR);
+    } else {
+      ::unlinkat(fd, name, 0);
+    }
+  }
+  ::closedir(dir);
+}
+
+void RemoveTree(const std::string& path, bool remove_self) {
+  const int fd =
+      ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd >= 0) RemoveTreeAt(fd);
   if (remove_self) ::rmdir(path.c_str());
 }
 
