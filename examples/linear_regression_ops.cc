@@ -125,6 +125,24 @@ absl::StatusOr<std::vector<double>> BatchGradient(const OperatorBase& op,
   return g;
 }
 
+// Applies gradient sums `g` (BatchGradient's layout, possibly summed over
+// nodes) to the op's outputs W, b, sse, count (0 to 3), which are its
+// inputs too: W -= lr * 2/M * g[0:d], b -= lr * 2/M * g[d], sse += g[d + 1],
+// count += M, with M = g[d + 2] rows; nothing when M = 0.
+void ApplyGradient(const double* g, int64_t d, double lr, OperatorBase& op) {
+  const int64_t m = static_cast<int64_t>(g[d + 2]);
+  if (m == 0) return;
+  const double scale = lr * 2.0 / static_cast<double>(m);
+  float* w = op.Output(0)->mutable_data<float>();
+  for (int64_t j = 0; j < d; ++j) {
+    w[j] = static_cast<float>(w[j] - scale * g[j]);
+  }
+  float* b = op.Output(1)->mutable_data<float>();
+  b[0] = static_cast<float>(b[0] - scale * g[d]);
+  op.Output(2)->mutable_data<double>()[0] += g[d + 1];
+  op.Output(3)->mutable_data<int64_t>()[0] += m;
+}
+
 class LinearRegressionSGDStepOp final : public OperatorBase {
  public:
   using OperatorBase::OperatorBase;
@@ -146,27 +164,12 @@ class LinearRegressionSGDStepOp final : public OperatorBase {
     JG_ASSIGN_OR_RETURN(const Tensor* b, Input(1, FLOAT, 0));
     JG_ASSIGN_OR_RETURN(const Tensor* x, Input(2, FLOAT, 2));
     JG_ASSIGN_OR_RETURN(const Tensor* y, Input(3, FLOAT, 1));
-    JG_ASSIGN_OR_RETURN(const Tensor* sse, Input(4, DOUBLE, 0));
-    JG_ASSIGN_OR_RETURN(const Tensor* count, Input(5, INT64, 0));
-    const int64_t m = x->dim(0);
-    const int64_t d = w->dim(0);
+    JG_RETURN_IF_ERROR(Input(4, DOUBLE, 0).status());
+    JG_RETURN_IF_ERROR(Input(5, INT64, 0).status());
     JG_ASSIGN_OR_RETURN(std::vector<double> g,
                         BatchGradient(*this, *w, *b, *x, *y));
-    if (m == 0) return absl::OkStatus();
-    const double bias = b->scalar<float>();
-    const double batch_sse = g[d + 1];
-    const double scale = lr_ * 2.0 / static_cast<double>(m);
-    const double new_sse = sse->scalar<double>() + batch_sse;
-    const int64_t new_count = count->scalar<int64_t>() + m;
     // Inputs and outputs are the same blobs: every input was read above.
-    float* w_out = Output(0)->mutable_data<float>();
-    for (int64_t j = 0; j < d; ++j) {
-      w_out[j] = static_cast<float>(w_out[j] - scale * g[j]);
-    }
-    float* b_out = Output(1)->mutable_data<float>();
-    b_out[0] = static_cast<float>(bias - scale * g[d]);
-    Output(2)->mutable_data<double>()[0] = new_sse;
-    Output(3)->mutable_data<int64_t>()[0] = new_count;
+    ApplyGradient(g.data(), w->dim(0), lr_, *this);
     return absl::OkStatus();
   }
 
@@ -216,29 +219,15 @@ class LinearRegressionApplyOp final : public OperatorBase {
     JG_ASSIGN_OR_RETURN(const Tensor* w, Input(0, FLOAT, 1));
     JG_ASSIGN_OR_RETURN(const Tensor* b, Input(1, FLOAT, 0));
     JG_ASSIGN_OR_RETURN(const Tensor* g, Input(2, DOUBLE, 1));
-    JG_ASSIGN_OR_RETURN(const Tensor* sse, Input(3, DOUBLE, 0));
-    JG_ASSIGN_OR_RETURN(const Tensor* count, Input(4, INT64, 0));
+    JG_RETURN_IF_ERROR(Input(3, DOUBLE, 0).status());
+    JG_RETURN_IF_ERROR(Input(4, INT64, 0).status());
     const int64_t d = w->dim(0);
     if (g->dim(0) != d + 3) {
       return Error(absl::StatusCode::kInvalidArgument,
                    absl::StrCat("gradient ", g->DebugString(0),
                                 " does not fit W ", w->DebugString(0)));
     }
-    const double* gv = g->data<double>();
-    const int64_t m = static_cast<int64_t>(gv[d + 2]);
-    if (m == 0) return absl::OkStatus();
-    const double scale = lr_ * 2.0 / static_cast<double>(m);
-    const double bias = b->scalar<float>();
-    const double new_sse = sse->scalar<double>() + gv[d + 1];
-    const int64_t new_count = count->scalar<int64_t>() + m;
-    float* w_out = Output(0)->mutable_data<float>();
-    for (int64_t j = 0; j < d; ++j) {
-      w_out[j] = static_cast<float>(w_out[j] - scale * gv[j]);
-    }
-    Output(1)->mutable_data<float>()[0] =
-        static_cast<float>(bias - scale * gv[d]);
-    Output(2)->mutable_data<double>()[0] = new_sse;
-    Output(3)->mutable_data<int64_t>()[0] = new_count;
+    ApplyGradient(g->data<double>(), d, lr_, *this);
     return absl::OkStatus();
   }
 
