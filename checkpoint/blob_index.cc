@@ -223,9 +223,10 @@ absl::StatusOr<BlobIndex> VerifyDb(DB* db, VerifyDepth depth) {
       [](int, int, absl::string_view) { return absl::OkStatus(); }));
   // After the values, whose damage is reported naming the blob: the files'
   // own checksums catch the rest (indexes, the backend's metadata).
-  if (depth == VerifyDepth::kValuesAndFiles) {
-    JG_RETURN_IF_ERROR(db->VerifyFiles());
-  }
+  DB::FileCheck check;
+  check.record_required = index.files_listed();
+  check.read_contents = depth == VerifyDepth::kValuesAndFiles;
+  JG_RETURN_IF_ERROR(db->VerifyFiles(check));
   return index;
 }
 

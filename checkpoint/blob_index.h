@@ -51,6 +51,8 @@ class BlobIndexBuilder {
   void StartBlob(CheckpointBlobInfo info);
   // Records one value of the current blob: its key, size and CRC-32C.
   void AddValue(absl::string_view key, absl::string_view value);
+  // Records that the database lists its own files (DB::ListsFiles()).
+  void SetFilesListed(bool listed) { index_.set_files_listed(listed); }
 
   const BlobIndex& index() const { return index_; }
 
@@ -94,7 +96,9 @@ absl::Status ScanDbValues(DB* db, const BlobIndex& index,
 // How much of a database VerifyDb reads.
 enum class VerifyDepth {
   // Every value the blob index lists (size and CRC-32C): everything a load
-  // uses, so enough to choose an epoch to resume from.
+  // uses, so enough to choose an epoch to resume from; and the database's
+  // record of its files is there and every file it lists has its recorded
+  // size (no second read of the bytes).
   kValues,
   // Also every byte of the database's files against the checksums recorded
   // when they were written (DB::VerifyFiles), so damage anywhere shows.

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdarg>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -21,6 +22,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -398,16 +400,23 @@ class LevelDbWriter final : public Writer {
 
 class LevelDb final : public DB {
  public:
+  // `open_path`: where LevelDB opens the database, when not `path` (a
+  // private copy); it is removed when the DB is released.
   LevelDb(const std::string& path, DbMode mode, const DbOptions& options,
-          const LevelDbOptions& leveldb_options, std::string canonical_path)
+          const LevelDbOptions& leveldb_options, std::string canonical_path,
+          std::string open_path = "")
       : DB(path, mode),
         options_(options),
         leveldb_options_(leveldb_options),
         canonical_path_(std::move(canonical_path)),
+        open_path_(open_path.empty() ? path : std::move(open_path)),
         logger_(path),
         cache_(leveldb::NewLRUCache(leveldb_options.block_cache_bytes)) {}
 
   ~LevelDb() override { Release(); }
+
+  // Close() writes JOBGRAPH_FILES.
+  bool ListsFiles() const override { return mode() == DbMode::kNew; }
 
   absl::Status Open() {
     leveldb::Options options;
@@ -432,7 +441,7 @@ class LevelDb final : public DB {
       }
     }
     leveldb::DB* db = nullptr;
-    leveldb::Status status = leveldb::DB::Open(options, path(), &db);
+    leveldb::Status status = leveldb::DB::Open(options, open_path_, &db);
     if (!status.ok()) {
       return FromLevelDb(
           status, absl::StrCat("open LevelDB database ", path(), " (mode ",
@@ -546,12 +555,17 @@ class LevelDb final : public DB {
     released_ = true;
     db_.reset();
     cache_.reset();
+    if (open_path_ != path()) {
+      absl::Status removed = RemoveRecursively(open_path_);
+      if (!removed.ok()) LOG(WARNING) << removed;
+    }
     OpenPaths::Get().Release(canonical_path_);
   }
 
   const DbOptions options_;
   const LevelDbOptions leveldb_options_;
   const std::string canonical_path_;
+  const std::string open_path_;
   VlogLogger logger_;
   std::unique_ptr<leveldb::Cache> cache_;
   // Set for kNew databases (the second only when they discard their logs);
@@ -561,6 +575,35 @@ class LevelDb final : public DB {
   std::unique_ptr<leveldb::DB> db_;
   bool released_ = false;
 };
+
+// Copies the regular files of the database at `path` into a new directory
+// under the temp directory and returns its path.
+absl::StatusOr<std::string> CopyToScratch(const std::string& path) {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string scratch = JoinPath(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp",
+                                 "jobgraph_leveldb_recovery.XXXXXX");
+  if (::mkdtemp(scratch.data()) == nullptr) {
+    return absl::ErrnoToStatus(
+        errno, absl::StrCat("create a directory to recover LevelDB database ",
+                            path, " in (", scratch, "); set TMPDIR"));
+  }
+  absl::Status status = [&]() -> absl::Status {
+    JG_ASSIGN_OR_RETURN(std::vector<std::string> names, ListDir(path));
+    for (const std::string& name : names) {
+      const std::string from = JoinPath(path, name);
+      struct stat st;
+      if (::stat(from.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+      JG_ASSIGN_OR_RETURN(std::string bytes, ReadFileToString(from));
+      JG_RETURN_IF_ERROR(WriteFileAtomically(JoinPath(scratch, name), bytes));
+    }
+    return absl::OkStatus();
+  }();
+  if (!status.ok()) {
+    RemoveRecursively(scratch).IgnoreError();
+    return status;
+  }
+  return scratch;
+}
 
 absl::StatusOr<std::string> CanonicalPath(const std::string& path) {
   char buffer[PATH_MAX];
@@ -623,7 +666,34 @@ absl::StatusOr<std::unique_ptr<DB>> LevelDbType::OpenImpl(
         path, options, [canonical] { OpenPaths::Get().Release(canonical); });
     // A failed open released the path already.
     if (!absl::IsUnimplemented(tables.status())) return tables;
-    VLOG(1) << tables.status().message() << "; opening it with LevelDB";
+    // A log that holds data needs LevelDB's recovery, which rewrites the
+    // descriptor and the log: it runs on a private copy, so that the
+    // database itself is never written (and may be read-only). What the
+    // database recorded of its files is checked first, and the copy's table
+    // footers before LevelDB trusts them.
+    VLOG(1) << tables.status().message() << "; recovering a copy of it";
+    DB::FileCheck check;
+    check.record_required = false;
+    check.read_contents = true;
+    JG_RETURN_IF_ERROR(VerifyLevelDbFileList(path, check));
+    JG_ASSIGN_OR_RETURN(std::string scratch, CopyToScratch(path));
+    absl::Status footers = CheckLevelDbTableFooters(scratch);
+    if (!footers.ok()) {
+      RemoveRecursively(scratch).IgnoreError();
+      return absl::Status(
+          footers.code(),
+          absl::StrReplaceAll(footers.message(), {{scratch, path}}));
+    }
+    if (!OpenPaths::Get().Acquire(canonical)) {
+      RemoveRecursively(scratch).IgnoreError();
+      return absl::FailedPreconditionError(
+          absl::StrCat("LevelDB database ", path,
+                       " is already open in this process; close it first"));
+    }
+    auto db = std::make_unique<LevelDb>(path, mode, options, options_,
+                                        canonical, scratch);
+    JG_RETURN_IF_ERROR(db->Open());  // ~LevelDb removes the copy.
+    return std::unique_ptr<DB>(std::move(db));
   }
 
   absl::Status status;

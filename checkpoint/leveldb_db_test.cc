@@ -23,6 +23,8 @@
 #include "checkpoint/test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "leveldb/db.h"
+#include "leveldb/options.h"
 
 namespace jobgraph {
 namespace {
@@ -108,20 +110,6 @@ TEST(LevelDbTest, CloseFlushesTheMemtableAndSyncsEverything) {
   ExpectRotatingDbIntact(path);
 }
 
-TEST(LevelDbTest, WithoutMemtableFlushTheLogsHoldTheTailAndReplay) {
-  TempDir dir;
-  const std::string path = dir.Join("node.1");
-  LevelDbOptions options = SmallMemtable();
-  options.flush_memtable_on_close = false;
-  WriteRotatingDb(path, options);
-  int64_t log_bytes = 0;
-  for (const std::string& log : FilesWithSuffix(path, ".log")) {
-    log_bytes += FileSize(JoinPath(path, log));
-  }
-  EXPECT_GT(log_bytes, 256 << 10);  // At least one value only in a log.
-  ExpectRotatingDbIntact(path);     // The open replays it.
-}
-
 // Every file of `dir` with its size, modification time (ns) and bytes.
 std::map<std::string, std::string> Snapshot(const std::string& dir) {
   std::map<std::string, std::string> files;
@@ -135,6 +123,46 @@ std::map<std::string, std::string> Snapshot(const std::string& dir) {
                      st.st_mtim.tv_nsec, " ", ReadFileToString(path).value());
   }
   return files;
+}
+
+TEST(LevelDbTest, WithoutMemtableFlushTheLogsHoldTheTailAndReplay) {
+  TempDir dir;
+  const std::string path = dir.Join("node.1");
+  LevelDbOptions options = SmallMemtable();
+  options.flush_memtable_on_close = false;
+  WriteRotatingDb(path, options);
+  int64_t log_bytes = 0;
+  for (const std::string& log : FilesWithSuffix(path, ".log")) {
+    log_bytes += FileSize(JoinPath(path, log));
+  }
+  EXPECT_GT(log_bytes, 256 << 10);  // At least one value only in a log.
+  const std::map<std::string, std::string> before = Snapshot(path);
+  ExpectRotatingDbIntact(path);  // The open replays it...
+  // ... in a private copy: LevelDB's recovery never touches the database.
+  EXPECT_TRUE(Snapshot(path) == before) << "recovery changed the database";
+  ExpectRotatingDbIntact(path);
+}
+
+// The recovery of a database with data in its log (LevelDB's DB::Open, on a
+// copy) checks the database against its file list first: a log that grew
+// after the database was closed is damage, not data to replay.
+TEST(LevelDbTest, DataAddedToTheLogOfAFinishedDatabaseIsDataLoss) {
+  TempDir dir;
+  const std::string path = dir.Join("node.1");
+  LevelDbOptions options = SmallMemtable();
+  options.flush_memtable_on_close = false;
+  WriteRotatingDb(path, options);
+  std::vector<std::string> logs = FilesWithSuffix(path, ".log");
+  ASSERT_FALSE(logs.empty());
+  const std::string log = JoinPath(path, logs.back());
+  const std::string bytes = ReadFileToString(log).value();
+  ASSERT_TRUE(WriteFileAtomically(log, bytes + "x").ok());
+  absl::StatusOr<std::unique_ptr<DB>> db =
+      LevelDbType().Open(path, DbMode::kRead);
+  EXPECT_EQ(db.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(db.status().message(),
+              HasSubstr(absl::StrCat(log, " has ", bytes.size() + 1, " bytes, ",
+                                     bytes.size(), " were written")));
 }
 
 // A committed checkpoint is immutable: reading it (cursor, Get, twice over)
@@ -209,7 +237,7 @@ TEST(LevelDbTest, EveryFlippedByteOfEveryFileIsDetected) {
     absl::StatusOr<std::unique_ptr<DB>> db =
         LevelDbType().Open(path, DbMode::kRead);
     if (!db.ok()) return db.status();
-    absl::Status status = (*db)->VerifyFiles();
+    absl::Status status = (*db)->VerifyFiles(DB::FileCheck{});
     (*db)->Close().IgnoreError();
     return status;
   };
@@ -372,6 +400,43 @@ TEST(LevelDbTest, TableFooterPointingPastTheEndIsDataLoss) {
   EXPECT_THAT(db.status().message(),
               HasSubstr("places its index block (72057594037927936 bytes at "
                         "offset 0) past the end"));
+}
+
+// A database that has no file list (written by another program) and data in
+// its log is recovered by LevelDB on a copy; its table footers are checked
+// first, since LevelDB's Table::Open would trust them with an allocation.
+TEST(LevelDbTest, RecoveredDatabaseWithAFooterPastTheEndIsDataLoss) {
+  TempDir dir;
+  const std::string path = dir.Join("node.1");
+  WriteRotatingDb(path, SmallMemtable());
+  {
+    // Another program adds a key: LevelDB leaves it in the log.
+    leveldb::DB* raw = nullptr;
+    ASSERT_TRUE(leveldb::DB::Open(leveldb::Options(), path, &raw).ok());
+    std::unique_ptr<leveldb::DB> other(raw);
+    leveldb::WriteOptions sync;
+    sync.sync = true;
+    ASSERT_TRUE(other->Put(sync, "zzz", "added").ok());
+  }
+  ASSERT_TRUE(RemoveRecursively(JoinPath(path, "JOBGRAPH_FILES")).ok());
+  std::vector<std::string> tables = FilesWithSuffix(path, ".ldb");
+  ASSERT_FALSE(tables.empty());
+  const std::string table = JoinPath(path, tables[0]);
+  std::string bytes = ReadFileToString(table).value();
+  std::string footer = {0, 0, 0};
+  for (int i = 0; i < 8; ++i) footer.push_back(static_cast<char>(0x80));
+  footer.push_back(1);
+  footer.resize(40, '\0');
+  bytes.replace(bytes.size() - 48, 40, footer);
+  ASSERT_TRUE(WriteFileAtomically(table, bytes).ok());
+  const std::map<std::string, std::string> before = Snapshot(path);
+  absl::StatusOr<std::unique_ptr<DB>> db =
+      LevelDbType().Open(path, DbMode::kRead);
+  EXPECT_EQ(db.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(db.status().message(),
+              HasSubstr(absl::StrCat("the footer of table ", table,
+                                     " places its index block")));
+  EXPECT_TRUE(Snapshot(path) == before);
 }
 
 // --- LevelDbType: what it recognises and may replace.

@@ -506,45 +506,8 @@ class LevelDbTables final : public DB {
   }
 
  public:
-  // Against JOBGRAPH_FILES, written when the database was closed. Databases
-  // written before the list existed have none.
-  absl::Status VerifyFiles() override {
-    const std::string list_path = JoinPath(path(), kDbFileListName);
-    JG_ASSIGN_OR_RETURN(bool exists, PathExists(list_path));
-    if (!exists) return absl::OkStatus();
-    JG_ASSIGN_OR_RETURN(std::string bytes, ReadFileToString(list_path));
-    JG_ASSIGN_OR_RETURN(
-        Unframed unframed,
-        UnframeChecksummed(bytes, absl::StrCat("file list ", list_path)));
-    DbFileList list;
-    if (!list.ParseFromString(unframed.payload)) {
-      return absl::DataLossError(
-          absl::StrCat("file list ", list_path, " does not parse"));
-    }
-    for (const DbFile& file : list.file()) {
-      const std::string file_path = JoinPath(path(), file.name());
-      struct stat st;
-      if (file.name().find('/') != std::string::npos ||
-          ::stat(file_path.c_str(), &st) != 0) {
-        return absl::DataLossError(absl::StrCat("LevelDB database ", path(),
-                                                " is damaged: its file ",
-                                                file.name(), " is missing"));
-      }
-      if (st.st_size != file.size()) {
-        return absl::DataLossError(absl::StrCat(
-            "LevelDB database ", path(), " is damaged: ", file_path, " has ",
-            st.st_size, " bytes, ", file.size(), " were written"));
-      }
-      JG_ASSIGN_OR_RETURN(std::string contents, ReadFileToString(file_path));
-      const uint32_t crc = Crc32c(contents);
-      if (crc != file.crc32c()) {
-        return absl::DataLossError(absl::StrCat(
-            "LevelDB database ", path(), " is damaged: ", file_path,
-            " has CRC-32C ", absl::Hex(crc, absl::kZeroPad8), ", ",
-            absl::Hex(file.crc32c(), absl::kZeroPad8), " was written"));
-      }
-    }
-    return absl::OkStatus();
+  absl::Status VerifyFiles(const FileCheck& check) override {
+    return VerifyLevelDbFileList(path(), check);
   }
 
  private:
@@ -561,6 +524,73 @@ class LevelDbTables final : public DB {
 };
 
 }  // namespace
+
+absl::Status VerifyLevelDbFileList(const std::string& path,
+                                   const DB::FileCheck& check) {
+  const std::string list_path = JoinPath(path, kDbFileListName);
+  JG_ASSIGN_OR_RETURN(bool exists, PathExists(list_path));
+  if (!exists) {
+    if (!check.record_required) return absl::OkStatus();
+    return absl::DataLossError(
+        absl::StrCat("LevelDB database ", path, " is damaged: its file list ",
+                     kDbFileListName,
+                     " is missing (its blob index says the list was written)"));
+  }
+  JG_ASSIGN_OR_RETURN(std::string bytes, ReadFileToString(list_path));
+  JG_ASSIGN_OR_RETURN(
+      Unframed unframed,
+      UnframeChecksummed(bytes, absl::StrCat("file list ", list_path)));
+  DbFileList list;
+  if (!list.ParseFromString(unframed.payload)) {
+    return absl::DataLossError(
+        absl::StrCat("file list ", list_path, " does not parse"));
+  }
+  for (const DbFile& file : list.file()) {
+    const std::string file_path = JoinPath(path, file.name());
+    struct stat st;
+    if (file.name().find('/') != std::string::npos ||
+        ::stat(file_path.c_str(), &st) != 0) {
+      return absl::DataLossError(absl::StrCat("LevelDB database ", path,
+                                              " is damaged: its file ",
+                                              file.name(), " is missing"));
+    }
+    if (st.st_size != file.size()) {
+      return absl::DataLossError(absl::StrCat(
+          "LevelDB database ", path, " is damaged: ", file_path, " has ",
+          st.st_size, " bytes, ", file.size(), " were written"));
+    }
+    if (!check.read_contents) continue;
+    JG_ASSIGN_OR_RETURN(std::string contents, ReadFileToString(file_path));
+    const uint32_t crc = Crc32c(contents);
+    if (crc != file.crc32c()) {
+      return absl::DataLossError(absl::StrCat(
+          "LevelDB database ", path, " is damaged: ", file_path,
+          " has CRC-32C ", absl::Hex(crc, absl::kZeroPad8), ", ",
+          absl::Hex(file.crc32c(), absl::kZeroPad8), " was written"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckLevelDbTableFooters(const std::string& path) {
+  JG_ASSIGN_OR_RETURN(std::vector<std::string> names, ListDir(path));
+  for (const std::string& name : names) {
+    if (!absl::EndsWith(name, ".ldb") && !absl::EndsWith(name, ".sst")) {
+      continue;
+    }
+    const std::string table_path = JoinPath(path, name);
+    leveldb::RandomAccessFile* raw = nullptr;
+    leveldb::Status s =
+        leveldb::Env::Default()->NewRandomAccessFile(table_path, &raw);
+    if (!s.ok()) return TableError(s, path);
+    std::unique_ptr<leveldb::RandomAccessFile> file(raw);
+    uint64_t size = 0;
+    s = leveldb::Env::Default()->GetFileSize(table_path, &size);
+    if (!s.ok()) return TableError(s, path);
+    JG_RETURN_IF_ERROR(CheckTableFooter(file.get(), size, path, table_path));
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<std::unique_ptr<DB>> OpenLevelDbTables(
     const std::string& path, const DbOptions& options,

@@ -33,6 +33,17 @@ absl::StatusOr<std::unique_ptr<DB>> OpenLevelDbTables(
     const std::string& path, const DbOptions& options,
     std::function<void()> on_release);
 
+// Checks the database at `path` against its JOBGRAPH_FILES (DB::VerifyFiles
+// of a database read from its tables; also used before a database with a
+// non-empty log is recovered).
+absl::Status VerifyLevelDbFileList(const std::string& path,
+                                   const DB::FileCheck& check);
+
+// DataLoss naming the table when a table file's footer places a block past
+// the end of the file, which LevelDB's Table::Open would trust with an
+// allocation of that size. Checks every table file of the directory.
+absl::Status CheckLevelDbTableFooters(const std::string& path);
+
 }  // namespace jobgraph
 
 #endif  // JOBGRAPH_CHECKPOINT_LEVELDB_TABLES_H_

@@ -133,6 +133,7 @@ absl::StatusOr<int64_t> WriteBlobs(DB* db, const std::vector<BlobToSave>& blobs,
                                    const CheckpointDbOptions& options) {
   JG_ASSIGN_OR_RETURN(std::unique_ptr<Writer> writer, db->NewWriter());
   BlobIndexBuilder builder(options.node, options.epoch);
+  builder.SetFilesListed(db->ListsFiles());
   for (const BlobToSave& b : blobs) {
     builder.StartBlob(DescribeBlob(b.name, *b.blob));
     JG_RETURN_IF_ERROR(SerializeBlob(b.name, *b.blob, options.serialization,

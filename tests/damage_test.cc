@@ -206,13 +206,33 @@ void DeleteLevelDbManifest(const std::string& db) {
   ASSERT_TRUE(RemoveRecursively(FindFile(db, "MANIFEST-")).ok());
 }
 
+void DeleteFileList(const std::string& db) {
+  ASSERT_TRUE(RemoveRecursively(JoinPath(db, "JOBGRAPH_FILES")).ok());
+}
+
+void TruncateFileListByOneByte(const std::string& db) {
+  const std::string list = JoinPath(db, "JOBGRAPH_FILES");
+  Truncate(list, FileSize(list) - 1);
+}
+
+// Data in the log, which jobgraph leaves empty: only LevelDB's recovery
+// would read it.
+void AppendToLevelDbLog(const std::string& db) {
+  const std::string log = FindFile(db, ".log");
+  const std::string bytes = ReadFileToString(log).value();
+  ASSERT_TRUE(WriteFileAtomically(log, bytes + "extra").ok());
+}
+
 void DeleteDatabase(const std::string& db) {
   ASSERT_TRUE(RemoveRecursively(db).ok());
 }
 
 // Rewrites the value under the jobgraph manifest's key with LevelDB itself,
 // as a buggy or foreign writer would; `edit` gets the current value and
-// returns the new one, or nullopt to delete the key.
+// returns the new one, or nullopt to delete the key. The database's file
+// list goes too (LevelDB rewrites its files, which the list would catch
+// first), so that what is checked is the blob index, as in a database
+// written before file lists existed.
 void EditBlobIndexValue(
     const std::string& db,
     const std::function<std::optional<std::string>(const std::string&)>& edit) {
@@ -230,6 +250,7 @@ void EditBlobIndexValue(
   } else {
     ASSERT_TRUE(ldb->Delete(sync, kBlobIndexKey).ok());
   }
+  ASSERT_TRUE(RemoveRecursively(JoinPath(db, "JOBGRAPH_FILES")).ok());
 }
 
 // Applies `change` to the parsed manifest of `db` and stores it back.
@@ -238,6 +259,7 @@ void ChangeBlobIndex(const std::string& db,
   EditBlobIndexValue(db, [&](const std::string& value) {
     BlobIndex manifest;
     CHECK(manifest.ParseFromString(value));
+    manifest.clear_files_listed();
     change(manifest);
     return std::optional<std::string>(manifest.SerializeAsString());
   });
@@ -319,6 +341,15 @@ std::vector<DamageCase> AllDamageCases() {
       {"DeleteCurrent", DeleteCurrent, "CURRENT"},
       // "Corruption: CURRENT points to a non-existent file".
       {"DeleteLevelDbManifest", DeleteLevelDbManifest, "MANIFEST-"},
+      // Went unnoticed: without its file list a database looked like one
+      // written before the list existed. Its blob index says it has one.
+      {"DeleteFileList", DeleteFileList,
+       "its file list JOBGRAPH_FILES is missing"},
+      {"TruncateFileListByOneByte", TruncateFileListByOneByte,
+       "JOBGRAPH_FILES"},
+      // Was opened with DB::Open, which replayed the log into the database
+      // and rewrote its files.
+      {"AppendToLevelDbLog", AppendToLevelDbLog, ".log has 5 bytes, 0 were"},
       // (d) The whole database deleted. Gave NOT_FOUND ("LevelDB database
       // <db> does not exist").
       {"DeleteDatabase", DeleteDatabase, "does not exist"},

@@ -58,7 +58,7 @@ Fixture& GetFixture() {
         DbRegistry::Global().Open(kDefaultDbType, f->db_path, DbMode::kRead);
     FUZZ_CHECK(reader.ok(), reader.status().ToString());
     f->db = *std::move(reader);
-    absl::Status pristine = f->db->VerifyFiles();
+    absl::Status pristine = f->db->VerifyFiles(DB::FileCheck{});
     FUZZ_CHECK(pristine.ok(), pristine.ToString());
     return f;
   }();
@@ -71,7 +71,7 @@ void Run(fuzz::FuzzInput& input) {
   const std::string payload(input.Rest());
   const std::string bytes = (mode & 1) ? FrameChecksummed(payload) : payload;
   fuzz::WriteFileOrDie(f.list_path, bytes);
-  if (!f.db->VerifyFiles().ok()) return;
+  if (!f.db->VerifyFiles(DB::FileCheck{}).ok()) return;
   absl::StatusOr<Unframed> unframed = UnframeChecksummed(bytes, "fuzz");
   FUZZ_CHECK(unframed.ok(), "a damaged frame verified");
   DbFileList list;
