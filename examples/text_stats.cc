@@ -19,8 +19,9 @@
 // cursor holds its path and byte offset); if the file changed so that the
 // offset is no longer at the start of a line, the job fails with DataLoss.
 //
-// Flags: --input (required), --threads, --lines_per_epoch, --top_k, and the
-// common ones (examples/example_util.h).
+// Flags: --input (required), --threads, --lines_per_epoch, --batch_size
+// (lines per read, a divisor of --lines_per_epoch; default: the largest one
+// up to 256), --top_k, and the common ones (examples/example_util.h).
 //
 // stdout: the --top_k most frequent words as "<count> <word>" lines, by count
 // descending then word ascending, then
@@ -29,6 +30,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <string>
@@ -55,6 +57,10 @@ ABSL_FLAG(int, threads, 2, "Threads reading and counting in the pipe.");
 ABSL_FLAG(int64_t, lines_per_epoch, 1000,
           "Lines read per epoch (a checkpoint is taken after each epoch).");
 ABSL_FLAG(int64_t, top_k, 10, "How many of the most frequent words to print.");
+ABSL_FLAG(int64_t, batch_size, 0,
+          "Lines per read; must divide --lines_per_epoch, so that every epoch "
+          "reads exactly that many lines. 0: the largest divisor of "
+          "--lines_per_epoch up to 256.");
 
 namespace jobgraph {
 namespace examples {
@@ -68,7 +74,20 @@ struct Options {
   int threads = 2;
   int64_t lines_per_epoch = 1000;
   int64_t top_k = 10;
+  int64_t batch_size = 1;
 };
+
+// Up to this many lines per read: enough that the per-read cost of the
+// engine (a net run, the reader's lock, the limit's counter) vanishes
+// beside the counting, small enough that threads share the work evenly.
+constexpr int64_t kMaxAutoBatch = 256;
+
+int64_t AutoBatchSize(int64_t lines_per_epoch) {
+  for (int64_t b = std::min(lines_per_epoch, kMaxAutoBatch); b > 1; --b) {
+    if (lines_per_epoch % b == 0) return b;
+  }
+  return 1;
+}
 
 absl::StatusOr<Options> ReadFlags() {
   Options o;
@@ -95,6 +114,19 @@ absl::StatusOr<Options> ReadFlags() {
   JG_RETURN_IF_ERROR(CheckFlagRange("lines_per_epoch", o.lines_per_epoch, 1));
   o.top_k = absl::GetFlag(FLAGS_top_k);
   JG_RETURN_IF_ERROR(CheckFlagRange("top_k", o.top_k, 0));
+  const int64_t batch_size = absl::GetFlag(FLAGS_batch_size);
+  JG_RETURN_IF_ERROR(CheckFlagRange("batch_size", batch_size, 0));
+  if (batch_size == 0) {
+    o.batch_size = AutoBatchSize(o.lines_per_epoch);
+  } else if (o.lines_per_epoch % batch_size != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--batch_size=", batch_size,
+        " does not divide --lines_per_epoch=", o.lines_per_epoch,
+        ": an epoch would not end on a batch; pick a divisor, or 0 for one "
+        "picked for you"));
+  } else {
+    o.batch_size = batch_size;
+  }
   return o;
 }
 
@@ -104,11 +136,12 @@ void BuildJob(Job& job, const Options& o, int64_t epoch_delay_ms,
   Task& init = job.init_group().NewTask(node);
   const BlobRef counts =
       init.net().Op("CreateWordCounts", {}, {BlobRef(kCountsBlob, kNode)})[0];
-  // One line per read, so that the limit counts lines exactly.
+  // The limit counts reads: batch_size divides lines_per_epoch, so an
+  // epoch reads exactly lines_per_epoch lines (fewer only at the end).
   Reader reader =
-      TextFile(o.input, "input").NewReader(init.net(), /*batch_size=*/1);
+      TextFile(o.input, "input").NewReader(init.net(), o.batch_size);
 
-  ReaderWithLimit limited(reader, o.lines_per_epoch);
+  ReaderWithLimit limited(reader, o.lines_per_epoch / o.batch_size);
   Task& pipe = Pipe(
       job.epoch_group(), node, limited,
       [counts, record_delay_ms](NetBuilder& net, const Record& batch) {
@@ -134,7 +167,7 @@ int Main(int argc, char** argv) {
               "Counts the words of a text file with a multi-threaded pipe, "
               "checkpointing every --lines_per_epoch lines.\n"
               "  text_stats --input=FILE [--threads=N] [--lines_per_epoch=N] "
-              "[--top_k=N]\n"
+              "[--batch_size=N] [--top_k=N]\n"
               "             [--checkpoint_dir=DIR] "
               "[--resume_from_epoch=E|latest] [--keep_last=N]\n"
               "             [--dump_plan] [--plan_dot=FILE] "

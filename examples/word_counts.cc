@@ -1,8 +1,10 @@
 #include "examples/word_counts.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -10,7 +12,6 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "engine/blob.h"
 #include "engine/operator.h"
@@ -27,62 +28,85 @@ namespace {
 
 constexpr uint32_t kFormatVersion = 1;
 
-bool IsWordByte(char c) {
-  return absl::ascii_isalnum(static_cast<unsigned char>(c)) ||
-         static_cast<unsigned char>(c) >= 0x80;
+// The shard of the calling thread: threads take shards in the order they
+// first count, so up to kShards counting threads never share one.
+int ThreadShard() {
+  static std::atomic<int> next{0};
+  thread_local const int shard =
+      next.fetch_add(1, std::memory_order_relaxed) % WordCounts::kShards;
+  return shard;
 }
 
 }  // namespace
 
-void WordCounts::Tokenize(absl::string_view line,
-                          std::vector<std::string>* words) {
-  size_t i = 0;
-  while (i < line.size()) {
-    while (i < line.size() && !IsWordByte(line[i])) ++i;
-    const size_t start = i;
-    while (i < line.size() && IsWordByte(line[i])) ++i;
-    if (i > start) {
-      std::string word(line.substr(start, i - start));
-      absl::AsciiStrToLower(&word);
-      words->push_back(std::move(word));
+class WordCounts::AllShards {
+ public:
+  explicit AllShards(std::array<Shard, kShards>& shards) : shards_(shards) {
+    for (Shard& shard : shards_) shard.mu.lock();
+  }
+  ~AllShards() {
+    for (auto it = shards_.rbegin(); it != shards_.rend(); ++it) {
+      it->mu.unlock();
     }
   }
-}
+  AllShards(const AllShards&) = delete;
+  AllShards& operator=(const AllShards&) = delete;
+
+ private:
+  std::array<Shard, kShards>& shards_;
+};
 
 void WordCounts::AddLines(absl::Span<const std::string> lines) {
-  // Tokenize and pre-count outside the lock, so that concurrent pipe
-  // instances only serialise on the merge.
-  std::vector<std::string> words;
-  for (const std::string& line : lines) Tokenize(line, &words);
-  std::map<std::string, int64_t, std::less<>> batch;
-  for (std::string& word : words) ++batch[std::move(word)];
-  std::lock_guard<std::mutex> lock(mu_);
-  lines_ += static_cast<int64_t>(lines.size());
-  words_ += static_cast<int64_t>(words.size());
-  for (auto& [word, count] : batch) counts_[word] += count;
+  Shard& shard = shards_[ThreadShard()];
+  std::string scratch;
+  int64_t words = 0;
+  std::lock_guard<std::mutex> lock(shard.mu);
+  for (const std::string& line : lines) {
+    ForEachWord(line, scratch, [&](absl::string_view word) {
+      ++words;
+      auto it = shard.counts.find(word);
+      if (it != shard.counts.end()) {
+        ++it->second;
+      } else {
+        shard.counts.emplace(std::string(word), 1);
+      }
+    });
+  }
+  shard.lines += static_cast<int64_t>(lines.size());
+  shard.words += words;
+}
+
+std::map<std::string, int64_t> WordCounts::Merged() const {
+  std::map<std::string, int64_t> merged;
+  AllShards lock(shards_);
+  for (const Shard& shard : shards_) {
+    for (const auto& [word, count] : shard.counts) merged[word] += count;
+  }
+  return merged;
 }
 
 int64_t WordCounts::lines() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return lines_;
+  AllShards lock(shards_);
+  int64_t n = 0;
+  for (const Shard& shard : shards_) n += shard.lines;
+  return n;
 }
 
 int64_t WordCounts::total_words() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return words_;
+  AllShards lock(shards_);
+  int64_t n = 0;
+  for (const Shard& shard : shards_) n += shard.words;
+  return n;
 }
 
 int64_t WordCounts::distinct() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return static_cast<int64_t>(counts_.size());
+  return static_cast<int64_t>(Merged().size());
 }
 
 std::vector<std::pair<std::string, int64_t>> WordCounts::Top(int64_t k) const {
-  std::vector<std::pair<std::string, int64_t>> all;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    all.assign(counts_.begin(), counts_.end());
-  }
+  const std::map<std::string, int64_t> merged = Merged();
+  std::vector<std::pair<std::string, int64_t>> all(merged.begin(),
+                                                   merged.end());
   const auto by_count = [](const std::pair<std::string, int64_t>& a,
                            const std::pair<std::string, int64_t>& b) {
     if (a.second != b.second) return a.second > b.second;
@@ -97,14 +121,26 @@ std::vector<std::pair<std::string, int64_t>> WordCounts::Top(int64_t k) const {
 std::string WordCounts::Encode() const {
   std::string bytes;
   {
+    // Lines and words are read under the same locks as the counts, so the
+    // three agree even while other threads count.
+    std::map<std::string, int64_t> merged;
+    int64_t lines = 0;
+    int64_t words = 0;
+    {
+      AllShards lock(shards_);
+      for (const Shard& shard : shards_) {
+        for (const auto& [word, count] : shard.counts) merged[word] += count;
+        lines += shard.lines;
+        words += shard.words;
+      }
+    }
     google::protobuf::io::StringOutputStream stream(&bytes);
     google::protobuf::io::CodedOutputStream out(&stream);
-    std::lock_guard<std::mutex> lock(mu_);
     out.WriteVarint32(kFormatVersion);
-    out.WriteVarint64(static_cast<uint64_t>(lines_));
-    out.WriteVarint64(static_cast<uint64_t>(words_));
-    out.WriteVarint64(counts_.size());
-    for (const auto& [word, count] : counts_) {
+    out.WriteVarint64(static_cast<uint64_t>(lines));
+    out.WriteVarint64(static_cast<uint64_t>(words));
+    out.WriteVarint64(merged.size());
+    for (const auto& [word, count] : merged) {
       out.WriteVarint32(static_cast<uint32_t>(word.size()));
       out.WriteString(word);
       out.WriteVarint64(static_cast<uint64_t>(count));
@@ -169,10 +205,12 @@ absl::StatusOr<std::unique_ptr<WordCounts>> WordCounts::Decode(
   }
   auto result = std::make_unique<WordCounts>();
   {
-    std::lock_guard<std::mutex> lock(result->mu_);
-    result->counts_ = std::move(counts);
-    result->lines_ = static_cast<int64_t>(lines);
-    result->words_ = static_cast<int64_t>(words);
+    Shard& shard = result->shards_[0];
+    std::lock_guard<std::mutex> lock(shard.mu);
+    shard.counts.reserve(counts.size());
+    for (auto& [word, count] : counts) shard.counts.emplace(word, count);
+    shard.lines = static_cast<int64_t>(lines);
+    shard.words = static_cast<int64_t>(words);
   }
   return result;
 }

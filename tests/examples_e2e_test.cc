@@ -276,6 +276,20 @@ TEST(TextStats, KilledAndResumedOutputIsIdentical) {
       RunBinary(binary, {"--input=" + input, "--lines_per_epoch=200"});
   ASSERT_TRUE(full.exited_ok()) << full.Describe();
   EXPECT_EQ(full.Result(), "result: lines=3000 words=9000 distinct=18");
+  // Any batch size that divides the epoch gives the same counts and words,
+  // with any number of threads.
+  for (const char* batch : {"1", "8", "200"}) {
+    ChildRun batched = RunBinary(
+        binary, {"--input=" + input, "--lines_per_epoch=200",
+                 absl::StrCat("--batch_size=", batch), "--threads=3"});
+    ASSERT_TRUE(batched.exited_ok()) << batched.Describe();
+    EXPECT_EQ(batched.lines, full.lines) << "--batch_size=" << batch;
+  }
+  ChildRun bad = RunBinary(
+      binary, {"--input=" + input, "--lines_per_epoch=200", "--batch_size=7"});
+  EXPECT_EQ(bad.exit_code(), 2) << bad.Describe();
+  EXPECT_THAT(bad.log, HasSubstr("--batch_size=7 does not divide "
+                                 "--lines_per_epoch=200"));
 
   const std::vector<std::string> args = {
       "--input=" + input, "--lines_per_epoch=200", "--threads=3",

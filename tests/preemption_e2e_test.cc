@@ -192,8 +192,9 @@ TEST(Preemption, SignalsAtRandomEventsThenResumeLatestAreExact) {
       {"sum_pipeline", {"--record_delay_ms=2"}, 10},
       {"sum_pipeline", {"--nodes=3", "--record_delay_ms=2"}, 30},
       {"text_stats",
-       {"--input=" + input, "--lines_per_epoch=60", "--threads=3",
-        "--record_delay_ms=1"},
+       // Batches of 4 lines: 15 reads per epoch to stop between.
+       {"--input=" + input, "--lines_per_epoch=60", "--batch_size=4",
+        "--threads=3", "--record_delay_ms=1"},
        300},
       {"linear_regression", {"--epochs=4", "--record_delay_ms=2"}, 32},
   };
