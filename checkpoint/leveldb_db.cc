@@ -1,8 +1,10 @@
 #include "checkpoint/leveldb_db.h"
 
+#include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdarg>
@@ -300,11 +302,22 @@ absl::Status ValidateTuning(const LevelDbOptions& tuning,
   return absl::OkStatus();
 }
 
+// `status` with `open_path` (where LevelDB opened a private copy of the
+// database, which is gone by the time anyone reads the message) replaced by
+// `path`, the database's own.
+absl::Status NamingDatabase(absl::Status status, const std::string& open_path,
+                            const std::string& path) {
+  if (status.ok() || open_path == path) return status;
+  return absl::Status(status.code(), absl::StrReplaceAll(status.message(),
+                                                         {{open_path, path}}));
+}
+
 class LevelDbCursor final : public Cursor {
  public:
+  // `open_path`: where LevelDB opened the database (`path`, or a copy).
   LevelDbCursor(std::unique_ptr<leveldb::Iterator> iterator,
-                const std::string* path)
-      : iterator_(std::move(iterator)), path_(path) {
+                const std::string* path, const std::string* open_path)
+      : iterator_(std::move(iterator)), path_(path), open_path_(open_path) {
     iterator_->SeekToFirst();
   }
 
@@ -319,14 +332,17 @@ class LevelDbCursor final : public Cursor {
     return ToView(iterator_->value());
   }
   absl::Status status() const override {
-    return FromLevelDb(iterator_->status(),
-                       absl::StrCat("read LevelDB database ", *path_),
-                       /*reading=*/true);
+    return NamingDatabase(
+        FromLevelDb(iterator_->status(),
+                    absl::StrCat("read LevelDB database ", *path_),
+                    /*reading=*/true),
+        *open_path_, *path_);
   }
 
  private:
   const std::unique_ptr<leveldb::Iterator> iterator_;
   const std::string* const path_;
+  const std::string* const open_path_;
 };
 
 class LevelDbWriter final : public Writer {
@@ -443,9 +459,10 @@ class LevelDb final : public DB {
     leveldb::DB* db = nullptr;
     leveldb::Status status = leveldb::DB::Open(options, open_path_, &db);
     if (!status.ok()) {
-      return FromLevelDb(
-          status, absl::StrCat("open LevelDB database ", path(), " (mode ",
-                               DbModeName(mode()), ")"));
+      return NamingDatabase(
+          FromLevelDb(status, absl::StrCat("open LevelDB database ", path(),
+                                           " (mode ", DbModeName(mode()), ")")),
+          open_path_, path());
     }
     db_.reset(db);
     return absl::OkStatus();
@@ -459,7 +476,7 @@ class LevelDb final : public DB {
     read_options.fill_cache = false;
     return std::make_unique<LevelDbCursor>(
         std::unique_ptr<leveldb::Iterator>(db_->NewIterator(read_options)),
-        &path());
+        &path(), &open_path_);
   }
 
   std::unique_ptr<Writer> NewWriterImpl() override {
@@ -474,12 +491,22 @@ class LevelDb final : public DB {
     std::string value;
     leveldb::Status status = db_->Get(read_options, ToSlice(key), &value);
     if (status.IsNotFound()) return NotFoundKeyError(key);
-    JG_RETURN_IF_ERROR(
+    JG_RETURN_IF_ERROR(NamingDatabase(
         FromLevelDb(status, absl::StrCat("read LevelDB database ", path()),
-                    /*reading=*/true));
+                    /*reading=*/true),
+        open_path_, path()));
     return value;
   }
 
+ public:
+  // A database read through LevelDB (its log held data) is checked against
+  // its file list like one read from its tables; the copy LevelDB recovered
+  // is not what the list describes, the database itself is.
+  absl::Status VerifyFiles(const FileCheck& check) override {
+    return VerifyLevelDbFileList(path(), check);
+  }
+
+ protected:
   absl::Status CloseImpl() override {
     absl::Status status;
     const absl::Time start = absl::Now();
@@ -576,8 +603,34 @@ class LevelDb final : public DB {
   bool released_ = false;
 };
 
-// Copies the regular files of the database at `path` into a new directory
-// under the temp directory and returns its path.
+// Writes `bytes` to a new file `path` (no fsync: a scratch copy).
+absl::Status WriteScratchFile(const std::string& path,
+                              absl::string_view bytes) {
+  const int fd =
+      ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) return absl::ErrnoToStatus(errno, absl::StrCat("create ", path));
+  while (!bytes.empty()) {
+    const ssize_t n = ::write(fd, bytes.data(), bytes.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int error = errno;
+      ::close(fd);
+      return absl::ErrnoToStatus(error, absl::StrCat("write ", path));
+    }
+    bytes.remove_prefix(static_cast<size_t>(n));
+  }
+  if (::close(fd) != 0) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("close ", path));
+  }
+  return absl::OkStatus();
+}
+
+// Copies the database at `path` into a new directory under the temp
+// directory for LevelDB's recovery, and returns its path. Tables are
+// hard-linked when the temp directory is on the same file system (LevelDB
+// never changes a table file; it only creates and deletes them), copied
+// otherwise; the other files (CURRENT, the descriptor, logs) are copied,
+// since the recovery rewrites and deletes them.
 absl::StatusOr<std::string> CopyToScratch(const std::string& path) {
   const char* tmp = std::getenv("TMPDIR");
   std::string scratch = JoinPath(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp",
@@ -591,16 +644,25 @@ absl::StatusOr<std::string> CopyToScratch(const std::string& path) {
     JG_ASSIGN_OR_RETURN(std::vector<std::string> names, ListDir(path));
     for (const std::string& name : names) {
       const std::string from = JoinPath(path, name);
+      const std::string to = JoinPath(scratch, name);
       struct stat st;
       if (::stat(from.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+      if ((absl::EndsWith(name, ".ldb") || absl::EndsWith(name, ".sst")) &&
+          ::link(from.c_str(), to.c_str()) == 0) {
+        continue;
+      }
       JG_ASSIGN_OR_RETURN(std::string bytes, ReadFileToString(from));
-      JG_RETURN_IF_ERROR(WriteFileAtomically(JoinPath(scratch, name), bytes));
+      JG_RETURN_IF_ERROR(WriteScratchFile(to, bytes));
     }
     return absl::OkStatus();
   }();
   if (!status.ok()) {
     RemoveRecursively(scratch).IgnoreError();
-    return status;
+    return absl::Status(
+        status.code(),
+        absl::StrCat("cannot copy LevelDB database ", path,
+                     " to recover it (set TMPDIR to a directory with room): ",
+                     status.message()));
   }
   return scratch;
 }
@@ -668,30 +730,33 @@ absl::StatusOr<std::unique_ptr<DB>> LevelDbType::OpenImpl(
     if (!absl::IsUnimplemented(tables.status())) return tables;
     // A log that holds data needs LevelDB's recovery, which rewrites the
     // descriptor and the log: it runs on a private copy, so that the
-    // database itself is never written (and may be read-only). What the
-    // database recorded of its files is checked first, and the copy's table
-    // footers before LevelDB trusts them.
+    // database itself is never written (and may be read-only). The copy is
+    // checked against the database's file list, when it has one, and its
+    // table footers are checked before LevelDB trusts them. The path stays
+    // held from the copy to the close.
     VLOG(1) << tables.status().message() << "; recovering a copy of it";
-    DB::FileCheck check;
-    check.record_required = false;
-    check.read_contents = true;
-    JG_RETURN_IF_ERROR(VerifyLevelDbFileList(path, check));
-    JG_ASSIGN_OR_RETURN(std::string scratch, CopyToScratch(path));
-    absl::Status footers = CheckLevelDbTableFooters(scratch);
-    if (!footers.ok()) {
-      RemoveRecursively(scratch).IgnoreError();
-      return absl::Status(
-          footers.code(),
-          absl::StrReplaceAll(footers.message(), {{scratch, path}}));
-    }
     if (!OpenPaths::Get().Acquire(canonical)) {
-      RemoveRecursively(scratch).IgnoreError();
       return absl::FailedPreconditionError(
           absl::StrCat("LevelDB database ", path,
                        " is already open in this process; close it first"));
     }
+    absl::StatusOr<std::string> scratch = CopyToScratch(path);
+    absl::Status checked = scratch.status();
+    if (checked.ok()) {
+      DB::FileCheck check;
+      check.record_required = false;
+      check.read_contents = true;
+      checked = VerifyLevelDbFileList(*scratch, check);
+      if (checked.ok()) checked = CheckLevelDbTableFooters(*scratch);
+      checked = NamingDatabase(checked, *scratch, path);
+      if (!checked.ok()) RemoveRecursively(*scratch).IgnoreError();
+    }
+    if (!checked.ok()) {
+      OpenPaths::Get().Release(canonical);
+      return checked;
+    }
     auto db = std::make_unique<LevelDb>(path, mode, options, options_,
-                                        canonical, scratch);
+                                        canonical, *scratch);
     JG_RETURN_IF_ERROR(db->Open());  // ~LevelDb removes the copy.
     return std::unique_ptr<DB>(std::move(db));
   }

@@ -34,12 +34,16 @@
 // - kRead of a finished database (all data in tables) writes nothing: it is
 //   read through LevelDB's Table API after checking its MANIFEST-* file
 //   (leveldb_tables.h), so a committed checkpoint stays byte- and
-//   mtime-identical and reads from read-only storage. Only a database whose
-//   log still holds data (flush_memtable_on_close off) is opened with
-//   LevelDB's DB::Open, which writes a new MANIFEST-* file and log.
+//   mtime-identical and reads from read-only storage. A database whose log
+//   still holds data (flush_memtable_on_close off, or written by another
+//   program) needs LevelDB's recovery, which rewrites the descriptor and the
+//   log: it is copied to a private directory under $TMPDIR (tables
+//   hard-linked when possible), the copy is checked against the database's
+//   JOBGRAPH_FILES and opened with DB::Open, and it is removed at Close().
+//   The database itself is not written either way.
 // - A path may be open through one DB at a time per process
-//   (FailedPrecondition otherwise); LevelDB's lock file also keeps other
-//   processes out.
+//   (FailedPrecondition otherwise); for kNew, LevelDB's lock file also keeps
+//   other processes out.
 // - leveldb::Status never leaves this adapter: errors are absl::Status
 //   (NotFound, DataLoss for corruption, InvalidArgument, Internal for I/O
 //   errors) with messages naming the path.

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <optional>
@@ -21,6 +22,7 @@
 #include "checkpoint/db_registry.h"
 #include "checkpoint/file_util.h"
 #include "checkpoint/test_util.h"
+#include "glog/logging.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "leveldb/db.h"
@@ -143,11 +145,69 @@ TEST(LevelDbTest, WithoutMemtableFlushTheLogsHoldTheTailAndReplay) {
   ExpectRotatingDbIntact(path);
 }
 
+// Points $TMPDIR, where recovery copies go, at a directory of the test's.
+class ScopedTmpdir {
+ public:
+  explicit ScopedTmpdir(const std::string& dir) {
+    const char* old = std::getenv("TMPDIR");
+    if (old != nullptr) old_ = old;
+    CHECK(CreateDir(dir).ok());
+    ::setenv("TMPDIR", dir.c_str(), 1);
+  }
+  ~ScopedTmpdir() {
+    if (old_.has_value()) {
+      ::setenv("TMPDIR", old_->c_str(), 1);
+    } else {
+      ::unsetenv("TMPDIR");
+    }
+  }
+
+ private:
+  std::optional<std::string> old_;
+};
+
+// A database read through LevelDB's recovery is checked like any other, and
+// the copy the recovery ran on is gone once the database is closed.
+TEST(LevelDbTest, RecoveredDatabaseIsVerifiedAndItsCopyRemoved) {
+  TempDir dir;
+  const std::string scratch = dir.Join("tmp");
+  ScopedTmpdir tmpdir(scratch);
+  const std::string path = dir.Join("node.1");
+  LevelDbOptions options = SmallMemtable();
+  options.flush_memtable_on_close = false;
+  WriteRotatingDb(path, options);
+  {
+    std::unique_ptr<DB> db = LevelDbType().Open(path, DbMode::kRead).value();
+    EXPECT_THAT(ListDir(scratch).value(), ::testing::SizeIs(1));
+    DB::FileCheck check;
+    check.record_required = true;
+    EXPECT_TRUE(db->VerifyFiles(check).ok());
+    ASSERT_TRUE(db->Close().ok());
+  }
+  EXPECT_THAT(ListDir(scratch).value(), IsEmpty());
+
+  ASSERT_TRUE(RemoveRecursively(JoinPath(path, "JOBGRAPH_FILES")).ok());
+  {
+    std::unique_ptr<DB> db = LevelDbType().Open(path, DbMode::kRead).value();
+    DB::FileCheck check;
+    check.record_required = true;
+    const absl::Status status = db->VerifyFiles(check);
+    EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
+    EXPECT_THAT(status.message(),
+                HasSubstr(absl::StrCat("LevelDB database ", path,
+                                       " is damaged: its file list "
+                                       "JOBGRAPH_FILES is missing")));
+  }
+  EXPECT_THAT(ListDir(scratch).value(), IsEmpty());
+}
+
 // The recovery of a database with data in its log (LevelDB's DB::Open, on a
 // copy) checks the database against its file list first: a log that grew
 // after the database was closed is damage, not data to replay.
 TEST(LevelDbTest, DataAddedToTheLogOfAFinishedDatabaseIsDataLoss) {
   TempDir dir;
+  const std::string scratch = dir.Join("tmp");
+  ScopedTmpdir tmpdir(scratch);
   const std::string path = dir.Join("node.1");
   LevelDbOptions options = SmallMemtable();
   options.flush_memtable_on_close = false;
@@ -163,6 +223,7 @@ TEST(LevelDbTest, DataAddedToTheLogOfAFinishedDatabaseIsDataLoss) {
   EXPECT_THAT(db.status().message(),
               HasSubstr(absl::StrCat(log, " has ", bytes.size() + 1, " bytes, ",
                                      bytes.size(), " were written")));
+  EXPECT_THAT(ListDir(scratch).value(), IsEmpty());
 }
 
 // A committed checkpoint is immutable: reading it (cursor, Get, twice over)
@@ -407,6 +468,8 @@ TEST(LevelDbTest, TableFooterPointingPastTheEndIsDataLoss) {
 // first, since LevelDB's Table::Open would trust them with an allocation.
 TEST(LevelDbTest, RecoveredDatabaseWithAFooterPastTheEndIsDataLoss) {
   TempDir dir;
+  const std::string scratch = dir.Join("tmp");
+  ScopedTmpdir tmpdir(scratch);
   const std::string path = dir.Join("node.1");
   WriteRotatingDb(path, SmallMemtable());
   {
@@ -437,6 +500,7 @@ TEST(LevelDbTest, RecoveredDatabaseWithAFooterPastTheEndIsDataLoss) {
               HasSubstr(absl::StrCat("the footer of table ", table,
                                      " places its index block")));
   EXPECT_TRUE(Snapshot(path) == before);
+  EXPECT_THAT(ListDir(scratch).value(), IsEmpty());
 }
 
 // --- LevelDbType: what it recognises and may replace.

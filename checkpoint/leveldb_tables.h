@@ -9,7 +9,7 @@
 // Only databases whose contents are all in tables qualify: a non-empty log
 // file (a database closed without flushing its memtable) needs LevelDB's
 // recovery, and OpenLevelDbTables then returns Unimplemented so that the
-// caller can fall back to DB::Open.
+// caller can fall back to DB::Open on a copy (leveldb_db.h).
 //
 // The returned DB is thread-compatible, like every DB.
 

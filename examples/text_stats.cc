@@ -21,7 +21,9 @@
 //
 // Flags: --input (required), --threads, --lines_per_epoch, --batch_size
 // (lines per read, a divisor of --lines_per_epoch; default: the largest one
-// up to 256), --top_k, and the common ones (examples/example_util.h).
+// up to 256 that gives each thread a read per epoch), --top_k, and the
+// common ones (examples/example_util.h). --record_delay_ms sleeps once per
+// read (batch).
 //
 // stdout: the --top_k most frequent words as "<count> <word>" lines, by count
 // descending then word ascending, then
@@ -60,7 +62,7 @@ ABSL_FLAG(int64_t, top_k, 10, "How many of the most frequent words to print.");
 ABSL_FLAG(int64_t, batch_size, 0,
           "Lines per read; must divide --lines_per_epoch, so that every epoch "
           "reads exactly that many lines. 0: the largest divisor of "
-          "--lines_per_epoch up to 256.");
+          "--lines_per_epoch up to 256 and to --lines_per_epoch / --threads.");
 
 namespace jobgraph {
 namespace examples {
@@ -82,8 +84,11 @@ struct Options {
 // beside the counting, small enough that threads share the work evenly.
 constexpr int64_t kMaxAutoBatch = 256;
 
-int64_t AutoBatchSize(int64_t lines_per_epoch) {
-  for (int64_t b = std::min(lines_per_epoch, kMaxAutoBatch); b > 1; --b) {
+// The largest divisor of lines_per_epoch up to kMaxAutoBatch that still
+// gives every thread a read per epoch.
+int64_t AutoBatchSize(int64_t lines_per_epoch, int threads) {
+  const int64_t most = std::min(kMaxAutoBatch, lines_per_epoch / threads);
+  for (int64_t b = most; b > 1; --b) {
     if (lines_per_epoch % b == 0) return b;
   }
   return 1;
@@ -117,7 +122,7 @@ absl::StatusOr<Options> ReadFlags() {
   const int64_t batch_size = absl::GetFlag(FLAGS_batch_size);
   JG_RETURN_IF_ERROR(CheckFlagRange("batch_size", batch_size, 0));
   if (batch_size == 0) {
-    o.batch_size = AutoBatchSize(o.lines_per_epoch);
+    o.batch_size = AutoBatchSize(o.lines_per_epoch, o.threads);
   } else if (o.lines_per_epoch % batch_size != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--batch_size=", batch_size,

@@ -28,8 +28,9 @@ namespace {
 
 constexpr uint32_t kFormatVersion = 1;
 
-// The shard of the calling thread: threads take shards in the order they
-// first count, so up to kShards counting threads never share one.
+// The shard of the calling thread: threads take shards round-robin in the
+// order they first count (process-wide), so a few threads counting at once
+// rarely share one; sharing costs only contention.
 int ThreadShard() {
   static std::atomic<int> next{0};
   thread_local const int shard =

@@ -101,15 +101,18 @@ class WordCounts {
   mutable std::array<Shard, kShards> shards_;
 };
 
+namespace word_counts_internal {
 inline bool IsWordByte(char c) {
   const unsigned char u = static_cast<unsigned char>(c);
   return (u >= 'a' && u <= 'z') || (u >= '0' && u <= '9') ||
          (u >= 'A' && u <= 'Z') || u >= 0x80;
 }
+}  // namespace word_counts_internal
 
 template <typename F>
 void WordCounts::ForEachWord(absl::string_view line, std::string& scratch,
                              F&& word) {
+  using word_counts_internal::IsWordByte;
   const char* p = line.data();
   const char* const end = p + line.size();
   while (p < end) {

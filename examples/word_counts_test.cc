@@ -79,6 +79,49 @@ TEST(WordCountsTest, EncodeDecodeRoundTripsAndKeepsCounting) {
   EXPECT_EQ((*decoded)->total_words(), 6);
 }
 
+// The checkpoint payload's bytes (word_counts.h), as checkpoints written
+// before the counts were sharded hold them: they must keep resuming.
+TEST(WordCountsTest, EncodeIsTheDocumentedFormat) {
+  WordCounts counts;
+  counts.AddLines({"b A", "c b", "B"});
+  // version 1, lines 3, words 5, entries 3; "a" 1, "b" 3, "c" 1.
+  EXPECT_EQ(counts.Encode(), std::string("\x01\x03\x05\x03"
+                                         "\x01"
+                                         "a\x01"
+                                         "\x01"
+                                         "b\x03"
+                                         "\x01"
+                                         "c\x01"));
+}
+
+// Counts decoded into one shard, then more counted from many threads (so in
+// other shards too), read back as the sum.
+TEST(WordCountsTest, DecodedCountsMergeWithCountsFromOtherThreads) {
+  std::vector<std::string> lines;
+  for (int i = 0; i < 400; ++i) lines.push_back(absl::StrCat("x", i % 7, " y"));
+  WordCounts before;
+  before.AddLines({"x1 z", "y"});
+  absl::StatusOr<std::unique_ptr<WordCounts>> decoded =
+      WordCounts::Decode(before.Encode());
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  std::vector<std::thread> threads;
+  constexpr int kThreads = 2 * WordCounts::kShards;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (size_t i = t; i < lines.size(); i += kThreads) {
+        (*decoded)->AddLines({lines[i]});
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  WordCounts expected;
+  expected.AddLines({"x1 z", "y"});
+  expected.AddLines(lines);
+  EXPECT_EQ((*decoded)->Encode(), expected.Encode());
+  EXPECT_EQ((*decoded)->lines(), 402);
+  EXPECT_EQ((*decoded)->total_words(), 803);
+}
+
 TEST(WordCountsTest, DamagedPayloadIsDataLoss) {
   WordCounts counts;
   counts.AddLines({"b a"});

@@ -277,13 +277,26 @@ TEST(TextStats, KilledAndResumedOutputIsIdentical) {
   ASSERT_TRUE(full.exited_ok()) << full.Describe();
   EXPECT_EQ(full.Result(), "result: lines=3000 words=9000 distinct=18");
   // Any batch size that divides the epoch gives the same counts and words,
-  // with any number of threads.
+  // with any number of threads, also when the file ends inside a batch
+  // (3005 lines: the last epoch reads 5, in a short batch).
+  const std::string odd_input = dir + "/odd.txt";
+  ASSERT_TRUE(
+      WriteFileAtomically(odd_input, text + "x y\nx\nz\nY\ny Z x\n").ok());
+  std::vector<std::string> odd_reference;
   for (const char* batch : {"1", "8", "200"}) {
-    ChildRun batched = RunBinary(
-        binary, {"--input=" + input, "--lines_per_epoch=200",
-                 absl::StrCat("--batch_size=", batch), "--threads=3"});
-    ASSERT_TRUE(batched.exited_ok()) << batched.Describe();
-    EXPECT_EQ(batched.lines, full.lines) << "--batch_size=" << batch;
+    for (const std::string& file : {input, odd_input}) {
+      ChildRun batched = RunBinary(
+          binary, {"--input=" + file, "--lines_per_epoch=200",
+                   absl::StrCat("--batch_size=", batch), "--threads=3"});
+      ASSERT_TRUE(batched.exited_ok()) << batched.Describe();
+      if (file == input) {
+        EXPECT_EQ(batched.lines, full.lines) << "--batch_size=" << batch;
+        continue;
+      }
+      EXPECT_EQ(batched.Result(), "result: lines=3005 words=9008 distinct=21");
+      if (odd_reference.empty()) odd_reference = batched.lines;
+      EXPECT_EQ(batched.lines, odd_reference) << "--batch_size=" << batch;
+    }
   }
   ChildRun bad = RunBinary(
       binary, {"--input=" + input, "--lines_per_epoch=200", "--batch_size=7"});

@@ -192,10 +192,10 @@ TEST(Preemption, SignalsAtRandomEventsThenResumeLatestAreExact) {
       {"sum_pipeline", {"--record_delay_ms=2"}, 10},
       {"sum_pipeline", {"--nodes=3", "--record_delay_ms=2"}, 30},
       {"text_stats",
-       // Batches of 4 lines: 15 reads per epoch to stop between.
+       // Batches of 4 lines: 15 reads per epoch to stop between, 75 in all.
        {"--input=" + input, "--lines_per_epoch=60", "--batch_size=4",
         "--threads=3", "--record_delay_ms=1"},
-       300},
+       75},
       {"linear_regression", {"--epochs=4", "--record_delay_ms=2"}, 32},
   };
   std::vector<ChildRun> references;
