@@ -447,6 +447,10 @@ class LevelDb final : public DB {
     options.write_buffer_size = leveldb_options_.write_buffer_size;
     options.max_file_size = leveldb_options_.max_file_size;
     options.block_size = leveldb_options_.block_size;
+    if (mode() == DbMode::kRead) {
+      // LevelDB's block reader trusts damaged entries (leveldb_tables.h).
+      options.env = BlockCheckingTableEnv();
+    }
     if (mode() == DbMode::kNew) {
       checksumming_env_ = std::make_unique<ChecksummingEnv>();
       options.env = checksumming_env_.get();

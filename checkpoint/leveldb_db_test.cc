@@ -503,6 +503,45 @@ TEST(LevelDbTest, RecoveredDatabaseWithAFooterPastTheEndIsDataLoss) {
   EXPECT_THAT(ListDir(scratch).value(), IsEmpty());
 }
 
+// LevelDB's block reader adds an entry's key and value lengths in 32 bits:
+// a damaged entry whose lengths overflow would make it copy 4 GiB from past
+// the block. Every block is checked first, whatever the read verifies.
+TEST(LevelDbTest, BlockEntryWhoseLengthsOverflowIsDataLoss) {
+  TempDir dir;
+  const std::string path = dir.Join("db");
+  {
+    std::unique_ptr<DB> db = LevelDbType().Open(path, DbMode::kNew).value();
+    ASSERT_TRUE(
+        db->NewWriter().value()->Put("key", std::string(100, 'v')).ok());
+    ASSERT_TRUE(db->Close().ok());
+  }
+  std::vector<std::string> tables = FilesWithSuffix(path, ".ldb");
+  ASSERT_EQ(tables.size(), 1u);
+  const std::string table = JoinPath(path, tables[0]);
+  std::string bytes = ReadFileToString(table).value();
+  // The first entry of the data block at offset 0: shared 0, non_shared 11
+  // ("key" and LevelDB's 8-byte tag), value length 100, then the key.
+  ASSERT_EQ(bytes.substr(0, 6), std::string("\x00\x0b\x64key", 6));
+  // non_shared 0xfffffff7 (five bytes) and value length 32, over the key:
+  // the sum wraps to 23 bytes, which fit.
+  bytes.replace(1, 6, std::string("\xf7\xff\xff\xff\x0f\x20", 6));
+  ASSERT_TRUE(WriteFileAtomically(table, bytes).ok());
+  for (bool verify_checksums : {false, true}) {
+    DbOptions options;
+    options.verify_checksums = verify_checksums;
+    std::unique_ptr<DB> db =
+        LevelDbType().Open(path, DbMode::kRead, options).value();
+    std::unique_ptr<Cursor> cursor = db->NewCursor();
+    EXPECT_FALSE(cursor->Valid());
+    EXPECT_EQ(cursor->status().code(), absl::StatusCode::kDataLoss)
+        << cursor->status();
+    if (!verify_checksums) {
+      EXPECT_THAT(cursor->status().message(),
+                  HasSubstr("malformed entries in the block at offset 0"));
+    }
+  }
+}
+
 // --- LevelDbType: what it recognises and may replace.
 
 void WriteSmallDb(const std::string& path) {

@@ -2,9 +2,12 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <set>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -269,6 +272,124 @@ absl::Status TableError(const leveldb::Status& status,
       absl::StrCat("read LevelDB database ", path, ": ", status.ToString()));
 }
 
+// LevelDB's GetVarint32Ptr: at most five bytes, bits past 32 dropped, so
+// the values are the ones LevelDB's block reader will see.
+const char* DecodeVarint32(const char* p, const char* limit, uint32_t* value) {
+  uint32_t result = 0;
+  for (uint32_t shift = 0; shift <= 28 && p < limit; shift += 7) {
+    const uint32_t byte = static_cast<uint8_t>(*p++);
+    result |= (byte & 0x7fu) << shift;
+    if ((byte & 0x80u) == 0) {
+      *value = result;
+      return p;
+    }
+  }
+  return nullptr;
+}
+
+// Whether a table block (its contents, without the 5-byte trailer) holds
+// entries that LevelDB's block reader can walk safely: a chain of entries
+// from offset 0 that ends exactly at the restart array, each sharing no more
+// than the previous key and fitting in the block, and restart points at
+// entries that share nothing. LevelDB itself adds an entry's two 32-bit
+// lengths without checking for overflow, so a damaged entry makes it copy
+// gigabytes from past the block (found by ckpt_fuzzer), and it checks a
+// block's CRC only when asked to.
+bool BlockIsWellFormed(absl::string_view block) {
+  const uint64_t n = block.size();
+  if (n < 4) return false;
+  const char* const base = block.data();
+  const uint32_t num_restarts = LoadLE32(base + n - 4);
+  if (num_restarts > (n - 4) / 4) return false;
+  const uint64_t restarts = n - 4 - 4 * uint64_t{num_restarts};
+  const char* const limit = base + restarts;
+  // Offsets of the entries that share nothing with the previous key.
+  std::vector<uint64_t> unshared;
+  uint64_t key_size = 0;
+  for (const char* p = base; p < limit;) {
+    uint32_t shared = 0, non_shared = 0, value_length = 0;
+    const char* q = DecodeVarint32(p, limit, &shared);
+    if (q != nullptr) q = DecodeVarint32(q, limit, &non_shared);
+    if (q != nullptr) q = DecodeVarint32(q, limit, &value_length);
+    if (q == nullptr || shared > key_size ||
+        uint64_t{non_shared} + value_length >
+            static_cast<uint64_t>(limit - q)) {
+      return false;
+    }
+    if (shared == 0) unshared.push_back(static_cast<uint64_t>(p - base));
+    key_size = uint64_t{shared} + non_shared;
+    p = q + non_shared + value_length;
+  }
+  for (uint32_t i = 0; i < num_restarts; ++i) {
+    const uint32_t restart = LoadLE32(limit + 4 * uint64_t{i});
+    if (restart == restarts) continue;  // the end: no entry to read
+    if (!std::binary_search(unshared.begin(), unshared.end(),
+                            uint64_t{restart})) {
+      return false;
+    }
+  }
+  return true;
+}
+
+constexpr uint64_t kTableFooterSize = 48;  // two padded block handles, magic
+constexpr uint64_t kBlockTrailerSize = 5;  // type, masked CRC-32C
+
+// A table file that checks every block LevelDB reads from it
+// (BlockIsWellFormed) before LevelDB parses it; the footer, the one other
+// thing LevelDB reads, has its own check (CheckTableFooter).
+class BlockCheckingFile final : public leveldb::RandomAccessFile {
+ public:
+  BlockCheckingFile(std::unique_ptr<leveldb::RandomAccessFile> file,
+                    uint64_t size, std::string name)
+      : file_(std::move(file)), size_(size), name_(std::move(name)) {}
+
+  leveldb::Status Read(uint64_t offset, size_t n, leveldb::Slice* result,
+                       char* scratch) const override {
+    leveldb::Status s = file_->Read(offset, n, result, scratch);
+    if (!s.ok()) return s;
+    const bool footer = size_ >= kTableFooterSize &&
+                        offset == size_ - kTableFooterSize &&
+                        n == kTableFooterSize;
+    if (footer || result->size() < kBlockTrailerSize) return s;
+    if (!BlockIsWellFormed(absl::string_view(
+            result->data(), result->size() - kBlockTrailerSize))) {
+      return leveldb::Status::Corruption(
+          absl::StrCat("malformed entries in the block at offset ", offset),
+          name_);
+    }
+    return s;
+  }
+
+ private:
+  const std::unique_ptr<leveldb::RandomAccessFile> file_;
+  const uint64_t size_;
+  const std::string name_;
+};
+
+// The default Env, except that table files are read through
+// BlockCheckingFile.
+class BlockCheckingEnv final : public leveldb::EnvWrapper {
+ public:
+  BlockCheckingEnv() : EnvWrapper(leveldb::Env::Default()) {}
+
+  leveldb::Status NewRandomAccessFile(
+      const std::string& name, leveldb::RandomAccessFile** result) override {
+    leveldb::RandomAccessFile* file = nullptr;
+    leveldb::Status s = target()->NewRandomAccessFile(name, &file);
+    if (!s.ok() ||
+        !(absl::EndsWith(name, ".ldb") || absl::EndsWith(name, ".sst"))) {
+      *result = file;
+      return s;
+    }
+    std::unique_ptr<leveldb::RandomAccessFile> owned(file);
+    uint64_t size = 0;
+    s = target()->GetFileSize(name, &size);
+    if (!s.ok()) return s;
+    *result = new BlockCheckingFile(std::move(owned), size, name);
+    return leveldb::Status::OK();
+  }
+};
+
 // LevelDB's Table::Open allocates the index block, of the size the table's
 // footer records, before it reads it, and the footer has no checksum: a
 // damaged one makes it allocate up to 2^64 bytes (std::bad_alloc, which
@@ -278,8 +399,7 @@ absl::Status TableError(const leveldb::Status& status,
 absl::Status CheckTableFooter(leveldb::RandomAccessFile* file, uint64_t size,
                               const std::string& db_path,
                               const std::string& table_path) {
-  constexpr size_t kFooterSize = 48;         // two padded block handles, magic
-  constexpr uint64_t kBlockTrailerSize = 5;  // type, masked CRC-32C
+  constexpr size_t kFooterSize = kTableFooterSize;
   if (size < kFooterSize) return absl::OkStatus();
   char scratch[kFooterSize];
   leveldb::Slice footer;
@@ -463,7 +583,7 @@ class LevelDbTables final : public DB {
       }
       leveldb::RandomAccessFile* file = nullptr;
       leveldb::Status s =
-          leveldb::Env::Default()->NewRandomAccessFile(found->second, &file);
+          BlockCheckingTableEnv()->NewRandomAccessFile(found->second, &file);
       if (!s.ok()) return TableError(s, path());
       files_.emplace_back(file);
       JG_RETURN_IF_ERROR(CheckTableFooter(file, size, path(), found->second));
@@ -570,6 +690,11 @@ absl::Status VerifyLevelDbFileList(const std::string& path,
     }
   }
   return absl::OkStatus();
+}
+
+leveldb::Env* BlockCheckingTableEnv() {
+  static BlockCheckingEnv* const env = new BlockCheckingEnv();
+  return env;
 }
 
 absl::Status CheckLevelDbTableFooters(const std::string& path) {

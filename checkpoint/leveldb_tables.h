@@ -22,6 +22,7 @@
 
 #include "absl/status/statusor.h"
 #include "checkpoint/db.h"
+#include "leveldb/env.h"
 
 namespace jobgraph {
 
@@ -38,6 +39,12 @@ absl::StatusOr<std::unique_ptr<DB>> OpenLevelDbTables(
 // non-empty log is recovered).
 absl::Status VerifyLevelDbFileList(const std::string& path,
                                    const DB::FileCheck& check);
+
+// An Env that reads table files (*.ldb, *.sst) checking the structure of
+// every block before LevelDB parses it, whose own block reader trusts
+// damaged entries with out-of-bounds copies; the default Env otherwise.
+// Lives for the whole process; thread-safe.
+leveldb::Env* BlockCheckingTableEnv();
 
 // DataLoss naming the table when a table file's footer places a block past
 // the end of the file, which LevelDB's Table::Open would trust with an
