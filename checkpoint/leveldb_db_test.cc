@@ -97,6 +97,14 @@ LevelDbOptions SmallMemtable() {
   return options;
 }
 
+// WriteRotatingDb without the memtable flush at close: the last values stay
+// in the log, which only LevelDB's recovery reads.
+void WriteUnflushedDb(const std::string& path) {
+  LevelDbOptions options = SmallMemtable();
+  options.flush_memtable_on_close = false;
+  WriteRotatingDb(path, options);
+}
+
 TEST(LevelDbTest, CloseFlushesTheMemtableAndSyncsEverything) {
   TempDir dir;
   const std::string path = dir.Join("node.1");
@@ -130,9 +138,7 @@ std::map<std::string, std::string> Snapshot(const std::string& dir) {
 TEST(LevelDbTest, WithoutMemtableFlushTheLogsHoldTheTailAndReplay) {
   TempDir dir;
   const std::string path = dir.Join("node.1");
-  LevelDbOptions options = SmallMemtable();
-  options.flush_memtable_on_close = false;
-  WriteRotatingDb(path, options);
+  WriteUnflushedDb(path);
   int64_t log_bytes = 0;
   for (const std::string& log : FilesWithSuffix(path, ".log")) {
     log_bytes += FileSize(JoinPath(path, log));
@@ -173,9 +179,7 @@ TEST(LevelDbTest, RecoveredDatabaseIsVerifiedAndItsCopyRemoved) {
   const std::string scratch = dir.Join("tmp");
   ScopedTmpdir tmpdir(scratch);
   const std::string path = dir.Join("node.1");
-  LevelDbOptions options = SmallMemtable();
-  options.flush_memtable_on_close = false;
-  WriteRotatingDb(path, options);
+  WriteUnflushedDb(path);
   {
     std::unique_ptr<DB> db = LevelDbType().Open(path, DbMode::kRead).value();
     EXPECT_THAT(ListDir(scratch).value(), ::testing::SizeIs(1));
@@ -209,9 +213,7 @@ TEST(LevelDbTest, DataAddedToTheLogOfAFinishedDatabaseIsDataLoss) {
   const std::string scratch = dir.Join("tmp");
   ScopedTmpdir tmpdir(scratch);
   const std::string path = dir.Join("node.1");
-  LevelDbOptions options = SmallMemtable();
-  options.flush_memtable_on_close = false;
-  WriteRotatingDb(path, options);
+  WriteUnflushedDb(path);
   std::vector<std::string> logs = FilesWithSuffix(path, ".log");
   ASSERT_FALSE(logs.empty());
   const std::string log = JoinPath(path, logs.back());
