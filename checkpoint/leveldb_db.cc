@@ -26,6 +26,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "checkpoint/checksummed.h"
@@ -629,6 +630,30 @@ absl::Status WriteScratchFile(const std::string& path,
   return absl::OkStatus();
 }
 
+// DataLoss naming the file when the database at `path` holds a file that
+// LevelDB would take for one of its own, numbered 0, a number it never
+// writes: its recovery asserts (aborting the process) on such a log.
+absl::Status CheckFileNumbers(const std::string& path) {
+  JG_ASSIGN_OR_RETURN(std::vector<std::string> names, ListDir(path));
+  for (const std::string& name : names) {
+    absl::string_view number = name;
+    if (!absl::ConsumePrefix(&number, "MANIFEST-") &&
+        !absl::ConsumeSuffix(&number, ".log") &&
+        !absl::ConsumeSuffix(&number, ".ldb") &&
+        !absl::ConsumeSuffix(&number, ".sst") &&
+        !absl::ConsumeSuffix(&number, ".dbtmp")) {
+      continue;
+    }
+    if (!number.empty() &&
+        number.find_first_not_of('0') == absl::string_view::npos) {
+      return absl::DataLossError(
+          absl::StrCat("LevelDB database ", path, " is damaged: it holds ",
+                       name, ", a file number LevelDB never writes"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 // Copies the database at `path` into a new directory under the temp
 // directory for LevelDB's recovery, and returns its path. Tables are
 // hard-linked when the temp directory is on the same file system (LevelDB
@@ -743,6 +768,11 @@ absl::StatusOr<std::unique_ptr<DB>> LevelDbType::OpenImpl(
       return absl::FailedPreconditionError(
           absl::StrCat("LevelDB database ", path,
                        " is already open in this process; close it first"));
+    }
+    absl::Status names = CheckFileNumbers(path);
+    if (!names.ok()) {
+      OpenPaths::Get().Release(canonical);
+      return names;
     }
     absl::StatusOr<std::string> scratch = CopyToScratch(path);
     absl::Status checked = scratch.status();

@@ -205,6 +205,28 @@ TEST(LevelDbTest, RecoveredDatabaseIsVerifiedAndItsCopyRemoved) {
   EXPECT_THAT(ListDir(scratch).value(), IsEmpty());
 }
 
+// LevelDB's recovery asserts (aborts) on a log numbered 0, a name it never
+// writes: such a file is damage, reported before the recovery runs.
+TEST(LevelDbTest, RecoveryOfADatabaseWithALogNumberedZeroIsDataLoss) {
+  TempDir dir;
+  const std::string scratch = dir.Join("tmp");
+  ScopedTmpdir tmpdir(scratch);
+  const std::string path = dir.Join("node.1");
+  WriteUnflushedDb(path);
+  ASSERT_TRUE(RemoveRecursively(JoinPath(path, "JOBGRAPH_FILES")).ok());
+  ASSERT_TRUE(WriteFileAtomically(JoinPath(path, "000000.log"), "").ok());
+  absl::StatusOr<std::unique_ptr<DB>> db =
+      LevelDbType().Open(path, DbMode::kRead);
+  EXPECT_EQ(db.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(db.status().message(),
+              HasSubstr(absl::StrCat("LevelDB database ", path,
+                                     " is damaged: it holds 000000.log")));
+  EXPECT_THAT(ListDir(scratch).value(), IsEmpty());
+  // The path is free again.
+  ASSERT_TRUE(RemoveRecursively(JoinPath(path, "000000.log")).ok());
+  EXPECT_TRUE(LevelDbType().Open(path, DbMode::kRead).ok());
+}
+
 // The recovery of a database with data in its log (LevelDB's DB::Open, on a
 // copy) checks the database against its file list first: a log that grew
 // after the database was closed is damage, not data to replay.
