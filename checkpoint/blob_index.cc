@@ -50,26 +50,25 @@ int64_t CreationTimeMicros() {
 
 }  // namespace
 
-BlobIndexBuilder::BlobIndexBuilder(absl::string_view node, int64_t epoch) {
-  index_.set_format_version(kBlobIndexFormatVersion);
-  index_.set_node(std::string(node));
-  index_.set_epoch(epoch);
-  index_.set_created_unix_micros(CreationTimeMicros());
+BlobIndexBuilder::BlobIndexBuilder(absl::string_view node, int64_t epoch)
+    : index_(google::protobuf::Arena::CreateMessage<BlobIndex>(&arena_)) {
+  index_->set_format_version(kBlobIndexFormatVersion);
+  index_->set_node(std::string(node));
+  index_->set_epoch(epoch);
+  index_->set_created_unix_micros(CreationTimeMicros());
 }
 
-void BlobIndexBuilder::StartBlob(CheckpointBlobInfo info) {
-  *index_.add_blob() = std::move(info);
-}
+CheckpointBlobInfo* BlobIndexBuilder::StartBlob() { return index_->add_blob(); }
 
 void BlobIndexBuilder::AddValue(absl::string_view key,
                                 absl::string_view value) {
-  CHECK_GT(index_.blob_size(), 0) << "AddValue before StartBlob";
-  CheckpointBlobInfo* blob = index_.mutable_blob(index_.blob_size() - 1);
-  blob->add_key(std::string(key));
+  CHECK_GT(index_->blob_size(), 0) << "AddValue before StartBlob";
+  CheckpointBlobInfo* blob = index_->mutable_blob(index_->blob_size() - 1);
+  blob->add_key(key.data(), key.size());
   blob->add_value_bytes(static_cast<int64_t>(value.size()));
   blob->add_value_crc32c(Crc32c(value));
-  index_.set_total_bytes(index_.total_bytes() +
-                         static_cast<int64_t>(value.size()));
+  index_->set_total_bytes(index_->total_bytes() +
+                          static_cast<int64_t>(value.size()));
 }
 
 absl::Status ValidateBlobIndex(const BlobIndex& index, absl::string_view path) {
@@ -79,14 +78,18 @@ absl::Status ValidateBlobIndex(const BlobIndex& index, absl::string_view path) {
         "; this build reads version ", kBlobIndexFormatVersion));
   }
   absl::flat_hash_set<absl::string_view> names;
+  names.reserve(index.blob_size());
+  // Keys are unique across blobs once each belongs to its blob (ParseBlobKey)
+  // and names are unique; within a blob they are checked here.
   absl::flat_hash_set<absl::string_view> keys;
   int64_t total = 0;
   for (const CheckpointBlobInfo& blob : index.blob()) {
     if (blob.name().empty()) {
       return Damaged(path, "the blob index lists a blob without a name");
     }
-    const std::string where =
-        absl::StrCat("the blob index's entry of blob '", blob.name(), "'");
+    auto where = [&blob] {
+      return absl::StrCat("the blob index's entry of blob '", blob.name(), "'");
+    };
     if (!names.insert(blob.name()).second) {
       return Damaged(path, absl::StrCat("the blob index lists blob '",
                                         blob.name(), "' twice"));
@@ -94,24 +97,25 @@ absl::Status ValidateBlobIndex(const BlobIndex& index, absl::string_view path) {
     if (blob.key_size() == 0 || blob.value_bytes_size() != blob.key_size() ||
         blob.value_crc32c_size() != blob.key_size()) {
       return Damaged(path,
-                     absl::StrCat(where, " has ", blob.key_size(), " keys, ",
+                     absl::StrCat(where(), " has ", blob.key_size(), " keys, ",
                                   blob.value_bytes_size(), " sizes and ",
                                   blob.value_crc32c_size(), " checksums"));
     }
+    keys.clear();
     for (int i = 0; i < blob.key_size(); ++i) {
       const std::string& key = blob.key(i);
       absl::StatusOr<BlobKey> parsed = ParseBlobKey(key);
       if (!parsed.ok() || parsed->blob_name != blob.name() ||
           key == kBlobIndexKey) {
-        return Damaged(path, absl::StrCat(where, " lists key ", Quote(key),
+        return Damaged(path, absl::StrCat(where(), " lists key ", Quote(key),
                                           ", which is not one of its keys"));
       }
-      if (!keys.insert(key).second) {
+      if (blob.key_size() > 1 && !keys.insert(key).second) {
         return Damaged(path, absl::StrCat("the blob index lists key ",
                                           Quote(key), " twice"));
       }
       if (blob.value_bytes(i) < 0) {
-        return Damaged(path, absl::StrCat(where, " gives key ", Quote(key),
+        return Damaged(path, absl::StrCat(where(), " gives key ", Quote(key),
                                           " a negative size"));
       }
       total += blob.value_bytes(i);
@@ -126,6 +130,13 @@ absl::Status ValidateBlobIndex(const BlobIndex& index, absl::string_view path) {
 }
 
 absl::StatusOr<BlobIndex> ReadBlobIndex(DB* db) {
+  BlobIndex index;
+  JG_RETURN_IF_ERROR(ReadBlobIndex(db, &index));
+  return index;
+}
+
+absl::Status ReadBlobIndex(DB* db, BlobIndex* index) {
+  index->Clear();
   absl::StatusOr<std::string> bytes = db->Get(kBlobIndexKey);
   if (absl::IsNotFound(bytes.status())) {
     return absl::DataLossError(
@@ -134,12 +145,10 @@ absl::StatusOr<BlobIndex> ReadBlobIndex(DB* db) {
                      "jobgraph's Save"));
   }
   if (!bytes.ok()) return bytes.status();
-  BlobIndex index;
-  if (!index.ParseFromString(*bytes)) {
+  if (!index->ParseFromString(*bytes)) {
     return Damaged(db->path(), "its blob index does not parse");
   }
-  JG_RETURN_IF_ERROR(ValidateBlobIndex(index, db->path()));
-  return index;
+  return ValidateBlobIndex(*index, db->path());
 }
 
 absl::StatusOr<BlobIndex> ReadBlobIndexAt(absl::string_view db_type,

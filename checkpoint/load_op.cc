@@ -22,6 +22,7 @@
 #include "engine/serialization.h"
 #include "engine/status_macros.h"
 #include "engine/workspace.h"
+#include "google/protobuf/arena.h"
 #include "proto/jobgraph.pb.h"
 
 namespace jobgraph {
@@ -128,6 +129,11 @@ class LoadOp final : public OperatorBase {
                                                       ": ", status.message()));
     }
     if (load_all_ || allow_incomplete_) return absl::OkStatus();
+    // Only wanted blobs were started, and Finish found every started one
+    // complete.
+    if (assembler.num_complete() == static_cast<int>(wanted_names_.size())) {
+      return absl::OkStatus();
+    }
     std::vector<std::string> missing;
     for (const std::string& name : wanted_names_) {
       if (!assembler.IsComplete(name)) missing.push_back(name);
@@ -150,7 +156,10 @@ class LoadOp final : public OperatorBase {
     JG_ASSIGN_OR_RETURN(
         std::unique_ptr<DB> db,
         DbRegistry::Global().Open(db_type_, path, DbMode::kRead, options));
-    JG_ASSIGN_OR_RETURN(BlobIndex index, ReadBlobIndex(db.get()));
+    google::protobuf::Arena arena;
+    BlobIndex& index =
+        *google::protobuf::Arena::CreateMessage<BlobIndex>(&arena);
+    JG_RETURN_IF_ERROR(ReadBlobIndex(db.get(), &index));
 
     // The blobs of this database to load, their names and targets, indexed
     // like index.blob().
@@ -169,14 +178,20 @@ class LoadOp final : public OperatorBase {
         if (it == wanted_.end()) continue;
         target = OutputBlob(it->second);
       }
-      if (auto [it, inserted] = in_this_db.emplace(name, b); !inserted) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "blobs '", index.blob(it->second).name(), "' and '", stored,
-            "' of ", path, " would both be loaded as '", name, "'"));
+      // Stored names are unique (ValidateBlobIndex) and add_prefix keeps
+      // them so: only strip_prefix can make two of them one.
+      if (!strip_prefix_.empty()) {
+        if (auto [it, inserted] = in_this_db.emplace(name, b); !inserted) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "blobs '", index.blob(it->second).name(), "' and '", stored,
+              "' of ", path, " would both be loaded as '", name, "'"));
+        }
       }
-      if (auto [it, inserted] = source_db->emplace(name, path); !inserted) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "duplicate blob '", name, "' in ", it->second, " and ", path));
+      if (dbs_.size() > 1) {
+        if (auto [it, inserted] = source_db->emplace(name, path); !inserted) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "duplicate blob '", name, "' in ", it->second, " and ", path));
+        }
       }
       indices.push_back(b);
       names[b] = std::move(name);

@@ -72,18 +72,18 @@ std::string TempPath(const SplitPath& split) {
                                g_temp_sequence.fetch_add(1)));
 }
 
-CheckpointBlobInfo DescribeBlob(absl::string_view name, const Blob& blob) {
-  CheckpointBlobInfo info;
-  info.set_name(std::string(name));
-  if (const BlobSerializer* serializer = FindBlobSerializer(blob.type())) {
-    info.set_type(serializer->type_name());
-  }
+void DescribeBlob(absl::string_view name, const Blob& blob,
+                  CheckpointBlobInfo* info) {
+  info->set_name(name.data(), name.size());
   if (blob.IsType<Tensor>()) {
     const Tensor& tensor = blob.Get<Tensor>();
-    for (int64_t d : tensor.shape()) info.add_dims(d);
-    info.set_data_type(tensor.dtype());
+    info->set_type(kTensorTypeName);
+    for (int64_t d : tensor.shape()) info->add_dims(d);
+    info->set_data_type(tensor.dtype());
+  } else if (const BlobSerializer* serializer =
+                 FindBlobSerializer(blob.type())) {
+    info->set_type(serializer->type_name());
   }
-  return info;
 }
 
 // Checks what can be checked before writing anything, so that a bad blob
@@ -113,7 +113,8 @@ absl::Status CheckBlobs(const std::vector<BlobToSave>& blobs,
           absl::StrCat("duplicated blob name '", b.name, "'"));
     }
     if (!b.blob->IsInitialized() ||
-        FindBlobSerializer(b.blob->type()) == nullptr) {
+        (!b.blob->IsType<Tensor>() &&
+         FindBlobSerializer(b.blob->type()) == nullptr)) {
       // SerializeBlob refuses these before calling the sink; its message is
       // the one users should see.
       absl::Status status =
@@ -135,7 +136,7 @@ absl::StatusOr<int64_t> WriteBlobs(DB* db, const std::vector<BlobToSave>& blobs,
   BlobIndexBuilder builder(options.node, options.epoch);
   builder.SetFilesListed(db->ListsFiles());
   for (const BlobToSave& b : blobs) {
-    builder.StartBlob(DescribeBlob(b.name, *b.blob));
+    DescribeBlob(b.name, *b.blob, builder.StartBlob());
     JG_RETURN_IF_ERROR(SerializeBlob(b.name, *b.blob, options.serialization,
                                      [&](std::string key, std::string value) {
                                        builder.AddValue(key, value);

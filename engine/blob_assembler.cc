@@ -23,10 +23,15 @@ using serialization_internal::FillTensorSlice;
 using serialization_internal::ScanBlobProto;
 using serialization_internal::ScannedBlobProto;
 
+BlobAssembler::BlobAssembler()
+    : scratch_(std::make_unique<ScannedBlobProto>()) {}
+
+BlobAssembler::~BlobAssembler() = default;
+
 absl::Status BlobAssembler::Add(absl::string_view name, absl::string_view value,
                                 Blob* target) {
   CHECK(target != nullptr);
-  ScannedBlobProto scanned;
+  ScannedBlobProto& scanned = *scratch_;
   if (absl::Status s = ScanBlobProto(value, &scanned); !s.ok()) {
     return absl::DataLossError(
         absl::StrCat("blob '", name, "': ", s.message()));
@@ -139,8 +144,8 @@ absl::Status BlobAssembler::AddTensorPiece(absl::string_view name,
   JG_RETURN_IF_ERROR(FillTensorSlice(name, proto, piece.raw_data,
                                      piece.string_data, begin, end,
                                      target->GetMutable<Tensor>()));
-  state->segments.emplace(begin, end);
   state->received += end - begin;
+  if (state->received < state->numel) state->segments.emplace(begin, end);
   if (state->received == state->numel) {
     state->complete = true;
     ++num_complete_;
@@ -162,26 +167,34 @@ std::vector<std::string> BlobAssembler::CompleteBlobs() const {
   for (const auto& [name, state] : blobs_) {
     if (state.complete) names.push_back(name);
   }
+  std::sort(names.begin(), names.end());
   return names;
 }
 
 absl::Status BlobAssembler::Finish() const {
   const int incomplete = static_cast<int>(blobs_.size()) - num_complete_;
-  for (const auto& [name, state] : blobs_) {
-    if (state.complete) continue;
-    std::string message =
-        state.is_tensor
-            ? absl::StrCat("blob '", name, "' is incomplete: got ",
-                           state.received, " of ", state.numel, " elements")
-            : absl::StrCat("blob '", name,
-                           "' is incomplete: its value could not be read");
-    if (incomplete > 1) {
-      absl::StrAppend(&message, " (and ", incomplete - 1,
-                      " more incomplete blobs)");
+  if (incomplete == 0) return absl::OkStatus();
+  // The first by name, so that the message does not depend on hashing.
+  const std::pair<const std::string, State>* first = nullptr;
+  for (const auto& entry : blobs_) {
+    if (!entry.second.complete &&
+        (first == nullptr || entry.first < first->first)) {
+      first = &entry;
     }
-    return absl::DataLossError(message);
   }
-  return absl::OkStatus();
+  CHECK(first != nullptr) << incomplete << " incomplete blobs not found";
+  const auto& [name, state] = *first;
+  std::string message =
+      state.is_tensor
+          ? absl::StrCat("blob '", name, "' is incomplete: got ",
+                         state.received, " of ", state.numel, " elements")
+          : absl::StrCat("blob '", name,
+                         "' is incomplete: its value could not be read");
+  if (incomplete > 1) {
+    absl::StrAppend(&message, " (and ", incomplete - 1,
+                    " more incomplete blobs)");
+  }
+  return absl::DataLossError(message);
 }
 
 absl::Status DeserializeBlob(absl::string_view name, absl::string_view value,

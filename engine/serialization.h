@@ -18,7 +18,8 @@
 //
 // Copies (the checkpoint hot path). Saving a fixed-width tensor chunk copies
 // its element bytes exactly once: a small header BlobProto (name, type, dims,
-// data_type, segment) is serialized normally, then a second occurrence of
+// data_type, segment) is encoded by hand, byte for byte as protobuf would
+// serialize it (no message is built), then a second occurrence of
 // the length-delimited field `tensor` (3) holding only `raw_data` (12) is
 // appended by hand, followed by one memcpy of the elements into the value
 // string. Protobuf parsers merge repeated occurrences of a message field, so
@@ -64,6 +65,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -191,9 +193,10 @@ const BlobSerializer* FindBlobSerializer(absl::string_view type_name);
 // Errors name the blob. Not thread-safe.
 class BlobAssembler {
  public:
-  BlobAssembler() = default;
+  BlobAssembler();
   BlobAssembler(const BlobAssembler&) = delete;
   BlobAssembler& operator=(const BlobAssembler&) = delete;
+  ~BlobAssembler();
 
   // Deserializes one value (a serialized BlobProto) of blob `name` into
   // `target`. `name` is the name pieces are tracked and reported under (the
@@ -224,6 +227,8 @@ class BlobAssembler {
     // (begin -> end) and their total size.
     std::vector<int64_t> dims;
     DataType data_type = UNDEFINED;
+    // Without the piece that completed the tensor, which needs no overlap
+    // checks after it: a tensor in one piece allocates nothing here.
     std::map<int64_t, int64_t> segments;
     int64_t received = 0;
     int64_t numel = 0;
@@ -234,8 +239,12 @@ class BlobAssembler {
       const serialization_internal::ScannedBlobProto& piece, bool first,
       State* state);
 
-  std::map<std::string, State, std::less<>> blobs_;
+  // Hashed: a load of 100,000 small blobs looks each up several times.
+  absl::flat_hash_map<std::string, State> blobs_;
   int num_complete_ = 0;
+  // Re-used by every Add, so that parsing a piece's header allocates only
+  // when it needs more room than an earlier one.
+  std::unique_ptr<serialization_internal::ScannedBlobProto> scratch_;
 };
 
 // Deserializes a blob stored in a single value (a non-tensor blob, or a

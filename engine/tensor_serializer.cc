@@ -18,32 +18,17 @@ namespace jobgraph {
 namespace serialization_internal {
 namespace {
 
-// The header of every chunk of `tensor`: name, type, dims, data_type and an
-// empty segment for the caller to fill in.
-BlobProto TensorHeader(absl::string_view name, const Tensor& tensor) {
-  BlobProto header;
-  header.set_name(std::string(name));
-  header.set_type(kTensorTypeName);
-  TensorProto* proto = header.mutable_tensor();
-  for (int64_t d : tensor.shape()) proto->add_dims(d);
-  proto->set_data_type(tensor.dtype());
-  proto->mutable_segment();
-  return header;
-}
-
-// Starts a chunk's value: the serialized `header` with [begin, end) as its
-// segment, then, when `payload` > 0, the header of a second `tensor` field
+// Starts a chunk's value: the header of `tensor`'s chunk [begin, end) named
+// `name`, then, when `payload` > 0, the header of a second `tensor` field
 // whose `payload` bytes the caller appends next. Reserves the whole value,
 // so the caller's appends never reallocate.
-std::string StartChunk(BlobProto* header, int64_t begin, int64_t end,
-                       size_t payload) {
-  TensorProto::Segment* segment = header->mutable_tensor()->mutable_segment();
-  segment->set_begin(begin);
-  segment->set_end(end);
+std::string StartChunk(absl::string_view name, const Tensor& tensor,
+                       int64_t begin, int64_t end, size_t payload) {
   std::string value;
-  value.reserve(header->ByteSizeLong() +
-                (payload > 0 ? LengthDelimitedSize(payload) : 0));
-  CHECK(header->AppendToString(&value)) << "serializing a BlobProto header";
+  value.reserve(
+      TensorHeaderSize(name, tensor.shape(), tensor.dtype(), begin, end) +
+      (payload > 0 ? LengthDelimitedSize(payload) : 0));
+  AppendTensorHeader(name, tensor.shape(), tensor.dtype(), begin, end, &value);
   if (payload > 0) {
     AppendLengthDelimitedHeader(kBlobProtoTensorField, payload, &value);
   }
@@ -53,7 +38,6 @@ std::string StartChunk(BlobProto* header, int64_t begin, int64_t end,
 absl::Status WriteFixedWidthTensor(absl::string_view name, const Tensor& tensor,
                                    const SerializationOptions& options,
                                    const BlobSink& sink) {
-  BlobProto header = TensorHeader(name, tensor);
   const size_t element_size = DataTypeSize(tensor.dtype());
   const char* data = static_cast<const char*>(tensor.raw_data());
   const std::vector<std::pair<int64_t, int64_t>> chunks =
@@ -63,7 +47,7 @@ absl::Status WriteFixedWidthTensor(absl::string_view name, const Tensor& tensor,
     const size_t nbytes = static_cast<size_t>(end - begin) * element_size;
     // BlobProto.tensor (again) { raw_data: the slice }.
     std::string value = StartChunk(
-        &header, begin, end, nbytes > 0 ? LengthDelimitedSize(nbytes) : 0);
+        name, tensor, begin, end, nbytes > 0 ? LengthDelimitedSize(nbytes) : 0);
     if (nbytes > 0) {
       AppendLengthDelimitedHeader(kTensorProtoRawDataField, nbytes, &value);
       value.append(data + begin * element_size, nbytes);  // the one copy
@@ -86,14 +70,13 @@ absl::Status WriteStringTensor(absl::string_view name, const Tensor& tensor,
                        " bytes, more than the limit of ", kMaxChunkBytes));
     }
   }
-  BlobProto header = TensorHeader(name, tensor);
   const std::vector<StringChunk> chunks =
       StringChunks(strings, options.chunk_bytes);
   for (int64_t k : ChunkKeyOrder(chunks.size())) {
     const StringChunk& chunk = chunks[k];
     // BlobProto.tensor (again) { string_data: each element }.
     std::string value =
-        StartChunk(&header, chunk.begin, chunk.end, chunk.payload_bytes);
+        StartChunk(name, tensor, chunk.begin, chunk.end, chunk.payload_bytes);
     for (int64_t i = chunk.begin; i < chunk.end; ++i) {
       AppendLengthDelimitedHeader(kTensorProtoStringDataField,
                                   strings[i].size(), &value);

@@ -139,7 +139,86 @@ bool ScanBlobProtoFields(absl::string_view value, ScannedBlobProto* out) {
   return true;
 }
 
+// Field numbers of the header fields AppendTensorHeader writes.
+constexpr int kBlobProtoNameField = 1;
+constexpr int kBlobProtoTypeField = 2;
+constexpr int kTensorProtoDimsField = 1;
+constexpr int kTensorProtoDataTypeField = 2;
+constexpr int kTensorProtoSegmentField = 11;
+constexpr int kSegmentBeginField = 1;
+constexpr int kSegmentEndField = 2;
+
+constexpr absl::string_view kTensorType = "Tensor";
+
+// Every field number here is below 16: its tag takes one byte.
+char Tag(int field, int wire_type) {
+  return static_cast<char>((field << 3) | wire_type);
+}
+
+// Signed values go on the wire as their 64-bit two's complement, as
+// protobuf writes int64 and enum fields.
+uint64_t Wire(int64_t value) { return static_cast<uint64_t>(value); }
+
+// Sizes of the nested payloads of a tensor header.
+struct HeaderSizes {
+  size_t dims = 0;     // packed dims payload
+  size_t segment = 0;  // Segment payload
+  size_t tensor = 0;   // TensorProto payload
+  size_t blob = 0;     // the whole BlobProto
+};
+
+HeaderSizes ComputeHeaderSizes(absl::string_view name,
+                               absl::Span<const int64_t> dims,
+                               DataType data_type, int64_t begin, int64_t end) {
+  HeaderSizes s;
+  for (int64_t d : dims) s.dims += VarintSize(Wire(d));
+  if (begin != 0) s.segment += 1 + VarintSize(Wire(begin));
+  if (end != 0) s.segment += 1 + VarintSize(Wire(end));
+  if (!dims.empty()) s.tensor += LengthDelimitedSize(s.dims);
+  if (data_type != 0) s.tensor += 1 + VarintSize(Wire(data_type));
+  s.tensor += LengthDelimitedSize(s.segment);
+  if (!name.empty()) s.blob += LengthDelimitedSize(name.size());
+  s.blob += LengthDelimitedSize(kTensorType.size());
+  s.blob += LengthDelimitedSize(s.tensor);
+  return s;
+}
+
 }  // namespace
+
+size_t TensorHeaderSize(absl::string_view name, absl::Span<const int64_t> dims,
+                        DataType data_type, int64_t begin, int64_t end) {
+  return ComputeHeaderSizes(name, dims, data_type, begin, end).blob;
+}
+
+void AppendTensorHeader(absl::string_view name, absl::Span<const int64_t> dims,
+                        DataType data_type, int64_t begin, int64_t end,
+                        std::string* out) {
+  const HeaderSizes s = ComputeHeaderSizes(name, dims, data_type, begin, end);
+  if (!name.empty()) {
+    AppendLengthDelimitedHeader(kBlobProtoNameField, name.size(), out);
+    out->append(name.data(), name.size());
+  }
+  AppendLengthDelimitedHeader(kBlobProtoTypeField, kTensorType.size(), out);
+  out->append(kTensorType.data(), kTensorType.size());
+  AppendLengthDelimitedHeader(kBlobProtoTensorField, s.tensor, out);
+  if (!dims.empty()) {
+    AppendLengthDelimitedHeader(kTensorProtoDimsField, s.dims, out);
+    for (int64_t d : dims) AppendVarint(Wire(d), out);
+  }
+  if (data_type != 0) {
+    out->push_back(Tag(kTensorProtoDataTypeField, kWireVarint));
+    AppendVarint(Wire(data_type), out);
+  }
+  AppendLengthDelimitedHeader(kTensorProtoSegmentField, s.segment, out);
+  if (begin != 0) {
+    out->push_back(Tag(kSegmentBeginField, kWireVarint));
+    AppendVarint(Wire(begin), out);
+  }
+  if (end != 0) {
+    out->push_back(Tag(kSegmentEndField, kWireVarint));
+    AppendVarint(Wire(end), out);
+  }
+}
 
 size_t LengthDelimitedSize(size_t payload) {
   return 1 + VarintSize(payload) + payload;

@@ -61,10 +61,13 @@ bool Workspace::RemoveBlob(absl::string_view name) {
 }
 
 std::vector<std::string> Workspace::LocalBlobNames() const {
-  std::shared_lock<std::shared_mutex> lock(mu_);
   std::vector<std::string> names;
-  names.reserve(blobs_.size());
-  for (const auto& [name, blob] : blobs_) names.push_back(name);
+  {
+    std::shared_lock<std::shared_mutex> lock(mu_);
+    names.reserve(blobs_.size());
+    for (const auto& [name, blob] : blobs_) names.push_back(name);
+  }
+  std::sort(names.begin(), names.end());
   return names;
 }
 
