@@ -167,6 +167,7 @@ absl::Status ScanDbValues(DB* db, const BlobIndex& index,
     int key_index;
   };
   std::vector<Wanted> wanted;
+  wanted.reserve(blob_indices.size());
   for (int b : blob_indices) {
     CHECK(b >= 0 && b < index.blob_size()) << "blob index " << b;
     const CheckpointBlobInfo& blob = index.blob(b);
@@ -177,8 +178,11 @@ absl::Status ScanDbValues(DB* db, const BlobIndex& index,
   if (wanted.empty()) return absl::OkStatus();
   // The cursor yields keys in bytewise order; string_view compares bytes as
   // unsigned, as the DB does.
-  std::sort(wanted.begin(), wanted.end(),
-            [](const Wanted& a, const Wanted& b) { return a.key < b.key; });
+  // Usually sorted already: Save writes blobs in name order.
+  auto by_key = [](const Wanted& a, const Wanted& b) { return a.key < b.key; };
+  if (!std::is_sorted(wanted.begin(), wanted.end(), by_key)) {
+    std::sort(wanted.begin(), wanted.end(), by_key);
+  }
 
   std::unique_ptr<Cursor> cursor = db->NewCursor();
   cursor->Seek(wanted[0].key);
@@ -186,13 +190,14 @@ absl::Status ScanDbValues(DB* db, const BlobIndex& index,
   while (next < wanted.size() && cursor->Valid()) {
     const absl::string_view key = cursor->key();
     const Wanted& w = wanted[next];
-    if (key < w.key) {
+    const int order = key.compare(w.key);
+    if (order < 0) {
       // A key that is not needed: jump over it and whatever else lies
       // before the next needed key, without reading those values.
       cursor->Seek(w.key);
       continue;
     }
-    if (key > w.key) break;  // w.key is missing.
+    if (order > 0) break;  // w.key is missing.
     const CheckpointBlobInfo& blob = index.blob(w.blob_index);
     const absl::string_view value = cursor->value();
     if (static_cast<int64_t>(value.size()) != blob.value_bytes(w.key_index)) {

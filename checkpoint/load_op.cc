@@ -197,6 +197,8 @@ class LoadOp final : public OperatorBase {
       names[b] = std::move(name);
       targets[b] = target;
     }
+    assembler->Reserve(assembler->num_started() +
+                       static_cast<int>(indices.size()));
     JG_RETURN_IF_ERROR(ScanDbValues(
         db.get(), index, indices, verify_checksums_,
         [&](int b, int, absl::string_view value) -> absl::Status {

@@ -38,10 +38,8 @@ absl::Status BlobAssembler::Add(absl::string_view name, absl::string_view value,
   }
   const bool is_tensor = scanned.header.type() == kTensorTypeName;
 
-  auto it = blobs_.find(name);
-  const bool first = it == blobs_.end();
+  auto [it, first] = blobs_.try_emplace(std::string(name));
   if (first) {
-    it = blobs_.emplace(std::string(name), State()).first;
     it->second.target = target;
     it->second.is_tensor = is_tensor;
     target->Reset();
@@ -92,10 +90,16 @@ absl::Status BlobAssembler::AddTensorPiece(absl::string_view name,
   const TensorProto& proto = piece.header.tensor();
   if (first) {
     JG_RETURN_IF_ERROR(CheckTensorHeader(name, proto, &state->numel));
-    state->dims.assign(proto.dims().begin(), proto.dims().end());
     state->data_type = proto.data_type();
-    state->target->Reset(std::make_unique<Tensor>(
-        Tensor::Uninitialized(state->data_type, state->dims)));
+    state->target->Reset(std::make_unique<Tensor>(Tensor::Uninitialized(
+        state->data_type,
+        std::vector<int64_t>(proto.dims().begin(), proto.dims().end()))));
+    // Later pieces are compared with the first's dims; a tensor in one
+    // piece has none, and most small tensors are.
+    const bool whole =
+        !proto.has_segment() ||
+        (proto.segment().begin() == 0 && proto.segment().end() == state->numel);
+    if (!whole) state->dims.assign(proto.dims().begin(), proto.dims().end());
   } else {
     if (state->complete) {
       return absl::DataLossError(absl::StrCat(

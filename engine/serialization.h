@@ -213,6 +213,10 @@ class BlobAssembler {
   // Names of the complete blobs, sorted.
   std::vector<std::string> CompleteBlobs() const;
   int num_complete() const { return num_complete_; }
+  int num_started() const { return static_cast<int>(blobs_.size()); }
+  // Makes room for `blobs` blobs in all, so that a load of many does not
+  // rehash as it goes.
+  void Reserve(int blobs) { blobs_.reserve(blobs); }
 
   // OK iff every started blob is complete; otherwise DataLoss naming the
   // first incomplete one: "blob 'x' is incomplete: got N of M elements".
@@ -223,8 +227,9 @@ class BlobAssembler {
     Blob* target = nullptr;
     bool is_tensor = false;
     bool complete = false;
-    // Tensors: the first piece's dims and type, the segments received
-    // (begin -> end) and their total size.
+    // Tensors: the first piece's dims (kept only when it was not the whole
+    // tensor) and type, the segments received (begin -> end) and their total
+    // size.
     std::vector<int64_t> dims;
     DataType data_type = UNDEFINED;
     // Without the piece that completed the tensor, which needs no overlap

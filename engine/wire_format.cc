@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/stubs/common.h"
 
 namespace jobgraph {
 namespace serialization_internal {
@@ -15,6 +16,15 @@ constexpr int kWireVarint = 0;
 constexpr int kWireFixed64 = 1;
 constexpr int kWireLengthDelimited = 2;
 constexpr int kWireFixed32 = 5;
+
+// Field numbers of the header fields AppendTensorHeader writes.
+constexpr int kBlobProtoNameField = 1;
+constexpr int kBlobProtoTypeField = 2;
+constexpr int kTensorProtoDimsField = 1;
+constexpr int kTensorProtoDataTypeField = 2;
+constexpr int kTensorProtoSegmentField = 11;
+constexpr int kSegmentBeginField = 1;
+constexpr int kSegmentEndField = 2;
 
 size_t VarintSize(uint64_t value) {
   size_t n = 1;
@@ -102,6 +112,150 @@ bool ScanTensorProto(google::protobuf::io::CodedInputStream* in,
   return true;
 }
 
+// The fast path of ScanBlobProto, for values made only of the fields that
+// SerializeBlob writes for tensors, in their usual encodings. It returns
+// false, having perhaps filled `out` partly, at anything else (another field,
+// a multi-byte tag, an unusual varint, invalid UTF-8, truncation); the
+// caller then clears `out` and runs the general scanner, which decides.
+class FastReader {
+ public:
+  explicit FastReader(absl::string_view bytes)
+      : p_(bytes.data()), end_(bytes.data() + bytes.size()) {}
+  bool done() const { return p_ == end_; }
+
+  bool Tag(int* field, int* wire_type) {
+    if (p_ == end_) return false;
+    const uint8_t b = static_cast<uint8_t>(*p_);
+    if ((b & 0x80) != 0 || (b >> 3) == 0) return false;
+    ++p_;
+    *field = b >> 3;
+    *wire_type = b & 7;
+    return true;
+  }
+
+  // At most 10 bytes, the last at most 1: exactly the varints whose value
+  // fits 64 bits, on which every protobuf parser agrees.
+  bool Varint(uint64_t* value) {
+    uint64_t result = 0;
+    for (int i = 0; i < 10 && p_ != end_; ++i) {
+      const uint8_t b = static_cast<uint8_t>(*p_++);
+      if (i == 9 && b > 1) return false;
+      result |= static_cast<uint64_t>(b & 0x7f) << (7 * i);
+      if ((b & 0x80) == 0) {
+        *value = result;
+        return true;
+      }
+    }
+    return false;
+  }
+
+  bool Payload(absl::string_view* payload) {
+    uint64_t length;
+    if (!Varint(&length) || length > static_cast<uint64_t>(end_ - p_)) {
+      return false;
+    }
+    *payload = absl::string_view(p_, static_cast<size_t>(length));
+    p_ += length;
+    return true;
+  }
+
+ private:
+  const char* p_;
+  const char* const end_;
+};
+
+bool ScanSegmentFast(absl::string_view bytes, TensorProto::Segment* segment) {
+  FastReader in(bytes);
+  while (!in.done()) {
+    int field, wire_type;
+    uint64_t v;
+    if (!in.Tag(&field, &wire_type) || wire_type != kWireVarint ||
+        !in.Varint(&v)) {
+      return false;
+    }
+    if (field == kSegmentBeginField) {
+      segment->set_begin(static_cast<int64_t>(v));
+    } else if (field == kSegmentEndField) {
+      segment->set_end(static_cast<int64_t>(v));
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool ScanTensorFast(absl::string_view bytes, ScannedBlobProto* out) {
+  TensorProto* tensor = out->header.mutable_tensor();
+  FastReader in(bytes);
+  while (!in.done()) {
+    int field, wire_type;
+    if (!in.Tag(&field, &wire_type)) return false;
+    uint64_t v;
+    absl::string_view payload;
+    const bool varint = wire_type == kWireVarint;
+    const bool delimited = wire_type == kWireLengthDelimited;
+    if (field == kTensorProtoDimsField && varint) {
+      if (!in.Varint(&v)) return false;
+      tensor->add_dims(static_cast<int64_t>(v));
+    } else if (field == kTensorProtoDimsField && delimited) {
+      if (!in.Payload(&payload)) return false;
+      FastReader packed(payload);
+      while (!packed.done()) {
+        if (!packed.Varint(&v)) return false;
+        tensor->add_dims(static_cast<int64_t>(v));
+      }
+    } else if (field == kTensorProtoDataTypeField && varint) {
+      if (!in.Varint(&v)) return false;
+      // An int32 enum: protobuf keeps the low 32 bits.
+      tensor->set_data_type(static_cast<DataType>(
+          static_cast<int32_t>(static_cast<uint32_t>(v))));
+    } else if (field == kTensorProtoSegmentField && delimited) {
+      if (!in.Payload(&payload) ||
+          !ScanSegmentFast(payload, tensor->mutable_segment())) {
+        return false;
+      }
+    } else if (field == kTensorProtoRawDataField && delimited) {
+      if (!in.Payload(&payload)) return false;
+      out->raw_data = payload;
+    } else if (field == kTensorProtoStringDataField && delimited) {
+      if (!in.Payload(&payload)) return false;
+      out->string_data.push_back(payload);
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool ScanBlobProtoFast(absl::string_view value, ScannedBlobProto* out) {
+  FastReader in(value);
+  while (!in.done()) {
+    int field, wire_type;
+    absl::string_view payload;
+    if (!in.Tag(&field, &wire_type) || wire_type != kWireLengthDelimited ||
+        !in.Payload(&payload)) {
+      return false;
+    }
+    if (field == kBlobProtoNameField || field == kBlobProtoTypeField) {
+      // Proto3 strings: protobuf refuses a value that is not UTF-8.
+      if (!google::protobuf::internal::IsStructurallyValidUTF8(
+              payload.data(), static_cast<int>(payload.size()))) {
+        return false;
+      }
+      if (field == kBlobProtoNameField) {
+        out->header.set_name(payload.data(), payload.size());
+      } else {
+        out->header.set_type(payload.data(), payload.size());
+      }
+    } else if (field == kBlobProtoTensorField) {
+      if (!ScanTensorFast(payload, out)) return false;
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
 bool ScanBlobProtoFields(absl::string_view value, ScannedBlobProto* out) {
   // The array constructor implies PushLimit(value.size()).
   google::protobuf::io::CodedInputStream in(
@@ -138,15 +292,6 @@ bool ScanBlobProtoFields(absl::string_view value, ScannedBlobProto* out) {
   }
   return true;
 }
-
-// Field numbers of the header fields AppendTensorHeader writes.
-constexpr int kBlobProtoNameField = 1;
-constexpr int kBlobProtoTypeField = 2;
-constexpr int kTensorProtoDimsField = 1;
-constexpr int kTensorProtoDataTypeField = 2;
-constexpr int kTensorProtoSegmentField = 11;
-constexpr int kSegmentBeginField = 1;
-constexpr int kSegmentEndField = 2;
 
 constexpr absl::string_view kTensorType = "Tensor";
 
@@ -230,11 +375,19 @@ void AppendLengthDelimitedHeader(int field, size_t length, std::string* out) {
 }
 
 absl::Status ScanBlobProto(absl::string_view value, ScannedBlobProto* out) {
-  out->header.Clear();
-  out->raw_data.reset();
-  out->string_data.clear();
-  if (value.size() > static_cast<size_t>(INT_MAX) ||
-      !ScanBlobProtoFields(value, out)) {
+  auto clear = [out] {
+    out->header.Clear();
+    out->raw_data.reset();
+    out->string_data.clear();
+  };
+  clear();
+  if (value.size() > static_cast<size_t>(INT_MAX)) {
+    return absl::DataLossError(absl::StrCat("a value of ", value.size(),
+                                            " bytes is not a valid BlobProto"));
+  }
+  if (ScanBlobProtoFast(value, out)) return absl::OkStatus();
+  clear();
+  if (!ScanBlobProtoFields(value, out)) {
     return absl::DataLossError(absl::StrCat("a value of ", value.size(),
                                             " bytes is not a valid BlobProto"));
   }

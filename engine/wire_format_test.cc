@@ -1,10 +1,12 @@
 #include "engine/wire_format.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/escaping.h"
 #include "engine/blob.h"
 #include "engine/serialization_test_util.h"
 #include "engine/tensor.h"
@@ -96,6 +98,87 @@ TEST(SerializationInternalTest,
 
   EXPECT_EQ(serialization_internal::ScanBlobProto("\xff", &scanned).code(),
             absl::StatusCode::kDataLoss);
+}
+
+// What ScanBlobProto must agree with: protobuf's own parse, with the bulk
+// fields taken out.
+void ExpectScanMatchesProtobuf(const std::string& value) {
+  SCOPED_TRACE(absl::CHexEscape(value));
+  BlobProto parsed;
+  const bool parses = parsed.ParseFromString(value);
+  serialization_internal::ScannedBlobProto scanned;
+  const absl::Status status =
+      serialization_internal::ScanBlobProto(value, &scanned);
+  ASSERT_EQ(status.ok(), parses) << status;
+  if (!parses) {
+    EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
+    return;
+  }
+  EXPECT_EQ(scanned.raw_data.has_value() ? std::string(*scanned.raw_data) : "",
+            parsed.tensor().raw_data());
+  ASSERT_EQ(scanned.string_data.size(),
+            static_cast<size_t>(parsed.tensor().string_data_size()));
+  for (size_t i = 0; i < scanned.string_data.size(); ++i) {
+    EXPECT_EQ(scanned.string_data[i], parsed.tensor().string_data(i));
+  }
+  EXPECT_EQ(scanned.header.has_tensor(), parsed.has_tensor());
+  if (parsed.has_tensor()) {
+    parsed.mutable_tensor()->clear_raw_data();
+    parsed.mutable_tensor()->clear_string_data();
+  }
+  EXPECT_EQ(scanned.header.SerializeAsString(), parsed.SerializeAsString());
+  EXPECT_EQ(scanned.header.tensor().has_segment(),
+            parsed.tensor().has_segment());
+}
+
+// The fast path (the fields Save writes, in the usual encodings) and the
+// general scanner behind it must decide exactly as protobuf does, on the
+// values Save writes and on every one-byte change or truncation of them.
+TEST(SerializationInternalTest, ScannerAgreesWithProtobufOnDamagedValues) {
+  std::vector<std::string> values;
+  for (const auto& [key, value] :
+       SerializeOrDie("weights", Tensor::Iota<float>(6), 1 << 20)) {
+    values.push_back(value);
+  }
+  for (const auto& [key, value] : SerializeOrDie(
+           "w2",
+           Tensor::FromVector<int64_t>(std::vector<int64_t>(40, 7), {5, 8}),
+           64)) {
+    values.push_back(value);
+  }
+  const Tensor strings =
+      Tensor::FromVector<std::string>({"ab", "", std::string("\xff\0", 2)});
+  for (const auto& [key, value] : SerializeOrDie("s", strings, 1 << 20)) {
+    values.push_back(value);
+  }
+  // Valid but unusual encodings that only the general scanner takes.
+  values.push_back(
+      std::string("\x0a\x01x\x1a\x03\x08\x96\x01", 8));  // dims unpacked
+  values.push_back(std::string("\x0a\x01x\x1a\x02\x3a\x00", 7));  // tensor.name
+  values.push_back(
+      std::string("\x0a\x01x\x20\x05", 5));  // a varint in a bytes field
+  values.push_back(std::string("\x0a\x02\xc3\x28", 4));  // name not UTF-8
+  values.push_back(std::string("\x8a\x00\x01x", 4));     // a two-byte tag
+  values.push_back(
+      std::string("\x1a\x0b\x10\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01", 13));
+
+  for (const std::string& value : values) {
+    ExpectScanMatchesProtobuf(value);
+    for (size_t cut = 0; cut < value.size(); ++cut) {
+      ExpectScanMatchesProtobuf(value.substr(0, cut));
+    }
+    // Every byte of the header (and a few of the data) set to values that
+    // change tags, lengths and varint continuation bits.
+    const size_t limit = std::min<size_t>(value.size(), 48);
+    for (size_t i = 0; i < limit; ++i) {
+      for (int b : {0x00, 0x01, 0x02, 0x08, 0x0a, 0x12, 0x1a, 0x5a, 0x62, 0x7f,
+                    0x80, 0xff}) {
+        std::string damaged = value;
+        damaged[i] = static_cast<char>(b);
+        ExpectScanMatchesProtobuf(damaged);
+      }
+    }
+  }
 }
 
 }  // namespace
