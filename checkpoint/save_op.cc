@@ -88,13 +88,14 @@ void DescribeBlob(absl::string_view name, const Blob& blob,
 
 // Checks what can be checked before writing anything, so that a bad blob
 // fails the save at once instead of after gigabytes of writing.
+// `blobs` are sorted by name.
 absl::Status CheckBlobs(const std::vector<BlobToSave>& blobs,
                         const SerializationOptions& options) {
   if (blobs.empty()) {
     return absl::InvalidArgumentError("there are no blobs to save");
   }
-  absl::flat_hash_map<absl::string_view, int> seen;
-  for (const BlobToSave& b : blobs) {
+  for (size_t i = 0; i < blobs.size(); ++i) {
+    const BlobToSave& b = blobs[i];
     CHECK(b.blob != nullptr) << "BlobToSave '" << b.name << "' without a blob";
     if (b.name == kBlobIndexKey) {
       return absl::InvalidArgumentError(
@@ -108,7 +109,7 @@ absl::Status CheckBlobs(const std::vector<BlobToSave>& blobs,
           absl::StrCat("blob name '", b.name, "' contains '", kChunkSeparator,
                        "', which separates chunk indexes in database keys"));
     }
-    if (!seen.emplace(b.name, 0).second) {
+    if (i > 0 && blobs[i - 1].name == b.name) {
       return absl::InvalidArgumentError(
           absl::StrCat("duplicated blob name '", b.name, "'"));
     }
@@ -224,13 +225,14 @@ absl::StatusOr<int64_t> WriteCheckpointDb(const DbType& type,
                                           const CheckpointDbOptions& options) {
   absl::StatusOr<int64_t> written = [&]() -> absl::StatusOr<int64_t> {
     JG_ASSIGN_OR_RETURN(SplitPath split, Split(path));
-    JG_RETURN_IF_ERROR(CheckBlobs(blobs, options.serialization));
     // LevelDB writes keys that arrive in sorted order fastest (tables need
-    // no compaction); blob order is all Save controls.
+    // no compaction); blob order is all Save controls. Sorted, duplicates
+    // are neighbours.
     std::stable_sort(blobs.begin(), blobs.end(),
                      [](const BlobToSave& a, const BlobToSave& b) {
                        return a.name < b.name;
                      });
+    JG_RETURN_IF_ERROR(CheckBlobs(blobs, options.serialization));
     return WriteAndInstall(type, split, blobs, options);
   }();
   if (written.ok()) return written;
