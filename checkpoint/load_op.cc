@@ -166,6 +166,7 @@ class LoadOp final : public OperatorBase {
     std::vector<int> indices;
     std::vector<std::string> names(index.blob_size());
     std::vector<Blob*> targets(index.blob_size(), nullptr);
+    std::vector<int64_t> blob_bytes(index.blob_size(), 0);
     absl::flat_hash_map<std::string, int> in_this_db;
     for (int b = 0; b < index.blob_size(); ++b) {
       const std::string& stored = index.blob(b).name();
@@ -194,6 +195,9 @@ class LoadOp final : public OperatorBase {
         }
       }
       indices.push_back(b);
+      // What the index says this blob's values hold: bounds the tensor its
+      // first value may declare (ScanDbValues checks each value's size).
+      for (int64_t bytes : index.blob(b).value_bytes()) blob_bytes[b] += bytes;
       names[b] = std::move(name);
       targets[b] = target;
     }
@@ -202,7 +206,8 @@ class LoadOp final : public OperatorBase {
     JG_RETURN_IF_ERROR(ScanDbValues(
         db.get(), index, indices, verify_checksums_,
         [&](int b, int, absl::string_view value) -> absl::Status {
-          absl::Status status = assembler->Add(names[b], value, targets[b]);
+          absl::Status status =
+              assembler->Add(names[b], value, targets[b], blob_bytes[b]);
           if (status.ok()) return status;
           return absl::Status(
               status.code(),

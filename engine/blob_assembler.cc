@@ -18,6 +18,7 @@
 
 namespace jobgraph {
 
+using serialization_internal::CheckShapeFitsBytes;
 using serialization_internal::CheckTensorHeader;
 using serialization_internal::FillTensorSlice;
 using serialization_internal::ScanBlobProto;
@@ -29,7 +30,7 @@ BlobAssembler::BlobAssembler()
 BlobAssembler::~BlobAssembler() = default;
 
 absl::Status BlobAssembler::Add(absl::string_view name, absl::string_view value,
-                                Blob* target) {
+                                Blob* target, int64_t blob_bytes) {
   CHECK(target != nullptr);
   ScannedBlobProto& scanned = *scratch_;
   if (absl::Status s = ScanBlobProto(value, &scanned); !s.ok()) {
@@ -54,7 +55,7 @@ absl::Status BlobAssembler::Add(absl::string_view name, absl::string_view value,
                      scanned.header.type(), "' after pieces of another type"));
   }
   if (is_tensor) {
-    return AddTensorPiece(name, scanned, first, &state);
+    return AddTensorPiece(name, scanned, first, blob_bytes, &state);
   }
   if (!first) {
     return absl::DataLossError(absl::StrCat("blob '", name, "' (type '",
@@ -86,10 +87,13 @@ absl::Status BlobAssembler::Add(absl::string_view name, absl::string_view value,
 
 absl::Status BlobAssembler::AddTensorPiece(absl::string_view name,
                                            const ScannedBlobProto& piece,
-                                           bool first, State* state) {
+                                           bool first, int64_t blob_bytes,
+                                           State* state) {
   const TensorProto& proto = piece.header.tensor();
   if (first) {
     JG_RETURN_IF_ERROR(CheckTensorHeader(name, proto, &state->numel));
+    JG_RETURN_IF_ERROR(
+        CheckShapeFitsBytes(name, proto, state->numel, blob_bytes));
     state->data_type = proto.data_type();
     state->target->Reset(std::make_unique<Tensor>(Tensor::Uninitialized(
         state->data_type,
@@ -204,7 +208,8 @@ absl::Status BlobAssembler::Finish() const {
 absl::Status DeserializeBlob(absl::string_view name, absl::string_view value,
                              Blob* target) {
   BlobAssembler assembler;
-  JG_RETURN_IF_ERROR(assembler.Add(name, value, target));
+  JG_RETURN_IF_ERROR(
+      assembler.Add(name, value, target, static_cast<int64_t>(value.size())));
   return assembler.Finish();
 }
 

@@ -213,6 +213,55 @@ TEST(BlobAssemblerTest, UnknownTypeAndCorruptValuesAreErrorsNamingTheBlob) {
             absl::DataLossError("blob 'n': invalid tensor shape [-1]"));
 }
 
+// Found by plan_position_fuzzer: a damaged value declaring a STRING tensor of
+// 125 million elements made the loader allocate 4 GB before it looked at the
+// data. A shape must now fit in the bytes of the blob's values first.
+TEST(BlobAssemblerTest, ShapeLargerThanItsValuesIsDataLossBeforeAllocating) {
+  BlobProto huge;
+  huge.set_name("s");
+  huge.set_type(kTensorTypeName);
+  huge.mutable_tensor()->set_data_type(STRING);
+  for (int64_t d : {67, 114, 16383}) huge.mutable_tensor()->add_dims(d);
+  const std::string value = huge.SerializeAsString();
+  Blob target;
+  absl::Status status = DeserializeBlob("s", value, &target);
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(std::string(status.message()),
+            "blob 's': its shape [67,114,16383] declares 125133354 string "
+            "elements, more than its values' " +
+                std::to_string(value.size()) + " bytes can hold");
+  EXPECT_FALSE(target.IsInitialized());
+
+  // A first piece of a chunked tensor: the blob's other values may hold the
+  // rest, so the bound is what the caller says they hold.
+  const Pairs pairs = SerializeOrDie("f", Tensor::Iota<float>(1000), 400);
+  ASSERT_EQ(pairs.size(), 10u);
+  const int64_t all = [&] {
+    int64_t n = 0;
+    for (const auto& [key, v] : pairs) n += static_cast<int64_t>(v.size());
+    return n;
+  }();
+  {
+    BlobAssembler assembler;
+    Blob f;
+    status = assembler.Add("f", pairs[0].second, &f, 999);
+    EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
+    EXPECT_EQ(std::string(status.message()),
+              "blob 'f': its shape [1000] declares 1000 float elements, more "
+              "than its values' 999 bytes can hold");
+    EXPECT_FALSE(f.IsInitialized());
+  }
+  for (int64_t bytes : {int64_t{1000}, all, int64_t{-1}}) {
+    BlobAssembler assembler;
+    Blob f;
+    for (const auto& [key, v] : pairs) {
+      ASSERT_TRUE(assembler.Add("f", v, &f, bytes).ok()) << bytes;
+    }
+    ASSERT_TRUE(assembler.Finish().ok());
+    EXPECT_TRUE(f.Get<Tensor>().BitwiseEquals(Tensor::Iota<float>(1000)));
+  }
+}
+
 TEST(BlobAssemblerTest, Caffe2PerTypeFieldsLoad) {
   auto load = [](BlobProto proto) -> Tensor {
     proto.set_type("Tensor");

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/cord.h"
@@ -140,11 +141,21 @@ absl::Status SaveLocalBlobs(const Workspace& ws, StepPosition* out) {
 
 // Recreates the blobs that SaveLocalBlobs saved, as local blobs of `ws`.
 absl::Status RestoreLocalBlobs(const StepPosition& at, Workspace* ws) {
-  BlobAssembler assembler;
+  // Each blob's pieces together bound the tensor its shape may declare.
+  absl::flat_hash_map<std::string, int64_t> blob_bytes;
+  std::vector<BlobKey> keys;
+  keys.reserve(at.local_blob_size());
   for (const SerializedPiece& piece : at.local_blob()) {
     JG_ASSIGN_OR_RETURN(BlobKey key, ParseBlobKey(piece.key()));
-    JG_RETURN_IF_ERROR(assembler.Add(key.blob_name, piece.value(),
-                                     ws->CreateLocalBlob(key.blob_name)));
+    blob_bytes[key.blob_name] += static_cast<int64_t>(piece.value().size());
+    keys.push_back(std::move(key));
+  }
+  BlobAssembler assembler;
+  for (int i = 0; i < at.local_blob_size(); ++i) {
+    const std::string& name = keys[i].blob_name;
+    JG_RETURN_IF_ERROR(assembler.Add(name, at.local_blob(i).value(),
+                                     ws->CreateLocalBlob(name),
+                                     blob_bytes[name]));
   }
   return assembler.Finish();
 }

@@ -202,9 +202,14 @@ class BlobAssembler {
   // `target`. `name` is the name pieces are tracked and reported under (the
   // key's blob name, after any renaming). Every piece of one name must go to
   // the same target, which must outlive the assembler. `value` is not
-  // retained.
+  // retained. `blob_bytes`, when the caller knows it (>= 0), is the size of
+  // all the values of this blob together: a first piece whose shape
+  // declares more elements than that many bytes can hold (1 byte per
+  // fixed-width element, 2 per string) is DataLoss before the tensor is
+  // allocated, so a damaged shape cannot make a load allocate more than a
+  // small multiple of the bytes it read.
   absl::Status Add(absl::string_view name, absl::string_view value,
-                   Blob* target);
+                   Blob* target, int64_t blob_bytes = -1);
 
   // True once blob `name` has received all its pieces.
   bool IsComplete(absl::string_view name) const;
@@ -242,7 +247,7 @@ class BlobAssembler {
   absl::Status AddTensorPiece(
       absl::string_view name,
       const serialization_internal::ScannedBlobProto& piece, bool first,
-      State* state);
+      int64_t blob_bytes, State* state);
 
   // Hashed: a load of 100,000 small blobs looks each up several times.
   absl::flat_hash_map<std::string, State> blobs_;

@@ -104,6 +104,20 @@ absl::Status CheckTensorHeader(absl::string_view name, const TensorProto& proto,
   return absl::OkStatus();
 }
 
+absl::Status CheckShapeFitsBytes(absl::string_view name,
+                                 const TensorProto& proto, int64_t numel,
+                                 int64_t blob_bytes) {
+  if (blob_bytes < 0) return absl::OkStatus();
+  // The fewest bytes an element takes on the wire: a varint of a per-type
+  // field, or a string's tag and length.
+  const int64_t per_element = proto.data_type() == STRING ? 2 : 1;
+  if (numel <= blob_bytes / per_element) return absl::OkStatus();
+  return absl::DataLossError(absl::StrCat(
+      "blob '", name, "': its shape ", ShapeString(proto.dims()), " declares ",
+      numel, " ", DataTypeName(proto.data_type()),
+      " elements, more than its values' ", blob_bytes, " bytes can hold"));
+}
+
 absl::Status FillTensorSlice(absl::string_view name, const TensorProto& proto,
                              const std::optional<absl::string_view>& raw_data,
                              const std::vector<absl::string_view>& string_data,
@@ -196,6 +210,8 @@ absl::StatusOr<Tensor> TensorFromProto(absl::string_view name,
                                        const TensorProto& proto) {
   int64_t numel = 0;
   JG_RETURN_IF_ERROR(CheckTensorHeader(name, proto, &numel));
+  JG_RETURN_IF_ERROR(CheckShapeFitsBytes(
+      name, proto, numel, static_cast<int64_t>(proto.ByteSizeLong())));
   if (proto.has_segment() &&
       (proto.segment().begin() != 0 || proto.segment().end() != numel)) {
     return absl::DataLossError(

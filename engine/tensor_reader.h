@@ -29,6 +29,14 @@ namespace serialization_internal {
 absl::Status CheckTensorHeader(absl::string_view name, const TensorProto& proto,
                                int64_t* numel);
 
+// DataLoss if `numel` elements of proto's data type cannot fit in
+// `blob_bytes` bytes of values (at least 1 byte per fixed-width element, 2
+// per string), checked before the tensor is allocated; OK when `blob_bytes`
+// is negative (unknown).
+absl::Status CheckShapeFitsBytes(absl::string_view name,
+                                 const TensorProto& proto, int64_t numel,
+                                 int64_t blob_bytes);
+
 // Fills elements [begin, end) of `tensor` (whose dtype is proto's) from one
 // piece: `proto` holds the non-bulk fields, `raw_data` and `string_data` the
 // bulk data (views into the serialized value, or into a parsed proto).
