@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <limits>
 #include <memory>
 #include <numeric>
 #include <string>
@@ -117,6 +118,11 @@ absl::Status ValidateBlobIndex(const BlobIndex& index, absl::string_view path) {
       if (blob.value_bytes(i) < 0) {
         return Damaged(path, absl::StrCat(where(), " gives key ", Quote(key),
                                           " a negative size"));
+      }
+      if (blob.value_bytes(i) > std::numeric_limits<int64_t>::max() - total) {
+        return Damaged(path, absl::StrCat(where(), " gives key ", Quote(key),
+                                          " a size that makes the total "
+                                          "overflow"));
       }
       total += blob.value_bytes(i);
     }

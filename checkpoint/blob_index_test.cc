@@ -1,6 +1,7 @@
 #include "checkpoint/blob_index.h"
 
 #include <memory>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -78,6 +79,16 @@ TEST(BlobIndexTest, ValidationNamesWhatIsWrong) {
        "checkpoint db/x: the blob index's entry of blob 'w' has 2 keys, 2 "
        "sizes and "
        "1 checksums; the database is damaged"},
+      // Sizes whose sum wraps around to a matching total_bytes.
+      {[](BlobIndex* m) {
+         m->mutable_blob(0)->set_value_bytes(
+             0, std::numeric_limits<int64_t>::max());
+         m->mutable_blob(0)->set_value_bytes(1, 2);
+         m->set_total_bytes(std::numeric_limits<int64_t>::min() + 1);
+       },
+       absl::StatusCode::kDataLoss,
+       "checkpoint db/x: the blob index's entry of blob 'w' gives key 'w#%1' "
+       "a size that makes the total overflow; the database is damaged"},
       {[](BlobIndex* m) { *m->add_blob() = m->blob(0); },
        absl::StatusCode::kDataLoss,
        "checkpoint db/x: the blob index lists blob 'w' twice; the database is "

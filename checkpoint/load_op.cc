@@ -195,8 +195,10 @@ class LoadOp final : public OperatorBase {
         }
       }
       indices.push_back(b);
-      // What the index says this blob's values hold: bounds the tensor its
-      // first value may declare (ScanDbValues checks each value's size).
+      // What the index says this blob's values hold bounds the tensor its
+      // first value may declare. Only a value's own size is checked against
+      // the index when it is read, so a damaged index can still raise this
+      // bound, up to its total_bytes.
       for (int64_t bytes : index.blob(b).value_bytes()) blob_bytes[b] += bytes;
       names[b] = std::move(name);
       targets[b] = target;

@@ -202,7 +202,7 @@ class BlobAssembler {
   // `target`. `name` is the name pieces are tracked and reported under (the
   // key's blob name, after any renaming). Every piece of one name must go to
   // the same target, which must outlive the assembler. `value` is not
-  // retained. `blob_bytes`, when the caller knows it (>= 0), is the size of
+  // retained. `blob_bytes`, when the caller knows it (else -1), is the size of
   // all the values of this blob together: a first piece whose shape
   // declares more elements than that many bytes can hold (1 byte per
   // fixed-width element, 2 per string) is DataLoss before the tensor is

@@ -107,7 +107,7 @@ absl::Status CheckTensorHeader(absl::string_view name, const TensorProto& proto,
 absl::Status CheckShapeFitsBytes(absl::string_view name,
                                  const TensorProto& proto, int64_t numel,
                                  int64_t blob_bytes) {
-  if (blob_bytes < 0) return absl::OkStatus();
+  if (blob_bytes == -1) return absl::OkStatus();  // unknown
   // The fewest bytes an element takes on the wire: a varint of a per-type
   // field, or a string's tag and length.
   const int64_t per_element = proto.data_type() == STRING ? 2 : 1;

@@ -32,7 +32,7 @@ absl::Status CheckTensorHeader(absl::string_view name, const TensorProto& proto,
 // DataLoss if `numel` elements of proto's data type cannot fit in
 // `blob_bytes` bytes of values (at least 1 byte per fixed-width element, 2
 // per string), checked before the tensor is allocated; OK when `blob_bytes`
-// is negative (unknown).
+// is -1 (unknown).
 absl::Status CheckShapeFitsBytes(absl::string_view name,
                                  const TensorProto& proto, int64_t numel,
                                  int64_t blob_bytes);

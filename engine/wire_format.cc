@@ -46,6 +46,17 @@ void AppendVarint(uint64_t value, std::string* out) {
   out->append(buf, n);
 }
 
+// Protobuf reads a length as a varint of at most 5 bytes whose value is at
+// most INT_MAX, and rejects a value with a longer one.
+constexpr int kMaxLengthBytes = 5;
+
+bool ReadLength(google::protobuf::io::CodedInputStream* in, uint32_t* length) {
+  const int start = in->CurrentPosition();
+  return in->ReadVarint32(length) &&
+         in->CurrentPosition() - start <= kMaxLengthBytes &&
+         *length <= static_cast<uint32_t>(INT_MAX);
+}
+
 // Skips the payload of a field of `wire_type` whose tag was just read.
 bool SkipPayload(google::protobuf::io::CodedInputStream* in, int wire_type) {
   switch (wire_type) {
@@ -59,8 +70,7 @@ bool SkipPayload(google::protobuf::io::CodedInputStream* in, int wire_type) {
     }
     case kWireLengthDelimited: {
       uint32_t length;
-      return in->ReadVarint32(&length) && length <= INT_MAX &&
-             in->Skip(static_cast<int>(length));
+      return ReadLength(in, &length) && in->Skip(static_cast<int>(length));
     }
     case kWireFixed32: {
       uint32_t v;
@@ -76,7 +86,7 @@ bool SkipPayload(google::protobuf::io::CodedInputStream* in, int wire_type) {
 bool ReadPayloadView(google::protobuf::io::CodedInputStream* in,
                      absl::string_view value, absl::string_view* payload) {
   uint32_t length;
-  if (!in->ReadVarint32(&length) || length > INT_MAX ||
+  if (!ReadLength(in, &length) ||
       static_cast<int>(length) > in->BytesUntilLimit()) {
     return false;
   }
@@ -150,8 +160,11 @@ class FastReader {
   }
 
   bool Payload(absl::string_view* payload) {
+    const char* const start = p_;
     uint64_t length;
-    if (!Varint(&length) || length > static_cast<uint64_t>(end_ - p_)) {
+    if (!Varint(&length) || p_ - start > kMaxLengthBytes ||
+        length > static_cast<uint64_t>(INT_MAX) ||
+        length > static_cast<uint64_t>(end_ - p_)) {
       return false;
     }
     *payload = absl::string_view(p_, static_cast<size_t>(length));
@@ -272,7 +285,7 @@ bool ScanBlobProtoFields(absl::string_view value, ScannedBlobProto* out) {
     const int wire_type = static_cast<int>(tag & 7);
     if (field == kBlobProtoTensorField && wire_type == kWireLengthDelimited) {
       uint32_t length;
-      if (!in.ReadVarint32(&length) || length > INT_MAX ||
+      if (!ReadLength(&in, &length) ||
           static_cast<int>(length) > in.BytesUntilLimit()) {
         return false;
       }

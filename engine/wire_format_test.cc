@@ -162,6 +162,17 @@ TEST(SerializationInternalTest, ScannerAgreesWithProtobufOnDamagedValues) {
   values.push_back(
       std::string("\x1a\x0b\x10\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01", 13));
 
+  // Lengths in 5 bytes (protobuf accepts them) and in 6 (it refuses them),
+  // for the name, the tensor, raw_data and the segment.
+  values.push_back(std::string("\x0a\x81\x80\x80\x80\x00x", 7));
+  values.push_back(std::string("\x0a\x81\x80\x80\x80\x80\x00x", 8));
+  values.push_back(std::string("\x1a\x82\x80\x80\x80\x00\x62\x00", 8));
+  values.push_back(std::string("\x1a\x82\x80\x80\x80\x80\x00\x62\x00", 9));
+  values.push_back(std::string("\x1a\x07\x62\x81\x80\x80\x80\x00z", 9));
+  values.push_back(std::string("\x1a\x08\x62\x81\x80\x80\x80\x80\x00z", 10));
+  values.push_back(std::string("\x1a\x06\x5a\x80\x80\x80\x80\x00", 8));
+  values.push_back(std::string("\x1a\x07\x5a\x80\x80\x80\x80\x80\x00", 9));
+
   for (const std::string& value : values) {
     ExpectScanMatchesProtobuf(value);
     for (size_t cut = 0; cut < value.size(); ++cut) {

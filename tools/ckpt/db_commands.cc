@@ -274,12 +274,13 @@ int Dump(const DumpOptions& options, std::ostream& out, std::ostream& err) {
   BlobAssembler assembler;
   Blob blob;
   absl::Status deserialize_error;
-  absl::Status scan = ScanDbValues(
-      db->get(), *index, {found}, /*verify_crc=*/true,
-      [&](int, int, absl::string_view value) {
-        deserialize_error = assembler.Add(info.name(), value, &blob);
-        return deserialize_error;
-      });
+  absl::Status scan =
+      ScanDbValues(db->get(), *index, {found}, /*verify_crc=*/true,
+                   [&](int, int, absl::string_view value) {
+                     deserialize_error = assembler.Add(info.name(), value,
+                                                       &blob, BlobBytes(info));
+                     return deserialize_error;
+                   });
   if (scan.ok()) scan = assembler.Finish();
   if (!deserialize_error.ok() && !absl::IsDataLoss(deserialize_error)) {
     // Readable, intact bytes that this build cannot turn into a value (for
