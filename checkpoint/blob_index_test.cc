@@ -1,7 +1,7 @@
 #include "checkpoint/blob_index.h"
 
-#include <memory>
 #include <limits>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
