@@ -234,6 +234,21 @@ absl::Status ScanDbValues(DB* db, const BlobIndex& index,
   return absl::OkStatus();
 }
 
+absl::Status CheckIndexOwner(const std::string& path, const BlobIndex& index,
+                             const std::optional<std::string>& node,
+                             const std::optional<int64_t>& epoch) {
+  if (node.has_value() && index.node() != *node) {
+    return absl::DataLossError(absl::StrCat("checkpoint ", path,
+                                            " belongs to node '", index.node(),
+                                            "', not '", *node, "'"));
+  }
+  if (epoch.has_value() && index.epoch() != *epoch) {
+    return absl::DataLossError(absl::StrCat(
+        "checkpoint ", path, " holds epoch ", index.epoch(), ", not ", *epoch));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<BlobIndex> VerifyDb(DB* db, VerifyDepth depth) {
   JG_ASSIGN_OR_RETURN(BlobIndex index, ReadBlobIndex(db));
   std::vector<int> all(index.blob_size());

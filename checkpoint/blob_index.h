@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -114,6 +115,12 @@ enum class VerifyDepth {
   // when they were written (DB::VerifyFiles), so damage anywhere shows.
   kValuesAndFiles,
 };
+
+// The blob index of the database at `path` names `node` and `epoch` (each
+// when given); DataLoss naming the path otherwise.
+absl::Status CheckIndexOwner(const std::string& path, const BlobIndex& index,
+                             const std::optional<std::string>& node,
+                             const std::optional<int64_t>& epoch);
 
 // Reads the blob index of `db` and checks every value it lists (sizes and
 // CRC-32C) without deserializing anything, then, for kValuesAndFiles, the

@@ -242,10 +242,16 @@ absl::Status Checkpointer::LockNodes() {
   return absl::OkStatus();
 }
 
-Checkpointer::~Checkpointer() { End(); }
+Checkpointer::~Checkpointer() {
+  // The session that holds staged blobs may be gone by now.
+  staged_.reset();
+  End();
+}
 
 void Checkpointer::End() {
   WaitForBackgroundSave();
+  // A run that chose an epoch but did not restore it.
+  DropStaged();
   for (const BackgroundSaveResult& r : finished_) {
     // Nobody asked for these; a failure must still not go unnoticed.
     if (!r.stats.ok()) {
@@ -276,7 +282,7 @@ absl::StatusOr<std::optional<int64_t>> Checkpointer::Start(
   ranks_ = nullptr;
   WaitForBackgroundSave();
   JG_RETURN_IF_ERROR(SetNodes(nodes));
-  return ChooseStart(resume);
+  return ChooseStart(nullptr, resume);
 }
 
 absl::StatusOr<std::optional<int64_t>> Checkpointer::Start(
@@ -292,11 +298,12 @@ absl::StatusOr<std::optional<int64_t>> Checkpointer::Start(
         session.num_ranks(),
         " MPI ranks yet: save synchronously (drop --async_checkpoint)"));
   }
-  return ChooseStart(resume);
+  return ChooseStart(&session, resume);
 }
 
 absl::StatusOr<std::optional<int64_t>> Checkpointer::ChooseStart(
-    const ResumeFrom& resume) {
+    Session* session, const ResumeFrom& resume) {
+  DropStaged();
   absl::Status usable = PrepareDirectory(options_.directory);
   if (usable.ok()) {
     JG_RETURN_IF_ERROR(Agree(LockNodes()));
@@ -343,16 +350,18 @@ absl::StatusOr<std::optional<int64_t>> Checkpointer::ChooseStart(
     if (read.ok()) log_read = *read;
     return read;
   };
-  if (ranks_ != nullptr) {
+  if (session != nullptr) {
+    // A candidate epoch is checked by loading it, into staged blobs that
+    // Restore then commits: a resume reads each database once. Every rank
+    // loads its own nodes' databases, and the session agrees on the outcome.
     hooks.verify = [&](int64_t epoch) {
-      std::vector<std::string> mine;
-      for (const NodeState& state : nodes_) {
-        if (Hosts(state)) mine.push_back(state.file_name);
-      }
-      return Agree(mine.empty()
-                       ? absl::OkStatus()
-                       : VerifyCommittedEpoch(options_.directory,
-                                              options_.db_type, mine, epoch));
+      const CommittedEpoch* entry =
+          log_read.has_value()
+              ? FindCommittedEpoch(log_read->log, epoch, FileNames())
+              : nullptr;
+      const bool in_init = entry != nullptr && entry->has_preemption() &&
+                           entry->preemption().group() == "init";
+      return Stage(*session, epoch, /*with_blob_lists=*/!in_init);
     };
   }
   JG_ASSIGN_OR_RETURN(std::optional<int64_t> epoch,
@@ -400,10 +409,13 @@ std::vector<std::string> Checkpointer::nodes() const {
   return names;
 }
 
-absl::Status Checkpointer::FetchBlobNames(const Session& session) {
-  for (NodeState& state : nodes_) {
-    absl::StatusOr<Tensor> names =
-        session.FetchBlob(state.node, kBlobNamesBlob);
+absl::StatusOr<std::vector<std::vector<std::string>>>
+Checkpointer::FetchBlobNames(const Session& session,
+                             absl::string_view prefix) const {
+  const std::string blob = absl::StrCat(prefix, kBlobNamesBlob);
+  std::vector<std::vector<std::string>> lists;
+  for (const NodeState& state : nodes_) {
+    absl::StatusOr<Tensor> names = session.FetchBlob(state.node, blob);
     if (!names.ok()) {
       return absl::FailedPreconditionError(
           absl::StrCat("the checkpointed blob list of node '", state.node,
@@ -414,16 +426,15 @@ absl::Status Checkpointer::FetchBlobNames(const Session& session) {
           "blob '", kBlobNamesBlob, "' of node '", state.node, "' holds ",
           names->DebugString(4), ", not a list of names"));
     }
-    state.blobs.clear();
+    std::vector<std::string>& list = lists.emplace_back();
     for (int64_t i = 0; i < names->numel(); ++i) {
       // A session that already ran a save holds the save's byte count; it
       // describes a save and is never part of one.
       const std::string& name = names->data<std::string>()[i];
-      if (name != kSavedBytesBlob) state.blobs.push_back(name);
+      if (name != kSavedBytesBlob) list.push_back(name);
     }
   }
-  blobs_fixed_ = true;
-  return absl::OkStatus();
+  return lists;
 }
 
 absl::Status Checkpointer::CaptureBlobNames(Session& session) {
@@ -447,7 +458,72 @@ absl::Status Checkpointer::CaptureBlobNames(Session& session) {
     task.AddOutput(BlobRef(kBlobNamesBlob, state.node));
   }
   JG_RETURN_IF_ERROR(Annotate(session.Run(group), "checkpoint init"));
-  return FetchBlobNames(session);
+  JG_ASSIGN_OR_RETURN(std::vector<std::vector<std::string>> lists,
+                      FetchBlobNames(session, ""));
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    nodes_[i].blobs = std::move(lists[i]);
+  }
+  blobs_fixed_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status Checkpointer::Stage(Session& session, int64_t epoch,
+                                 bool with_blob_lists) {
+  DropStaged();
+  // Each database holds exactly the blobs that were checkpointed, the list
+  // itself included, so one pass over it restores the blobs and the list.
+  // The Load ops check what a verification would (values, files, node and
+  // epoch); the nodes load in parallel.
+  TaskGroup group("checkpoint_load", GLOBAL);
+  for (const NodeState& state : nodes_) {
+    Task& task = group.NewTask(Node(state.node), {.name = "checkpoint_load"});
+    task.net().Op("Load", {}, {},
+                  {MakeArg("db", DbPathOf(state, epoch)),
+                   MakeArg("db_type", options_.db_type),
+                   MakeArg("absolute_path", 1), MakeArg("load_all", 1),
+                   MakeArg("add_prefix", std::string(kStagedBlobPrefix)),
+                   MakeArg("expected_node", state.file_name),
+                   MakeArg("expected_epoch", epoch)});
+  }
+  staged_.emplace();
+  staged_->session = &session;
+  staged_->epoch = epoch;
+  absl::Status status = session.Run(group);
+  if (status.ok() && with_blob_lists) {
+    absl::StatusOr<std::vector<std::vector<std::string>>> lists =
+        FetchBlobNames(session, kStagedBlobPrefix);
+    if (lists.ok()) {
+      staged_->blob_lists = *std::move(lists);
+    } else {
+      status = lists.status();
+    }
+  }
+  if (status.ok()) return status;
+  DropStaged();
+  // The commit log lists the epoch, so a database missing from it is
+  // damage, as verification reports it.
+  if (absl::IsNotFound(status)) {
+    return absl::DataLossError(absl::StrCat("committed epoch ", epoch,
+                                            " is damaged: ", status.message()));
+  }
+  return status;
+}
+
+void Checkpointer::DropStaged() {
+  if (!staged_.has_value()) return;
+  Session& session = *staged_->session;
+  staged_.reset();
+  TaskGroup group("checkpoint_drop_staged", GLOBAL);
+  for (const NodeState& state : nodes_) {
+    Task& task = group.NewTask(Node(state.node), {.name = "drop_staged"});
+    task.net().Op("DropStagedBlobs", {}, {},
+                  {MakeArg("prefix", std::string(kStagedBlobPrefix))});
+  }
+  // Removing blobs cannot fail but for a session that cannot run at all,
+  // which the next group reports.
+  absl::Status status = session.Run(group);
+  LOG_IF(ERROR, !status.ok())
+      << "dropping staged checkpoint blobs: " << status.message();
 }
 
 absl::StatusOr<CheckpointStats> Checkpointer::Restore(Session& session,
@@ -458,24 +534,34 @@ absl::StatusOr<CheckpointStats> Checkpointer::Restore(Session& session,
     return absl::FailedPreconditionError(
         "Checkpointer::Restore before Start: the nodes are unknown");
   }
-  // Each database holds exactly the blobs that were checkpointed, the list
-  // itself included, so one pass over it restores the blobs and the list.
-  TaskGroup group("checkpoint_load", GLOBAL);
-  for (const NodeState& state : nodes_) {
-    Task& task = group.NewTask(Node(state.node), {.name = "checkpoint_load"});
-    task.net().Op("Load", {}, {},
-                  {MakeArg("db", DbPathOf(state, epoch)),
-                   MakeArg("db_type", options_.db_type),
-                   MakeArg("absolute_path", 1), MakeArg("load_all", 1)});
-  }
   const std::string what = absl::StrCat("cannot resume from epoch ", epoch,
                                         " in ", options_.directory);
-  JG_RETURN_IF_ERROR(Annotate(session.Run(group), what));
-  if (resumed_preemption_.has_value() &&
-      resumed_preemption_->group() == "init") {
-    // Stopped in the middle of init: the blob list is fixed when init ends.
-  } else {
-    JG_RETURN_IF_ERROR(Annotate(FetchBlobNames(session), what));
+  // Stopped in the middle of init: the blob list is fixed when init ends.
+  const bool in_init =
+      resumed_preemption_.has_value() && resumed_preemption_->group() == "init";
+  if (!staged_.has_value() || staged_->epoch != epoch ||
+      staged_->session != &session) {
+    JG_RETURN_IF_ERROR(
+        Annotate(Stage(session, epoch, /*with_blob_lists=*/!in_init), what));
+  }
+  TaskGroup group("checkpoint_commit_staged", GLOBAL);
+  for (const NodeState& state : nodes_) {
+    Task& task = group.NewTask(Node(state.node), {.name = "commit_staged"});
+    task.net().Op("CommitStagedBlobs", {}, {},
+                  {MakeArg("prefix", std::string(kStagedBlobPrefix))});
+  }
+  absl::Status committed = session.Run(group);
+  if (!committed.ok()) {
+    DropStaged();
+    return Annotate(committed, what);
+  }
+  std::vector<std::vector<std::string>> lists = std::move(staged_->blob_lists);
+  staged_.reset();
+  if (!lists.empty()) {
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+      nodes_[i].blobs = std::move(lists[i]);
+    }
+    blobs_fixed_ = true;
   }
 
   CheckpointStats stats;

@@ -62,6 +62,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "checkpoint/node_lock.h"
 #include "checkpoint/resume_from.h"
 #include "checkpoint/retention.h"
@@ -78,6 +79,9 @@ inline constexpr char kBlobNamesBlob[] = "blob_names";
 // The blob the save task writes the saved bytes into (not checkpointed: it is
 // created after the blob list is fixed).
 inline constexpr char kSavedBytesBlob[] = "checkpoint_saved_bytes";
+// What a restore loads each blob as until every node's load has succeeded
+// (the "staged" blobs of save_load_ops.h).
+inline constexpr char kStagedBlobPrefix[] = "__jobgraph_staged__/";
 
 struct CheckpointOptions {
   // Directory that holds the databases and the commit log; created (with
@@ -152,6 +156,12 @@ class Checkpointer {
   // to resume from is chosen on rank 0 and sent to all. Every call of the
   // run is then collective, with the same result on every rank. The
   // directory must be one shared file system for all ranks.
+  // A candidate epoch is checked by loading it (every node in parallel,
+  // each rank its own nodes) into staged blobs beside the workspaces' own;
+  // damage found while loading drops them and, for latest, the next older
+  // epoch is tried. Restore(session, epoch) then only commits the staged
+  // blobs, so a resume reads each database once; End drops them if Restore
+  // never came.
   absl::StatusOr<std::optional<int64_t>> Start(
       Session& session, const std::vector<std::string>& nodes,
       const ResumeFrom& resume);
@@ -164,7 +174,11 @@ class Checkpointer {
 
   // On resume: loads every blob that each node's database of `epoch` holds
   // into the node's root workspace, and fixes the checkpointed blobs as
-  // those. Errors name the epoch and the directory.
+  // those. All or nothing: every node's database is loaded into staged
+  // blobs first (unless Start(session, ...) staged this epoch already), and
+  // only when all loads succeeded do they replace the workspaces' blobs, so
+  // on an error every workspace is as it was. Errors name the epoch and the
+  // directory; damage is DataLoss.
   absl::StatusOr<CheckpointStats> Restore(Session& session, int64_t epoch);
 
   // Saves every node's checkpointed blobs as `epoch` and commits the epoch.
@@ -235,8 +249,17 @@ class Checkpointer {
   // Takes the lock of every node this rank hosts unless this run holds them
   // already.
   absl::Status LockNodes();
-  // The rest of Start: locks, the resume choice (made on rank 0).
-  absl::StatusOr<std::optional<int64_t>> ChooseStart(const ResumeFrom& resume);
+  // The rest of Start: locks, the resume choice (made on rank 0). With a
+  // session, the chosen epoch is left staged for Restore.
+  absl::StatusOr<std::optional<int64_t>> ChooseStart(Session* session,
+                                                     const ResumeFrom& resume);
+  // Loads every node's database of `epoch` into staged blobs (kStagedBlob-
+  // Prefix) and, `with_blob_lists`, their blob lists; the loads check what a
+  // verification would. On an error nothing stays staged: DataLoss for
+  // damage, a missing database included.
+  absl::Status Stage(Session& session, int64_t epoch, bool with_blob_lists);
+  // Removes the staged blobs, if any.
+  void DropStaged();
   // Directory, locks and commit log ready for a save of `epoch`, the
   // epoch's old entry (if any) taken out of the log; agreed by every rank.
   absl::Status PrepareSave(int64_t epoch);
@@ -257,8 +280,10 @@ class Checkpointer {
       Session& session, int64_t epoch,
       const std::vector<std::vector<std::string>>& blobs,
       const std::optional<Preemption>& preemption);
-  // Fetches each node's "blob_names" blob into NodeState::blobs.
-  absl::Status FetchBlobNames(const Session& session);
+  // Each node's "blob_names" blob (named with `prefix` first), without
+  // kSavedBytesBlob, in node order.
+  absl::StatusOr<std::vector<std::vector<std::string>>> FetchBlobNames(
+      const Session& session, absl::string_view prefix) const;
   std::string DbPathOf(const NodeState& state, int64_t epoch) const;
   // NodeState::file_name of every node: the names in the commit log.
   std::vector<std::string> FileNames() const;
@@ -268,6 +293,15 @@ class Checkpointer {
   std::vector<NodeState> nodes_;
   bool blobs_fixed_ = false;
   std::optional<Preemption> resumed_preemption_;
+  // What Stage loaded and Restore commits. The session is borrowed: the
+  // run's, so staged blobs are dropped by End at the latest.
+  struct Staged {
+    Session* session = nullptr;
+    int64_t epoch = 0;
+    // Per node; empty when the lists were not loaded (stopped in init).
+    std::vector<std::vector<std::string>> blob_lists;
+  };
+  std::optional<Staged> staged_;
   // The thread that writes asynchronous saves (one for the Checkpointer's
   // life, so the memory its saves free is reused by the next one), and the
   // finished saves not yet taken.

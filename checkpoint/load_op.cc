@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -44,6 +45,13 @@ class LoadOp final : public OperatorBase {
     verify_checksums_ = GetArg<bool>("verify_checksums", true);
     add_prefix_ = GetArg<std::string>("add_prefix", "");
     strip_prefix_ = GetArg<std::string>("strip_prefix", "");
+    if (HasArg("expected_node")) {
+      expected_node_ = GetArg<std::string>("expected_node", "");
+    }
+    if (const int64_t epoch = GetArg<int64_t>("expected_epoch", -1);
+        epoch >= 0) {
+      expected_epoch_ = epoch;
+    }
     return InitWanted();
   }
 
@@ -160,6 +168,18 @@ class LoadOp final : public OperatorBase {
     BlobIndex& index =
         *google::protobuf::Arena::CreateMessage<BlobIndex>(&arena);
     JG_RETURN_IF_ERROR(ReadBlobIndex(db.get(), &index));
+    const bool restore =
+        expected_node_.has_value() || expected_epoch_.has_value();
+    if (restore) {
+      // Before any value is read: a database of another node or epoch is
+      // damage, and so is one missing a file it recorded.
+      JG_RETURN_IF_ERROR(
+          CheckIndexOwner(path, index, expected_node_, expected_epoch_));
+      DB::FileCheck files;
+      files.record_required = index.files_listed();
+      files.read_contents = false;
+      JG_RETURN_IF_ERROR(db->VerifyFiles(files));
+    }
 
     // The blobs of this database to load, their names and targets, indexed
     // like index.blob().
@@ -225,6 +245,8 @@ class LoadOp final : public OperatorBase {
   bool verify_checksums_ = true;
   std::string add_prefix_;
   std::string strip_prefix_;
+  std::optional<std::string> expected_node_;
+  std::optional<int64_t> expected_epoch_;
   // Name to load -> output index, and the names in output order.
   absl::flat_hash_map<std::string, int> wanted_;
   std::vector<std::string> wanted_names_;

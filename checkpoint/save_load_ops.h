@@ -1,5 +1,6 @@
 // The checkpoint operators Save, Load, DBExists and GetAllBlobNames (Caffe2's
-// ops of the same names, with the differences noted below), and
+// ops of the same names, with the differences noted below), CommitStagedBlobs
+// and DropStagedBlobs, and
 // WriteCheckpointDb, the commit protocol of one database that Save runs.
 //
 // Paths. Caffe2 resolves a relative `db` against the workspace's root folder
@@ -40,6 +41,13 @@
 //                                strip_prefix or load_all
 //   verify_checksums (int, 1)    check every value's CRC-32C against the
 //                                blob index (sizes are always checked)
+//   expected_node (string, ""), expected_epoch (int, -1)
+//                                when set, each database's blob index must
+//                                name this node / epoch, and its recorded
+//                                files must be there with their sizes, else
+//                                DataLoss: together with the value checks,
+//                                what VerifyCheckpointDb (verify.h) checks
+//                                for a resume, so a restore reads once
 //   Each database must hold its blob index (blob_index.h), else
 //   DataLoss: a database that Save did not finish is never trusted. Only the
 //   values of wanted blobs are read, each once, checksummed, and copied once
@@ -63,6 +71,16 @@
 //                                own (LocalBlobNames)
 //   Sorted. The output blob exists when the op runs, so its own name is in
 //   the list (and hence in every checkpoint whose blob list it makes).
+//
+// CommitStagedBlobs, DropStagedBlobs (no inputs, no outputs; jobgraph's)
+//   prefix (string, required)
+//   The workspace's own blobs whose names start with `prefix` are staged
+//   (Load with add_prefix put them there). CommitStagedBlobs moves each into
+//   the blob named without the prefix, replacing its value, and removes the
+//   staged one; DropStagedBlobs removes them. A restore loads every node's
+//   database into staged blobs and commits them only when every load
+//   succeeded, so damage found while loading leaves every workspace as it
+//   was.
 //
 // Every error names the op, and the database path, blob or key at fault.
 //

@@ -13,15 +13,7 @@ absl::StatusOr<BlobIndex> VerifyCheckpointDb(const std::string& db_type,
                                              std::optional<int64_t> epoch,
                                              VerifyDepth depth) {
   JG_ASSIGN_OR_RETURN(BlobIndex index, VerifyDbAt(db_type, path, depth));
-  if (node.has_value() && index.node() != *node) {
-    return absl::DataLossError(absl::StrCat("checkpoint ", path,
-                                            " belongs to node '", index.node(),
-                                            "', not '", *node, "'"));
-  }
-  if (epoch.has_value() && index.epoch() != *epoch) {
-    return absl::DataLossError(absl::StrCat(
-        "checkpoint ", path, " holds epoch ", index.epoch(), ", not ", *epoch));
-  }
+  JG_RETURN_IF_ERROR(CheckIndexOwner(path, index, node, epoch));
   return index;
 }
 

@@ -18,6 +18,7 @@
 #include <string>
 #include <typeindex>
 #include <typeinfo>
+#include <utility>
 
 #include "glog/logging.h"
 
@@ -65,6 +66,13 @@ class Blob {
   void Reset() {
     value_.reset();
     type_ = std::type_index(typeid(void));
+  }
+
+  // Exchanges the values of two blobs (no copy): a restore moves staged
+  // blobs into place this way.
+  void Swap(Blob& other) noexcept {
+    value_.swap(other.value_);
+    std::swap(type_, other.type_);
   }
 
   std::type_index type() const { return type_; }

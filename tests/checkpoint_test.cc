@@ -3,14 +3,23 @@
 // and totals, through every resume, with both checkpoint managers.
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdlib>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "checkpoint/checkpointer.h"
 #include "checkpoint/commit_log.h"
+#include "checkpoint/db.h"
+#include "checkpoint/db_registry.h"
 #include "checkpoint/file_util.h"
 #include "checkpoint/job.h"
 #include "checkpoint/job_runner.h"
@@ -19,6 +28,9 @@
 #include "checkpoint/verify.h"
 #include "engine/ops/function_op.h"
 #include "engine/session.h"
+#include "engine/tensor.h"
+#include "engine/workspace.h"
+#include "glog/logging.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/caffe2_pipeline.h"
@@ -31,6 +43,9 @@ using ::jobgraph::testing::NewTempDir;
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
+using ::testing::Pair;
+using ::testing::StartsWith;
 
 constexpr int64_t kExpectedTotals[] = {103, 115, 136, 145};
 
@@ -398,6 +413,196 @@ TEST(CheckpointTest, ReusedCheckpointerWithANewSessionEachRun) {
     EXPECT_EQ(runner.stats().save_failures, 0);
     EXPECT_EQ(testing::Caffe2Total(session), 145);
   }
+}
+
+// LevelDB databases whose opens for reading are counted per path.
+class CountingLevelDb final : public DbType {
+ public:
+  static constexpr char kName[] = "counting_leveldb";
+
+  // The registered instance (registered on the first call).
+  static CountingLevelDb& Get() {
+    static CountingLevelDb* const type = [] {
+      auto owned = std::make_shared<CountingLevelDb>();
+      CountingLevelDb* raw = owned.get();
+      absl::Status registered =
+          DbRegistry::Global().Register(kName, std::move(owned));
+      CHECK(registered.ok()) << registered;
+      return raw;
+    }();
+    return *type;
+  }
+
+  CountingLevelDb() : base_(*DbRegistry::Global().Find("leveldb").value()) {}
+
+  std::map<std::string, int> TakeReadOpens() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return std::exchange(read_opens_, {});
+  }
+
+  absl::StatusOr<bool> Exists(const std::string& path) const override {
+    return base_.Exists(path);
+  }
+  absl::Status CheckInstallable(const std::string& path) const override {
+    return base_.CheckInstallable(path);
+  }
+  absl::Status Install(const std::string& temp_path,
+                       const std::string& final_path) const override {
+    return base_.Install(temp_path, final_path);
+  }
+  absl::Status Remove(const std::string& path) const override {
+    return base_.Remove(path);
+  }
+
+ protected:
+  absl::StatusOr<std::unique_ptr<DB>> OpenImpl(
+      const std::string& path, DbMode mode,
+      const DbOptions& options) const override {
+    if (mode == DbMode::kRead) {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++read_opens_[path];
+    }
+    return base_.Open(path, mode, options);
+  }
+
+ private:
+  const DbType& base_;
+  mutable std::mutex mu_;
+  mutable std::map<std::string, int> read_opens_;
+};
+
+// Trains the two-node pipeline into `dir` (epochs 0..4 committed).
+void TrainTwoNodes(const Job& job, const std::string& dir,
+                   const std::string& db_type) {
+  LocalSession session;
+  MultiNodeCheckpointManager manager({.directory = dir, .db_type = db_type});
+  JobRunner runner(job, &manager);
+  ASSERT_EQ(runner.Train(session).value(), 4);
+  ASSERT_EQ(testing::Caffe2Total(session, 1), 145);
+}
+
+// Choosing the epoch loads it: verification happens while loading, so a
+// resume opens and reads each database once.
+TEST(CheckpointTest, AResumeReadsEachDatabaseOnce) {
+  CountingLevelDb& counting = CountingLevelDb::Get();
+  const std::string dir = NewTempDir("read_once");
+  Job job;
+  testing::BuildCaffe2Pipeline(job, 0);
+  testing::BuildCaffe2Pipeline(job, 1);
+  TrainTwoNodes(job, dir, CountingLevelDb::kName);
+  counting.TakeReadOpens();
+
+  LocalSession session;
+  MultiNodeCheckpointManager manager(
+      {.directory = dir, .db_type = CountingLevelDb::kName});
+  absl::StatusOr<std::optional<int64_t>> epoch =
+      manager.Start(session, {"trainer_0", "trainer_1"}, ResumeFrom::Latest());
+  ASSERT_TRUE(epoch.ok()) << epoch.status();
+  ASSERT_EQ(*epoch, 4);
+  // Nothing is in place before Restore.
+  EXPECT_FALSE(session.NodeWorkspace("trainer_0")->HasBlob("total"));
+  ASSERT_TRUE(manager.Restore(session, 4).ok());
+  EXPECT_THAT(counting.TakeReadOpens(),
+              ElementsAre(Pair(JoinPath(dir, "trainer_0.4"), 1),
+                          Pair(JoinPath(dir, "trainer_1.4"), 1)));
+  EXPECT_EQ(testing::Caffe2Total(session, 0), 145);
+  EXPECT_EQ(testing::Caffe2Total(session, 1), 145);
+  // No staged blob is left behind.
+  for (const char* node : {"trainer_0", "trainer_1"}) {
+    for (const std::string& name :
+         session.NodeWorkspace(node)->LocalBlobNames()) {
+      EXPECT_THAT(name, Not(StartsWith(kStagedBlobPrefix))) << node;
+    }
+  }
+  manager.End();
+}
+
+// trainer_1's newest database is truncated and its epoch 3 deleted, while
+// trainer_0's load well: a restore of either changes no workspace, and
+// latest falls back to epoch 2, whose totals are 115.
+TEST(CheckpointTest, DamageFoundWhileRestoringLeavesEveryWorkspaceAsItWas) {
+  const std::string dir = NewTempDir("restore_damage");
+  Job job;
+  testing::BuildCaffe2Pipeline(job, 0);
+  testing::BuildCaffe2Pipeline(job, 1);
+  TrainTwoNodes(job, dir, "leveldb");
+  const std::string damaged = JoinPath(dir, "trainer_1.4");
+  const std::vector<std::string> files = ListDir(damaged).value();
+  std::string table;
+  for (const std::string& name : files) {
+    if (absl::EndsWith(name, ".ldb")) table = JoinPath(damaged, name);
+  }
+  ASSERT_FALSE(table.empty());
+  struct stat st;
+  ASSERT_EQ(stat(table.c_str(), &st), 0);
+  ASSERT_EQ(truncate(table.c_str(), st.st_size - 1), 0);
+  ASSERT_TRUE(DbRegistry::Global()
+                  .Find("leveldb")
+                  .value()
+                  ->Remove(JoinPath(dir, "trainer_1.3"))
+                  .ok());
+
+  LocalSession session;
+  const std::vector<std::string> nodes = {"trainer_0", "trainer_1"};
+  for (const std::string& node : nodes) {
+    Workspace* ws = session.NodeWorkspace(node);
+    ws->SetTensor("total", Tensor::Scalar<int64_t>(7));
+    ws->SetTensor("mine", Tensor::Scalar<int64_t>(8));
+  }
+  // The workspaces' own blobs as the test left them; staged ones only when
+  // an epoch has been chosen and not yet restored.
+  auto expect_untouched = [&](const std::string& when, bool staged = false) {
+    for (const std::string& node : nodes) {
+      Workspace* ws = session.NodeWorkspace(node);
+      std::vector<std::string> own;
+      int num_staged = 0;
+      for (const std::string& name : ws->LocalBlobNames()) {
+        if (absl::StartsWith(name, kStagedBlobPrefix)) {
+          ++num_staged;
+        } else {
+          own.push_back(name);
+        }
+      }
+      EXPECT_THAT(own, ElementsAre("mine", "total")) << node << " " << when;
+      // blob_names, the cursor, total and val.
+      EXPECT_EQ(num_staged, staged ? 4 : 0) << node << " " << when;
+      EXPECT_EQ(ws->GetTensor("total").value()->data<int64_t>()[0], 7)
+          << node << " " << when;
+    }
+  };
+
+  MultiNodeCheckpointManager manager({.directory = dir});
+  ASSERT_TRUE(manager.Start(nodes, ResumeFrom::Scratch()).ok());
+  for (int64_t epoch : {4, 3}) {
+    absl::StatusOr<CheckpointStats> restored = manager.Restore(session, epoch);
+    EXPECT_EQ(restored.status().code(), absl::StatusCode::kDataLoss)
+        << restored.status();
+    EXPECT_THAT(restored.status().message(),
+                HasSubstr(absl::StrCat("trainer_1.", epoch)));
+    expect_untouched(absl::StrCat("after the restore of epoch ", epoch));
+  }
+  manager.End();
+
+  absl::StatusOr<std::optional<int64_t>> epoch =
+      manager.Start(session, nodes, ResumeFrom::Latest());
+  ASSERT_TRUE(epoch.ok()) << epoch.status();
+  EXPECT_EQ(*epoch, 2);
+  expect_untouched("after the choice of epoch 2", /*staged=*/true);
+  ASSERT_TRUE(manager.Restore(session, 2).ok());
+  EXPECT_EQ(testing::Caffe2Total(session, 0), 115);
+  EXPECT_EQ(testing::Caffe2Total(session, 1), 115);
+  // Blobs the checkpoint does not hold stay.
+  EXPECT_EQ(session.NodeWorkspace("trainer_1")
+                ->GetTensor("mine")
+                .value()
+                ->data<int64_t>()[0],
+            8);
+  manager.End();
+
+  // An explicit epoch that is damaged is an error, not a fallback.
+  EXPECT_EQ(manager.Start(session, nodes, ResumeFrom::Epoch(4)).status().code(),
+            absl::StatusCode::kDataLoss);
+  manager.End();
 }
 
 // keep_last=2 with keep_every=2 keeps the two newest epochs and the even
