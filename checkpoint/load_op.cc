@@ -1,9 +1,11 @@
 // The Load operator (see save_load_ops.h).
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>  // NOLINT(build/c++11)
 #include <utility>
 #include <vector>
 
@@ -13,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "checkpoint/blob_index.h"
 #include "checkpoint/db.h"
 #include "checkpoint/db_registry.h"
@@ -43,6 +46,13 @@ class LoadOp final : public OperatorBase {
     load_all_ = GetArg<bool>("load_all", false);
     allow_incomplete_ = GetArg<bool>("allow_incomplete", false);
     verify_checksums_ = GetArg<bool>("verify_checksums", true);
+    threads_ = GetArg<int>("threads", 0);
+    if (threads_ < 0) {
+      return Error(absl::StatusCode::kInvalidArgument,
+                   absl::StrCat("argument 'threads' must be 0 (automatic) or "
+                                "more, not ",
+                                threads_));
+    }
     add_prefix_ = GetArg<std::string>("add_prefix", "");
     strip_prefix_ = GetArg<std::string>("strip_prefix", "");
     if (HasArg("expected_node")) {
@@ -125,26 +135,36 @@ class LoadOp final : public OperatorBase {
   }
 
   absl::Status Load() {
-    BlobAssembler assembler;
+    // One assembler per database and part (a blob's pieces all go to one).
+    std::vector<std::unique_ptr<BlobAssembler>> assemblers;
     // Loaded name -> the database it came from, to reject duplicates.
     absl::flat_hash_map<std::string, std::string> source_db;
     for (const std::string& path : dbs_) {
-      JG_RETURN_IF_ERROR(LoadDb(path, &assembler, &source_db));
+      JG_RETURN_IF_ERROR(LoadDb(path, &assemblers, &source_db));
     }
-    if (absl::Status status = assembler.Finish(); !status.ok()) {
-      return absl::Status(status.code(), absl::StrCat("loading from ",
-                                                      absl::StrJoin(dbs_, ", "),
-                                                      ": ", status.message()));
+    int num_complete = 0;
+    for (const auto& assembler : assemblers) {
+      if (absl::Status status = assembler->Finish(); !status.ok()) {
+        return absl::Status(
+            status.code(),
+            absl::StrCat("loading from ", absl::StrJoin(dbs_, ", "), ": ",
+                         status.message()));
+      }
+      num_complete += assembler->num_complete();
     }
     if (load_all_ || allow_incomplete_) return absl::OkStatus();
     // Only wanted blobs were started, and Finish found every started one
     // complete.
-    if (assembler.num_complete() == static_cast<int>(wanted_names_.size())) {
+    if (num_complete == static_cast<int>(wanted_names_.size())) {
       return absl::OkStatus();
     }
     std::vector<std::string> missing;
     for (const std::string& name : wanted_names_) {
-      if (!assembler.IsComplete(name)) missing.push_back(name);
+      bool complete = false;
+      for (const auto& assembler : assemblers) {
+        complete = complete || assembler->IsComplete(name);
+      }
+      if (!complete) missing.push_back(name);
     }
     if (missing.empty()) return absl::OkStatus();
     return absl::NotFoundError(
@@ -154,8 +174,27 @@ class LoadOp final : public OperatorBase {
                      "; missing: ", absl::StrJoin(missing, ", ")));
   }
 
+  // How many threads read a database whose wanted values are `blobs` blobs
+  // of `bytes` in all: with `threads` 0, one unless there is enough to read
+  // that a thread pays for itself, then one per core, up to 4.
+  int PartsFor(size_t blobs, int64_t bytes) const {
+    if (threads_ > 0) {
+      return static_cast<int>(
+          std::min<int64_t>(threads_, std::max<int64_t>(blobs, 1)));
+    }
+    constexpr int64_t kBytesPerThread = 16 << 20;
+    constexpr size_t kBlobsPerThread = 4096;
+    const int64_t by_size = std::max<int64_t>(
+        bytes / kBytesPerThread, static_cast<int64_t>(blobs / kBlobsPerThread));
+    const int64_t cores =
+        std::max<int64_t>(1, std::thread::hardware_concurrency());
+    return static_cast<int>(
+        std::clamp<int64_t>(by_size, 1, std::min<int64_t>(cores, 4)));
+  }
+
   absl::Status LoadDb(
-      const std::string& path, BlobAssembler* assembler,
+      const std::string& path,
+      std::vector<std::unique_ptr<BlobAssembler>>* assemblers,
       absl::flat_hash_map<std::string, std::string>* source_db) {
     DbOptions options;
     // Every value is checked against the blob index's CRC-32C, end to end;
@@ -223,18 +262,57 @@ class LoadOp final : public OperatorBase {
       names[b] = std::move(name);
       targets[b] = target;
     }
-    assembler->Reserve(assembler->num_started() +
-                       static_cast<int>(indices.size()));
-    JG_RETURN_IF_ERROR(ScanDbValues(
-        db.get(), index, indices, verify_checksums_,
-        [&](int b, int, absl::string_view value) -> absl::Status {
-          absl::Status status =
-              assembler->Add(names[b], value, targets[b], blob_bytes[b]);
-          if (status.ok()) return status;
-          return absl::Status(
-              status.code(),
-              absl::StrCat("loading from ", path, ": ", status.message()));
-        }));
+    // The blobs in parts of about equal bytes, each read by its own thread
+    // through its own cursor into its own assembler; the targets are
+    // distinct blobs, created above.
+    int64_t total_bytes = 0;
+    for (int b : indices) total_bytes += blob_bytes[b];
+    const int parts = PartsFor(indices.size(), total_bytes);
+    std::vector<absl::Span<const int>> spans;
+    size_t begin = 0;
+    int64_t taken = 0;
+    for (int part = 1; part <= parts; ++part) {
+      size_t end = indices.size();
+      if (part < parts) {
+        const int64_t goal = total_bytes * part / parts;
+        end = begin;
+        while (end < indices.size() && taken < goal) {
+          taken += blob_bytes[indices[end]];
+          ++end;
+        }
+      }
+      if (end > begin) {
+        spans.push_back(
+            absl::MakeConstSpan(indices).subspan(begin, end - begin));
+      }
+      begin = end;
+    }
+    std::vector<absl::Status> statuses(spans.size());
+    const size_t first = assemblers->size();
+    for (size_t i = 0; i < spans.size(); ++i) {
+      assemblers->push_back(std::make_unique<BlobAssembler>());
+    }
+    auto read_part = [&](size_t i) {
+      BlobAssembler& assembler = *(*assemblers)[first + i];
+      assembler.Reserve(static_cast<int>(spans[i].size()));
+      statuses[i] = ScanDbValues(
+          db.get(), index, spans[i], verify_checksums_,
+          [&](int b, int, absl::string_view value) -> absl::Status {
+            absl::Status status =
+                assembler.Add(names[b], value, targets[b], blob_bytes[b]);
+            if (status.ok()) return status;
+            return absl::Status(
+                status.code(),
+                absl::StrCat("loading from ", path, ": ", status.message()));
+          });
+    };
+    std::vector<std::thread> threads;
+    for (size_t i = 1; i < spans.size(); ++i)
+      threads.emplace_back(read_part, i);
+    read_part(0);
+    for (std::thread& thread : threads) thread.join();
+    // The error of the first part in key order, as one reader would see it.
+    for (const absl::Status& status : statuses) JG_RETURN_IF_ERROR(status);
     return db->Close();
   }
 
@@ -243,6 +321,7 @@ class LoadOp final : public OperatorBase {
   bool load_all_ = false;
   bool allow_incomplete_ = false;
   bool verify_checksums_ = true;
+  int threads_ = 0;
   std::string add_prefix_;
   std::string strip_prefix_;
   std::optional<std::string> expected_node_;

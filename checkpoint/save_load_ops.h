@@ -41,6 +41,11 @@
 //                                strip_prefix or load_all
 //   verify_checksums (int, 1)    check every value's CRC-32C against the
 //                                blob index (sizes are always checked)
+//   threads (int, 0)             threads that read one database, each a
+//                                part of its blobs of about equal bytes; 0:
+//                                one per core (up to 4) once there are at
+//                                least 16 MiB or 4096 blobs per thread, else
+//                                one
 //   expected_node (string, ""), expected_epoch (int, -1)
 //                                when set, each database's blob index must
 //                                name this node / epoch, and its recorded

@@ -15,6 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -674,6 +675,62 @@ TEST_F(LoadTest, LoadArgumentErrors) {
             "leveldb, memory");
 }
 
+// Several threads read parts of one database (threads, or automatically
+// for many blobs) into exactly the blobs one reader makes.
+TEST_F(SaveLoadTest, ThreadsReadPartsOfOneDatabaseIntoTheSameBlobs) {
+  Workspace ws;
+  FillWorkspace(&ws);
+  std::vector<std::string> names = kAllBlobs;
+  for (int i = 0; i < 5000; ++i) {
+    const std::string name = absl::StrFormat("many/%05d", i);
+    ws.SetTensor(name, Tensor::FromVector<int32_t>({i, -i, i * 7}));
+    names.push_back(name);
+  }
+  const std::string db = dir_.Join("trainer_0.1");
+  ASSERT_TRUE(Save(&ws, names, db, {Arg("chunk_bytes", 64)}).ok());
+  for (int threads : {0, 1, 2, 3, 7}) {
+    SCOPED_TRACE(absl::StrCat("threads=", threads));
+    Workspace loaded;
+    absl::Status status =
+        Load(&loaded, {},
+             {Arg("db", db), Arg("load_all", 1), Arg("threads", threads)});
+    ASSERT_TRUE(status.ok()) << status;
+    EXPECT_EQ(loaded.LocalBlobNames().size(), names.size());
+    ExpectSameBlobs(ws, loaded, names);
+  }
+  Workspace ws2;
+  absl::Status status = Load(&ws2, {"w"}, {Arg("db", db), Arg("threads", -1)});
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(status.message(),
+            "op Load( -> w): argument 'threads' must be 0 (automatic) or "
+            "more, not -1");
+}
+
+// A restore's Load also checks that a database is the node's and epoch's
+// it asks for.
+TEST_F(SaveLoadTest, ExpectedNodeAndEpochAreChecked) {
+  Workspace ws;
+  FillWorkspace(&ws);
+  const std::string db = dir_.Join("trainer_0.3");
+  ASSERT_TRUE(
+      Save(&ws, {"f32"}, db, {Arg("node", "trainer_0"), Arg("epoch", 3)}).ok());
+  Workspace loaded;
+  EXPECT_TRUE(Load(&loaded, {"f32"},
+                   {Arg("db", db), Arg("expected_node", "trainer_0"),
+                    Arg("expected_epoch", 3)})
+                  .ok());
+  absl::Status status = Load(
+      &loaded, {"f32"}, {Arg("db", db), Arg("expected_node", "trainer_1")});
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(status.message(),
+            absl::StrCat("op Load( -> f32): checkpoint ", db,
+                         " belongs to node 'trainer_0', not 'trainer_1'"));
+  status = Load(&loaded, {"f32"}, {Arg("db", db), Arg("expected_epoch", 4)});
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(status.message(), absl::StrCat("op Load( -> f32): checkpoint ", db,
+                                           " holds epoch 3, not 4"));
+}
+
 // --- What Load refuses to trust.
 
 TEST_F(SaveLoadTest, MissingDatabaseIsNotFoundNamingThePath) {
@@ -841,6 +898,52 @@ TEST_F(DamageTest, ATruncatedTableFileIsAnErrorNamingTheFile) {
   // DBExists cannot read the manifest either: the database does not exist
   // as far as it can tell.
   EXPECT_EQ(DbExists(&loaded, db_).value(), false);
+}
+
+// Damage in a part read by another thread is the same error, naming the
+// same key, as with one reader.
+TEST_F(SaveLoadTest, DamageSeenByAnyThreadIsTheErrorOfOneReader) {
+  Workspace ws;
+  std::vector<std::string> names;
+  for (int i = 0; i < 8; ++i) {
+    Tensor t(INT64, {512});
+    for (int64_t j = 0; j < t.numel(); ++j) {
+      t.mutable_data<int64_t>()[j] = i == 6 ? 0x5AC3A55AC3A55AC3 : i * j;
+    }
+    names.push_back(absl::StrCat("b", i));
+    ws.SetTensor(names.back(), std::move(t));
+  }
+  const std::string db = dir_.Join("trainer_0.1");
+  ASSERT_TRUE(Save(&ws, names, db).ok());
+  std::string pattern;
+  for (int i = 0; i < 8; ++i) {
+    pattern.append("\xC3\x5A\xA5\xC3\x5A\xA5\xC3\x5A", 8);
+  }
+  const std::string file = FileContaining(db, pattern);
+  ASSERT_FALSE(file.empty());
+  const size_t offset = ReadFileToString(file).value().find(pattern) + 100;
+  {
+    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(offset);
+    char c = 0;
+    f.get(c);
+    f.seekp(offset);
+    f.put(static_cast<char>(c ^ 0x10));
+    ASSERT_TRUE(f.good());
+  }
+  for (int threads : {1, 4}) {
+    SCOPED_TRACE(absl::StrCat("threads=", threads));
+    Workspace loaded;
+    absl::Status status =
+        Load(&loaded, names, {Arg("db", db), Arg("threads", threads)});
+    EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
+    EXPECT_EQ(status.message(),
+              absl::StrCat("op Load( -> b0, b1, b2, b3, b4, b5, b6, b7): "
+                           "checkpoint ",
+                           db,
+                           ": value of key 'b6#%0' (blob 'b6') fails its "
+                           "CRC-32C check; the database is damaged"));
+  }
 }
 
 // --- DBExists.

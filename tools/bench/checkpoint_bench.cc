@@ -79,6 +79,9 @@ ABSL_FLAG(std::string, variants, "",
           "Extra save rows through WriteCheckpointDb with other options: "
           "comma-separated, each key=value[/key=value...] with keys flush "
           "(0/1), wbs, mfs, batch, chunk (MiB).");
+ABSL_FLAG(int, load_threads, 0,
+          "Load's 'threads' argument: threads that read one database (0: "
+          "Load's choice, by size and cores).");
 ABSL_FLAG(bool, load_noverify, false,
           "Also time a Load with verify_checksums 0.");
 
@@ -281,6 +284,8 @@ class Case {
     *op->add_arg() = MakeArg("db_type", kDefaultDbType);
     *op->add_arg() = MakeArg("absolute_path", 1);
     *op->add_arg() = MakeArg("verify_checksums", verify ? 1 : 0);
+    *op->add_arg() = MakeArg(
+        "threads", static_cast<int64_t>(absl::GetFlag(FLAGS_load_threads)));
     return def;
   }
 
