@@ -242,16 +242,13 @@ absl::Status Checkpointer::LockNodes() {
   return absl::OkStatus();
 }
 
-Checkpointer::~Checkpointer() {
-  // The session that holds staged blobs may be gone by now.
-  staged_.reset();
-  End();
-}
+Checkpointer::~Checkpointer() { End(); }
 
 void Checkpointer::End() {
   WaitForBackgroundSave();
-  // A run that chose an epoch but did not restore it.
-  DropStaged();
+  // Blobs staged for a Restore that never came stay in their session (which
+  // may be gone); the next Stage or CaptureBlobNames there drops them.
+  staged_.reset();
   for (const BackgroundSaveResult& r : finished_) {
     // Nobody asked for these; a failure must still not go unnoticed.
     if (!r.stats.ok()) {
@@ -303,7 +300,7 @@ absl::StatusOr<std::optional<int64_t>> Checkpointer::Start(
 
 absl::StatusOr<std::optional<int64_t>> Checkpointer::ChooseStart(
     Session* session, const ResumeFrom& resume) {
-  DropStaged();
+  staged_.reset();
   absl::Status usable = PrepareDirectory(options_.directory);
   if (usable.ok()) {
     JG_RETURN_IF_ERROR(Agree(LockNodes()));
@@ -361,7 +358,8 @@ absl::StatusOr<std::optional<int64_t>> Checkpointer::ChooseStart(
               : nullptr;
       const bool in_init = entry != nullptr && entry->has_preemption() &&
                            entry->preemption().group() == "init";
-      return Stage(*session, epoch, /*with_blob_lists=*/!in_init);
+      return Stage(*session, epoch, /*with_blob_lists=*/!in_init,
+                   /*committed=*/true);
     };
   }
   JG_ASSIGN_OR_RETURN(std::optional<int64_t> epoch,
@@ -445,6 +443,9 @@ absl::Status Checkpointer::CaptureBlobNames(Session& session) {
   TaskGroup group("checkpoint_init", GLOBAL);
   for (const NodeState& state : nodes_) {
     Task& task = group.NewTask(Node(state.node), {.name = "checkpoint_init"});
+    // Blobs staged for a restore that never came are not the job's.
+    task.net().Op("DropStagedBlobs", {}, {},
+                  {MakeArg("prefix", std::string(kStagedBlobPrefix))});
     if (blobs_fixed_) {
       // Reused: the list of the first run, also in a new session.
       task.net().Op("GivenTensorStringFill", {}, {BlobRef(kBlobNamesBlob)},
@@ -468,15 +469,18 @@ absl::Status Checkpointer::CaptureBlobNames(Session& session) {
 }
 
 absl::Status Checkpointer::Stage(Session& session, int64_t epoch,
-                                 bool with_blob_lists) {
-  DropStaged();
+                                 bool with_blob_lists, bool committed) {
+  staged_.reset();
   // Each database holds exactly the blobs that were checkpointed, the list
   // itself included, so one pass over it restores the blobs and the list.
   // The Load ops check what a verification would (values, files, node and
-  // epoch); the nodes load in parallel.
+  // epoch); the nodes load in parallel. Whatever an earlier Stage left in
+  // this session goes first, so only this load can be committed.
   TaskGroup group("checkpoint_load", GLOBAL);
   for (const NodeState& state : nodes_) {
     Task& task = group.NewTask(Node(state.node), {.name = "checkpoint_load"});
+    task.net().Op("DropStagedBlobs", {}, {},
+                  {MakeArg("prefix", std::string(kStagedBlobPrefix))});
     task.net().Op("Load", {}, {},
                   {MakeArg("db", DbPathOf(state, epoch)),
                    MakeArg("db_type", options_.db_type),
@@ -485,33 +489,32 @@ absl::Status Checkpointer::Stage(Session& session, int64_t epoch,
                    MakeArg("expected_node", state.file_name),
                    MakeArg("expected_epoch", epoch)});
   }
-  staged_.emplace();
-  staged_->session = &session;
-  staged_->epoch = epoch;
   absl::Status status = session.Run(group);
+  std::vector<std::vector<std::string>> lists;
   if (status.ok() && with_blob_lists) {
-    absl::StatusOr<std::vector<std::vector<std::string>>> lists =
+    absl::StatusOr<std::vector<std::vector<std::string>>> fetched =
         FetchBlobNames(session, kStagedBlobPrefix);
-    if (lists.ok()) {
-      staged_->blob_lists = *std::move(lists);
+    if (fetched.ok()) {
+      lists = *std::move(fetched);
     } else {
-      status = lists.status();
+      status = fetched.status();
     }
   }
-  if (status.ok()) return status;
-  DropStaged();
+  if (status.ok()) {
+    staged_ = Staged{epoch, std::move(lists)};
+    return status;
+  }
+  DropStaged(session);
   // The commit log lists the epoch, so a database missing from it is
   // damage, as verification reports it.
-  if (absl::IsNotFound(status)) {
+  if (committed && absl::IsNotFound(status)) {
     return absl::DataLossError(absl::StrCat("committed epoch ", epoch,
                                             " is damaged: ", status.message()));
   }
   return status;
 }
 
-void Checkpointer::DropStaged() {
-  if (!staged_.has_value()) return;
-  Session& session = *staged_->session;
+void Checkpointer::DropStaged(Session& session) {
   staged_.reset();
   TaskGroup group("checkpoint_drop_staged", GLOBAL);
   for (const NodeState& state : nodes_) {
@@ -519,11 +522,22 @@ void Checkpointer::DropStaged() {
     task.net().Op("DropStagedBlobs", {}, {},
                   {MakeArg("prefix", std::string(kStagedBlobPrefix))});
   }
-  // Removing blobs cannot fail but for a session that cannot run at all,
-  // which the next group reports.
+  // Removing blobs cannot fail but for a session that cannot run at all;
+  // what stays is dropped by the next Stage.
   absl::Status status = session.Run(group);
   LOG_IF(ERROR, !status.ok())
       << "dropping staged checkpoint blobs: " << status.message();
+}
+
+absl::Status Checkpointer::CommitStaged(Session& session) {
+  TaskGroup group("checkpoint_commit_staged", GLOBAL);
+  for (const NodeState& state : nodes_) {
+    Task& task = group.NewTask(Node(state.node), {.name = "commit_staged"});
+    task.net().Op("CommitStagedBlobs", {}, {},
+                  {MakeArg("prefix", std::string(kStagedBlobPrefix)),
+                   MakeArg("require_staged", 1)});
+  }
+  return session.Run(group);
 }
 
 absl::StatusOr<CheckpointStats> Checkpointer::Restore(Session& session,
@@ -536,23 +550,28 @@ absl::StatusOr<CheckpointStats> Checkpointer::Restore(Session& session,
   }
   const std::string what = absl::StrCat("cannot resume from epoch ", epoch,
                                         " in ", options_.directory);
+  absl::StatusOr<CommitLogRead> log =
+      ReadCommitLogWithFallback(options_.directory);
+  const CommittedEpoch* entry =
+      log.ok() ? FindCommittedEpoch(log->log, epoch, FileNames()) : nullptr;
   // Stopped in the middle of init: the blob list is fixed when init ends.
-  const bool in_init =
-      resumed_preemption_.has_value() && resumed_preemption_->group() == "init";
-  if (!staged_.has_value() || staged_->epoch != epoch ||
-      staged_->session != &session) {
-    JG_RETURN_IF_ERROR(
-        Annotate(Stage(session, epoch, /*with_blob_lists=*/!in_init), what));
+  const bool in_init = entry != nullptr && entry->has_preemption() &&
+                       entry->preemption().group() == "init";
+  // What Start(session, ...) staged, if it is this epoch in this session: a
+  // session without staged blobs refuses the commit (the staged epoch's
+  // session may be gone), and the epoch is loaded here.
+  absl::Status committed = absl::FailedPreconditionError("nothing staged");
+  if (staged_.has_value() && staged_->epoch == epoch) {
+    committed = CommitStaged(session);
   }
-  TaskGroup group("checkpoint_commit_staged", GLOBAL);
-  for (const NodeState& state : nodes_) {
-    Task& task = group.NewTask(Node(state.node), {.name = "commit_staged"});
-    task.net().Op("CommitStagedBlobs", {}, {},
-                  {MakeArg("prefix", std::string(kStagedBlobPrefix))});
+  if (absl::IsFailedPrecondition(committed)) {
+    JG_RETURN_IF_ERROR(Annotate(Stage(session, epoch, !in_init,
+                                      /*committed=*/entry != nullptr),
+                                what));
+    committed = CommitStaged(session);
   }
-  absl::Status committed = session.Run(group);
   if (!committed.ok()) {
-    DropStaged();
+    DropStaged(session);
     return Annotate(committed, what);
   }
   std::vector<std::vector<std::string>> lists = std::move(staged_->blob_lists);
@@ -567,10 +586,6 @@ absl::StatusOr<CheckpointStats> Checkpointer::Restore(Session& session,
   CheckpointStats stats;
   stats.epoch = epoch;
   stats.num_dbs = static_cast<int>(nodes_.size());
-  absl::StatusOr<CommitLogRead> log =
-      ReadCommitLogWithFallback(options_.directory);
-  const CommittedEpoch* entry =
-      log.ok() ? FindCommittedEpoch(log->log, epoch, FileNames()) : nullptr;
   if (entry != nullptr) stats.bytes = entry->total_bytes();
   stats.wall_micros = MicrosSince(start);
   return stats;

@@ -4,14 +4,16 @@
 //
 // A JobRunner makes one call per phase of a run:
 //
-//   Start(nodes, resume)      checks the options and node names, locks the
+//   Start(session, nodes, resume)
+//                             checks the options and node names, locks the
 //                             nodes in the directory (node_lock.h) and
 //                             chooses the epoch to resume from
-//                             (resume_choice.h);
+//                             (resume_choice.h), loading it into staged
+//                             blobs as it checks it;
 //   CaptureBlobNames(session) from scratch, after the init group: fixes the
 //                             checkpointed blobs of every node;
-//   Restore(session, epoch)   on resume: fixes them from the checkpoint and
-//                             loads every one of them;
+//   Restore(session, epoch)   on resume: puts the staged blobs in place
+//                             and fixes the checkpointed blobs from them;
 //   SaveEpoch(session, epoch) after init (epoch 0) and after every epoch:
 //                             creates the directory, writes every node's
 //                             database durably under its final name, commits
@@ -160,8 +162,9 @@ class Checkpointer {
   // each rank its own nodes) into staged blobs beside the workspaces' own;
   // damage found while loading drops them and, for latest, the next older
   // epoch is tried. Restore(session, epoch) then only commits the staged
-  // blobs, so a resume reads each database once; End drops them if Restore
-  // never came.
+  // blobs, so a resume reads each database once. Call Restore next (a
+  // JobRunner does): blobs staged for a Restore that never came stay in the
+  // session until its next Stage or CaptureBlobNames drops them.
   absl::StatusOr<std::optional<int64_t>> Start(
       Session& session, const std::vector<std::string>& nodes,
       const ResumeFrom& resume);
@@ -175,7 +178,9 @@ class Checkpointer {
   // On resume: loads every blob that each node's database of `epoch` holds
   // into the node's root workspace, and fixes the checkpointed blobs as
   // those. All or nothing: every node's database is loaded into staged
-  // blobs first (unless Start(session, ...) staged this epoch already), and
+  // blobs first (unless Start(session, ...) staged this epoch in this
+  // session; after Start(nodes, ...), which only verifies, it is read
+  // again), and
   // only when all loads succeeded do they replace the workspaces' blobs, so
   // on an error every workspace is as it was. Errors name the epoch and the
   // directory; damage is DataLoss.
@@ -254,12 +259,17 @@ class Checkpointer {
   absl::StatusOr<std::optional<int64_t>> ChooseStart(Session* session,
                                                      const ResumeFrom& resume);
   // Loads every node's database of `epoch` into staged blobs (kStagedBlob-
-  // Prefix) and, `with_blob_lists`, their blob lists; the loads check what a
-  // verification would. On an error nothing stays staged: DataLoss for
-  // damage, a missing database included.
-  absl::Status Stage(Session& session, int64_t epoch, bool with_blob_lists);
-  // Removes the staged blobs, if any.
-  void DropStaged();
+  // Prefix), replacing any staged before, and, `with_blob_lists`, their blob
+  // lists; the loads check what a verification would. On an error nothing
+  // stays staged: DataLoss for damage, a missing database included when
+  // the epoch is `committed`.
+  absl::Status Stage(Session& session, int64_t epoch, bool with_blob_lists,
+                     bool committed);
+  // Removes the staged blobs of `session`.
+  void DropStaged(Session& session);
+  // Puts `session`'s staged blobs in place; FailedPrecondition when a node
+  // has none.
+  absl::Status CommitStaged(Session& session);
   // Directory, locks and commit log ready for a save of `epoch`, the
   // epoch's old entry (if any) taken out of the log; agreed by every rank.
   absl::Status PrepareSave(int64_t epoch);
@@ -293,10 +303,8 @@ class Checkpointer {
   std::vector<NodeState> nodes_;
   bool blobs_fixed_ = false;
   std::optional<Preemption> resumed_preemption_;
-  // What Stage loaded and Restore commits. The session is borrowed: the
-  // run's, so staged blobs are dropped by End at the latest.
+  // What the last Stage loaded, for Restore to commit.
   struct Staged {
-    Session* session = nullptr;
     int64_t epoch = 0;
     // Per node; empty when the lists were not loaded (stopped in init).
     std::vector<std::vector<std::string>> blob_lists;

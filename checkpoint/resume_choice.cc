@@ -81,12 +81,6 @@ absl::StatusOr<std::optional<int64_t>> ChooseResumeEpoch(
     return hooks.verify ? hooks.verify(epoch)
                         : VerifyCommittedEpoch(dir, db_type, nodes, epoch);
   };
-  // Checks one committed epoch: it holds every node and each database
-  // verifies.
-  auto check_epoch = [&](const CommittedEpoch& epoch) -> absl::Status {
-    JG_RETURN_IF_ERROR(CheckNodes(dir, epoch, nodes));
-    return verify(epoch.epoch());
-  };
   const std::string what =
       requested.kind == ResumeFrom::Kind::kLatest
           ? std::string("resume_from_epoch=latest")
@@ -139,7 +133,18 @@ absl::StatusOr<std::optional<int64_t>> ChooseResumeEpoch(
     const CommittedEpoch& epoch = log->epoch(i);
     // Another job's entry in a shared directory.
     if (!BelongsToJob(epoch, nodes)) continue;
-    absl::Status s = check_epoch(epoch);
+    absl::Status s = CheckNodes(dir, epoch, nodes);
+    if (s.ok()) {
+      s = verify(epoch.epoch());
+      // Only damage proves an epoch unusable. Anything else (a stop
+      // request, memory, an I/O error) could make every epoch look bad, and
+      // resuming an older one would let the next saves replace the newer.
+      if (!s.ok() && !absl::IsDataLoss(s)) {
+        return absl::Status(
+            s.code(), absl::StrCat(what, ": epoch ", epoch.epoch(), " of ", dir,
+                                   ": ", s.message()));
+      }
+    }
     if (s.ok()) {
       if (!rejected.empty()) {
         LOG(WARNING) << "resume_from_epoch=latest: using epoch "

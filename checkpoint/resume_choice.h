@@ -4,8 +4,10 @@
 //   scratch  nothing, whatever the directory holds;
 //   epoch N  N, which must be committed for every node and verify;
 //   latest   the newest committed epoch that holds every node and verifies;
-//            a damaged one is logged and the next older one is tried. With
-//            no commit log (or an empty one) the run starts from scratch.
+//            a damaged one (DataLoss) is logged and the next older one is
+//            tried; any other error ends the choice, since it proves nothing
+//            about the epoch. With no commit log (or an empty one) the run
+//            starts from scratch.
 //
 // A function; thread-compatible. A job spread over processes (MpiSession)
 // passes hooks so that the log is read once and each process verifies its
@@ -34,8 +36,9 @@ namespace jobgraph {
 struct ResumeChoiceHooks {
   // Reads the commit log. Default: ReadCommitLogWithFallback(dir).
   std::function<absl::StatusOr<CommitLogRead>()> read_log;
-  // Verifies the databases of committed `epoch` for every node. Default:
-  // VerifyCommittedEpoch(dir, db_type, nodes, epoch).
+  // Verifies the databases of committed `epoch` for every node: DataLoss
+  // for damage. Default: VerifyCommittedEpoch(dir, db_type, nodes, epoch);
+  // Checkpointer loads the epoch instead (staged, see checkpointer.h).
   std::function<absl::Status(int64_t epoch)> verify;
 };
 

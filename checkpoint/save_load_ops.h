@@ -79,6 +79,8 @@
 //
 // CommitStagedBlobs, DropStagedBlobs (no inputs, no outputs; jobgraph's)
 //   prefix (string, required)
+//   require_staged (int, 0)      CommitStagedBlobs: FailedPrecondition when
+//                                the workspace holds no staged blob
 //   The workspace's own blobs whose names start with `prefix` are staged
 //   (Load with add_prefix put them there). CommitStagedBlobs moves each into
 //   the blob named without the prefix, replacing its value, and removes the

@@ -4,6 +4,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "engine/blob.h"
 #include "engine/operator.h"
@@ -28,15 +29,24 @@ class StagedBlobsOp : public OperatorBase {
       return Error(absl::StatusCode::kInvalidArgument,
                    "argument 'prefix' (the names' staging prefix) is required");
     }
+    require_staged_ = GetArg<bool>("require_staged", false);
     return absl::OkStatus();
   }
 
   absl::Status Run() override {
     Workspace& ws = *workspace();
+    int staged = 0;
     for (const std::string& name : ws.LocalBlobNames()) {
       if (!absl::StartsWith(name, prefix_)) continue;
       Visit(ws, name, absl::string_view(name).substr(prefix_.size()));
       ws.RemoveBlob(name);
+      ++staged;
+    }
+    if (staged == 0 && require_staged_) {
+      return Error(
+          absl::StatusCode::kFailedPrecondition,
+          absl::StrCat("workspace '", ws.name(),
+                       "' holds no staged blobs (named '", prefix_, "...')"));
     }
     return absl::OkStatus();
   }
@@ -47,6 +57,7 @@ class StagedBlobsOp : public OperatorBase {
                      absl::string_view target) = 0;
 
   std::string prefix_;
+  bool require_staged_ = false;
 };
 
 // Moves each staged blob into the blob named without the prefix (created if

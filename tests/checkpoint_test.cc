@@ -605,6 +605,73 @@ TEST(CheckpointTest, DamageFoundWhileRestoringLeavesEveryWorkspaceAsItWas) {
   manager.End();
 }
 
+// Only damage makes latest try an older epoch: a load that fails for
+// another reason (here a stop request) ends the choice with that error, so
+// that a run never resumes an older epoch and replaces the newer ones.
+TEST(CheckpointTest, OnlyDamageMakesLatestFallBack) {
+  const std::string dir = NewTempDir("fallback_only_on_damage");
+  Job job;
+  testing::BuildCaffe2Pipeline(job, 0);
+  testing::BuildCaffe2Pipeline(job, 1);
+  TrainTwoNodes(job, dir, "leveldb");
+  LocalSession session;
+  session.RequestStop();
+  MultiNodeCheckpointManager manager({.directory = dir});
+  absl::StatusOr<std::optional<int64_t>> epoch =
+      manager.Start(session, {"trainer_0", "trainer_1"}, ResumeFrom::Latest());
+  EXPECT_EQ(epoch.status().code(), absl::StatusCode::kCancelled)
+      << epoch.status();
+  EXPECT_THAT(epoch.status().message(),
+              HasSubstr(absl::StrCat("resume_from_epoch=latest: epoch 4 of ",
+                                     dir, ": ")));
+  manager.End();
+}
+
+// Staged blobs belong to one session: a Restore in another session (also
+// one built where a destroyed one was) loads the epoch itself; blobs staged
+// for a Restore that never came never enter a later run's blob list; an
+// epoch that was never committed is NotFound.
+TEST(CheckpointTest, StagedBlobsStayInTheirSession) {
+  const std::string dir = NewTempDir("staged_sessions");
+  Job job;
+  testing::BuildCaffe2Pipeline(job, 0);
+  testing::BuildCaffe2Pipeline(job, 1);
+  TrainTwoNodes(job, dir, "leveldb");
+  const std::vector<std::string> nodes = {"trainer_0", "trainer_1"};
+  MultiNodeCheckpointManager manager({.directory = dir});
+  auto session = std::make_unique<LocalSession>();
+  ASSERT_EQ(manager.Start(*session, nodes, ResumeFrom::Latest()).value(), 4);
+  session.reset();
+  session = std::make_unique<LocalSession>();
+  absl::StatusOr<CheckpointStats> restored = manager.Restore(*session, 4);
+  ASSERT_TRUE(restored.ok()) << restored.status();
+  EXPECT_EQ(restored->bytes, 582);
+  EXPECT_EQ(testing::Caffe2Total(*session, 0), 145);
+  EXPECT_EQ(testing::Caffe2Total(*session, 1), 145);
+  EXPECT_EQ(manager.Restore(*session, 7).status().code(),
+            absl::StatusCode::kNotFound);
+  manager.End();
+
+  // Staged, never restored; then the same session runs from scratch.
+  LocalSession reused;
+  ASSERT_EQ(manager.Start(reused, nodes, ResumeFrom::Latest()).value(), 4);
+  manager.End();
+  const std::string other_dir = NewTempDir("staged_sessions_other");
+  MultiNodeCheckpointManager other({.directory = other_dir});
+  JobRunner runner(job, &other);
+  ASSERT_EQ(runner.Train(reused).value(), 4);
+  ASSERT_EQ(runner.stats().epochs.size(), 5u);
+  for (const EpochStats& e : runner.stats().epochs) {
+    EXPECT_EQ(e.save_bytes, 582) << "epoch " << e.epoch;
+  }
+  for (const std::string& node : nodes) {
+    for (const std::string& name :
+         reused.NodeWorkspace(node)->LocalBlobNames()) {
+      EXPECT_THAT(name, Not(StartsWith(kStagedBlobPrefix))) << node;
+    }
+  }
+}
+
 // keep_last=2 with keep_every=2 keeps the two newest epochs and the even
 // ones, drops the rest from the manifest and deletes their databases.
 TEST(CheckpointTest, RetentionKeepsTheNewestAndTheMilestones) {
