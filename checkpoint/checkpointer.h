@@ -82,7 +82,8 @@ inline constexpr char kBlobNamesBlob[] = "blob_names";
 // created after the blob list is fixed).
 inline constexpr char kSavedBytesBlob[] = "checkpoint_saved_bytes";
 // What a restore loads each blob as until every node's load has succeeded
-// (the "staged" blobs of save_load_ops.h).
+// (the "staged" blobs of save_load_ops.h). Reserved: a restore, and the
+// capture of a node's blob list, drop the root-workspace blobs named so.
 inline constexpr char kStagedBlobPrefix[] = "__jobgraph_staged__/";
 
 struct CheckpointOptions {
