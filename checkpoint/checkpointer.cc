@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <condition_variable>
 #include <cstring>
@@ -471,16 +472,22 @@ absl::Status Checkpointer::CaptureBlobNames(Session& session) {
 absl::Status Checkpointer::Stage(Session& session, int64_t epoch,
                                  bool with_blob_lists, bool committed) {
   staged_.reset();
+  // Names this load in every workspace it stages into (the marker), so that
+  // a Restore commits only blobs of this load, never those an earlier one
+  // left in another session; unique in the process.
+  static std::atomic<int64_t> loads{0};
+  const std::string stage = absl::StrCat("epoch ", epoch, " #", ++loads);
   // Each database holds exactly the blobs that were checkpointed, the list
   // itself included, so one pass over it restores the blobs and the list.
   // The Load ops check what a verification would (values, files, node and
   // epoch); the nodes load in parallel. Whatever an earlier Stage left in
-  // this session goes first, so only this load can be committed.
+  // this session goes first (in a group of its own: an op of the load's net
+  // holds the marker blob from the net's creation on), so only this load
+  // can be committed.
+  DropStaged(session);
   TaskGroup group("checkpoint_load", GLOBAL);
   for (const NodeState& state : nodes_) {
     Task& task = group.NewTask(Node(state.node), {.name = "checkpoint_load"});
-    task.net().Op("DropStagedBlobs", {}, {},
-                  {MakeArg("prefix", std::string(kStagedBlobPrefix))});
     task.net().Op("Load", {}, {},
                   {MakeArg("db", DbPathOf(state, epoch)),
                    MakeArg("db_type", options_.db_type),
@@ -488,6 +495,10 @@ absl::Status Checkpointer::Stage(Session& session, int64_t epoch,
                    MakeArg("add_prefix", std::string(kStagedBlobPrefix)),
                    MakeArg("expected_node", state.file_name),
                    MakeArg("expected_epoch", epoch)});
+    task.net().Op("GivenTensorStringFill", {},
+                  {BlobRef(std::string(kStagedBlobPrefix))},
+                  {MakeArg("values", std::vector<std::string>{stage}),
+                   MakeArg("shape", std::vector<int64_t>{1})});
   }
   absl::Status status = session.Run(group);
   std::vector<std::vector<std::string>> lists;
@@ -501,7 +512,7 @@ absl::Status Checkpointer::Stage(Session& session, int64_t epoch,
     }
   }
   if (status.ok()) {
-    staged_ = Staged{epoch, std::move(lists)};
+    staged_ = Staged{epoch, stage, std::move(lists)};
     return status;
   }
   DropStaged(session);
@@ -529,13 +540,15 @@ void Checkpointer::DropStaged(Session& session) {
       << "dropping staged checkpoint blobs: " << status.message();
 }
 
-absl::Status Checkpointer::CommitStaged(Session& session) {
+absl::Status Checkpointer::CommitStaged(Session& session, bool check_only) {
+  CHECK(staged_.has_value());
   TaskGroup group("checkpoint_commit_staged", GLOBAL);
   for (const NodeState& state : nodes_) {
     Task& task = group.NewTask(Node(state.node), {.name = "commit_staged"});
     task.net().Op("CommitStagedBlobs", {}, {},
                   {MakeArg("prefix", std::string(kStagedBlobPrefix)),
-                   MakeArg("require_staged", 1)});
+                   MakeArg("stage", staged_->stage),
+                   MakeArg("check_only", check_only ? 1 : 0)});
   }
   return session.Run(group);
 }
@@ -560,16 +573,19 @@ absl::StatusOr<CheckpointStats> Checkpointer::Restore(Session& session,
   // What Start(session, ...) staged, if it is this epoch in this session: a
   // session without staged blobs refuses the commit (the staged epoch's
   // session may be gone), and the epoch is loaded here.
+  // Every node is checked before any commits, so that none is replaced
+  // unless all are.
   absl::Status committed = absl::FailedPreconditionError("nothing staged");
   if (staged_.has_value() && staged_->epoch == epoch) {
-    committed = CommitStaged(session);
+    committed = CommitStaged(session, /*check_only=*/true);
   }
   if (absl::IsFailedPrecondition(committed)) {
     JG_RETURN_IF_ERROR(Annotate(Stage(session, epoch, !in_init,
                                       /*committed=*/entry != nullptr),
                                 what));
-    committed = CommitStaged(session);
+    committed = CommitStaged(session, /*check_only=*/true);
   }
+  if (committed.ok()) committed = CommitStaged(session, /*check_only=*/false);
   if (!committed.ok()) {
     DropStaged(session);
     return Annotate(committed, what);

@@ -268,9 +268,10 @@ class Checkpointer {
                      bool committed);
   // Removes the staged blobs of `session`.
   void DropStaged(Session& session);
-  // Puts `session`'s staged blobs in place; FailedPrecondition when a node
-  // has none.
-  absl::Status CommitStaged(Session& session);
+  // Puts the blobs of the last Stage in place in `session` (with
+  // `check_only`, only checks that every node holds them);
+  // FailedPrecondition when a node does not. Needs staged_.
+  absl::Status CommitStaged(Session& session, bool check_only);
   // Directory, locks and commit log ready for a save of `epoch`, the
   // epoch's old entry (if any) taken out of the log; agreed by every rank.
   absl::Status PrepareSave(int64_t epoch);
@@ -307,6 +308,7 @@ class Checkpointer {
   // What the last Stage loaded, for Restore to commit.
   struct Staged {
     int64_t epoch = 0;
+    std::string stage;  // the load's name, in the staged blobs' marker
     // Per node; empty when the lists were not loaded (stopped in init).
     std::vector<std::vector<std::string>> blob_lists;
   };

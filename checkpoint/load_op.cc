@@ -5,11 +5,13 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <system_error>
 #include <thread>  // NOLINT(build/c++11)
 #include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
@@ -111,6 +113,18 @@ class LoadOp final : public OperatorBase {
       }
     }
     if (load_all_) return absl::OkStatus();
+    if (!sources.empty()) {
+      // Two stored blobs into one output would race between the reading
+      // threads (and the second would win anyway).
+      absl::flat_hash_set<absl::string_view> outputs;
+      for (int i = 0; i < OutputSize(); ++i) {
+        if (!outputs.insert(OutputName(i)).second) {
+          return Error(
+              absl::StatusCode::kInvalidArgument,
+              absl::StrCat("output '", OutputName(i), "' is listed twice"));
+        }
+      }
+    }
     for (int i = 0; i < OutputSize(); ++i) {
       const std::string& name = sources.empty() ? OutputName(i) : sources[i];
       if (!wanted_.emplace(name, i).second) {
@@ -178,9 +192,10 @@ class LoadOp final : public OperatorBase {
   // of `bytes` in all: with `threads` 0, one unless there is enough to read
   // that a thread pays for itself, then one per core, up to 4.
   int PartsFor(size_t blobs, int64_t bytes) const {
+    constexpr int64_t kMaxThreads = 64;
     if (threads_ > 0) {
-      return static_cast<int>(
-          std::min<int64_t>(threads_, std::max<int64_t>(blobs, 1)));
+      return static_cast<int>(std::min<int64_t>(
+          {threads_, kMaxThreads, std::max<int64_t>(blobs, 1)}));
     }
     constexpr int64_t kBytesPerThread = 16 << 20;
     constexpr size_t kBlobsPerThread = 4096;
@@ -262,9 +277,22 @@ class LoadOp final : public OperatorBase {
       names[b] = std::move(name);
       targets[b] = target;
     }
+    if (indices.empty()) return db->Close();
     // The blobs in parts of about equal bytes, each read by its own thread
     // through its own cursor into its own assembler; the targets are
-    // distinct blobs, created above.
+    // distinct blobs, created above. In key order (usually the index's
+    // already), so that the first part's error is the one a single reader
+    // would meet first.
+    auto first_key = [&](int b) {
+      const CheckpointBlobInfo& blob = index.blob(b);
+      return blob.key_size() == 0 ? absl::string_view()
+                                  : absl::string_view(blob.key(0));
+    };
+    auto by_key = [&](int a, int b) { return first_key(a) < first_key(b); };
+    if (!std::is_sorted(indices.begin(), indices.end(), by_key)) {
+      std::sort(indices.begin(), indices.end(), by_key);
+    }
+    // No overflow: the index refuses sizes whose total overflows.
     int64_t total_bytes = 0;
     for (int b : indices) total_bytes += blob_bytes[b];
     const int parts = PartsFor(indices.size(), total_bytes);
@@ -274,7 +302,9 @@ class LoadOp final : public OperatorBase {
     for (int part = 1; part <= parts; ++part) {
       size_t end = indices.size();
       if (part < parts) {
-        const int64_t goal = total_bytes * part / parts;
+        // total_bytes * part / parts, without overflowing.
+        const int64_t goal =
+            total_bytes / parts * part + total_bytes % parts * part / parts;
         end = begin;
         while (end < indices.size() && taken < goal) {
           taken += blob_bytes[indices[end]];
@@ -307,8 +337,15 @@ class LoadOp final : public OperatorBase {
           });
     };
     std::vector<std::thread> threads;
-    for (size_t i = 1; i < spans.size(); ++i)
-      threads.emplace_back(read_part, i);
+    threads.reserve(spans.size() - 1);
+    for (size_t i = 1; i < spans.size(); ++i) {
+      try {
+        threads.emplace_back(read_part, i);
+      } catch (const std::system_error&) {
+        // No thread to be had (a process at its limit): read it here.
+        read_part(i);
+      }
+    }
     read_part(0);
     for (std::thread& thread : threads) thread.join();
     // The error of the first part in key order, as one reader would see it.

@@ -42,10 +42,10 @@
 //   verify_checksums (int, 1)    check every value's CRC-32C against the
 //                                blob index (sizes are always checked)
 //   threads (int, 0)             threads that read one database, each a
-//                                part of its blobs of about equal bytes; 0:
-//                                one per core (up to 4) once there are at
-//                                least 16 MiB or 4096 blobs per thread, else
-//                                one
+//                                part of its blobs of about equal bytes (at
+//                                most 64); 0: one per core (up to 4) once
+//                                there are at least 16 MiB or 4096 blobs per
+//                                thread, else one
 //   expected_node (string, ""), expected_epoch (int, -1)
 //                                when set, each database's blob index must
 //                                name this node / epoch, and its recorded
@@ -79,15 +79,17 @@
 //
 // CommitStagedBlobs, DropStagedBlobs (no inputs, no outputs; jobgraph's)
 //   prefix (string, required)
-//   require_staged (int, 0)      CommitStagedBlobs: FailedPrecondition when
-//                                the workspace holds no staged blob
+//   stage (string)               CommitStagedBlobs: FailedPrecondition
+//                                unless the marker (the blob named `prefix`
+//                                itself, a string tensor) holds this value
+//   check_only (int, 0)          CommitStagedBlobs: only that check
 //   The workspace's own blobs whose names start with `prefix` are staged
 //   (Load with add_prefix put them there). CommitStagedBlobs moves each into
 //   the blob named without the prefix, replacing its value, and removes the
-//   staged one; DropStagedBlobs removes them. A restore loads every node's
-//   database into staged blobs and commits them only when every load
-//   succeeded, so damage found while loading leaves every workspace as it
-//   was.
+//   staged ones and the marker; DropStagedBlobs removes them all. A restore
+//   loads every node's database into staged blobs and commits them only when
+//   every load succeeded, so damage found while loading leaves every workspace
+//   as it was.
 //
 // Every error names the op, and the database path, blob or key at fault.
 //

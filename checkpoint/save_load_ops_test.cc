@@ -681,7 +681,8 @@ TEST_F(SaveLoadTest, ThreadsReadPartsOfOneDatabaseIntoTheSameBlobs) {
   Workspace ws;
   FillWorkspace(&ws);
   std::vector<std::string> names = kAllBlobs;
-  for (int i = 0; i < 5000; ++i) {
+  // 9,000 blobs: two per thread at Load's automatic choice, on 2 cores.
+  for (int i = 0; i < 9000; ++i) {
     const std::string name = absl::StrFormat("many/%05d", i);
     ws.SetTensor(name, Tensor::FromVector<int32_t>({i, -i, i * 7}));
     names.push_back(name);
@@ -704,6 +705,29 @@ TEST_F(SaveLoadTest, ThreadsReadPartsOfOneDatabaseIntoTheSameBlobs) {
   EXPECT_EQ(status.message(),
             "op Load( -> w): argument 'threads' must be 0 (automatic) or "
             "more, not -1");
+}
+
+// A database that holds none of the wanted blobs reads nothing and the
+// outputs are missing; two stored blobs cannot be loaded into one output.
+TEST_F(SaveLoadTest, ADatabaseWithNoneOfTheOutputs) {
+  Workspace ws;
+  FillWorkspace(&ws);
+  const std::string db = dir_.Join("trainer_0.1");
+  ASSERT_TRUE(Save(&ws, {"f32", "i64"}, db).ok());
+  Workspace loaded;
+  absl::Status status = Load(&loaded, {"nope"}, {Arg("db", db)});
+  EXPECT_EQ(status.code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(status.message(),
+            absl::StrCat("op Load( -> nope): expected to load 1 blobs from ",
+                         db, ", got 0; missing: nope"));
+  EXPECT_TRUE(
+      Load(&loaded, {"nope"}, {Arg("db", db), Arg("allow_incomplete", 1)})
+          .ok());
+  status = Load(&loaded, {"w", "w"},
+                {Arg("db", db), Arg("source_blob_names",
+                                    std::vector<std::string>{"f32", "i64"})});
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(status.message(), "op Load( -> w, w): output 'w' is listed twice");
 }
 
 // A restore's Load also checks that a database is the node's and epoch's

@@ -1,20 +1,23 @@
 // The CommitStagedBlobs and DropStagedBlobs operators (see save_load_ops.h).
 
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "engine/blob.h"
 #include "engine/operator.h"
+#include "engine/tensor.h"
 #include "engine/workspace.h"
 
 namespace jobgraph {
 namespace {
 
 // The staged blobs of a workspace: its local blobs whose names start with
-// the op's `prefix`.
+// the op's `prefix`; the one named `prefix` itself is the marker.
 class StagedBlobsOp : public OperatorBase {
  public:
   using OperatorBase::OperatorBase;
@@ -29,35 +32,44 @@ class StagedBlobsOp : public OperatorBase {
       return Error(absl::StatusCode::kInvalidArgument,
                    "argument 'prefix' (the names' staging prefix) is required");
     }
-    require_staged_ = GetArg<bool>("require_staged", false);
+    if (HasArg("stage")) stage_ = GetArg<std::string>("stage", "");
+    check_only_ = GetArg<bool>("check_only", false);
     return absl::OkStatus();
   }
 
   absl::Status Run() override {
     Workspace& ws = *workspace();
-    int staged = 0;
+    if (stage_.has_value()) {
+      // The marker says which load staged what is here.
+      absl::StatusOr<const Tensor*> marker = ws.GetTensor(prefix_);
+      if (!marker.ok() || (*marker)->dtype() != STRING ||
+          (*marker)->numel() != 1 ||
+          (*marker)->data<std::string>()[0] != *stage_) {
+        return Error(absl::StatusCode::kFailedPrecondition,
+                     absl::StrCat("workspace '", ws.name(),
+                                  "' holds no blobs staged by load ", *stage_));
+      }
+    }
+    if (check_only_) return absl::OkStatus();
     for (const std::string& name : ws.LocalBlobNames()) {
       if (!absl::StartsWith(name, prefix_)) continue;
-      Visit(ws, name, absl::string_view(name).substr(prefix_.size()));
+      if (name.size() > prefix_.size()) {
+        Visit(ws, name, absl::string_view(name).substr(prefix_.size()));
+      }
       ws.RemoveBlob(name);
-      ++staged;
-    }
-    if (staged == 0 && require_staged_) {
-      return Error(
-          absl::StatusCode::kFailedPrecondition,
-          absl::StrCat("workspace '", ws.name(),
-                       "' holds no staged blobs (named '", prefix_, "...')"));
     }
     return absl::OkStatus();
   }
 
  private:
-  // Called for each staged blob `staged`, just before it is removed.
+  // Called for each staged blob `staged` (not the marker), just before it
+  // is removed.
   virtual void Visit(Workspace& ws, const std::string& staged,
                      absl::string_view target) = 0;
 
   std::string prefix_;
-  bool require_staged_ = false;
+  std::optional<std::string> stage_;
+  bool check_only_ = false;
 };
 
 // Moves each staged blob into the blob named without the prefix (created if

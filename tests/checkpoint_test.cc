@@ -564,8 +564,8 @@ TEST(CheckpointTest, DamageFoundWhileRestoringLeavesEveryWorkspaceAsItWas) {
         }
       }
       EXPECT_THAT(own, ElementsAre("mine", "total")) << node << " " << when;
-      // blob_names, the cursor, total and val.
-      EXPECT_EQ(num_staged, staged ? 4 : 0) << node << " " << when;
+      // blob_names, the cursor, total and val, and the load's marker.
+      EXPECT_EQ(num_staged, staged ? 5 : 0) << node << " " << when;
       EXPECT_EQ(ws->GetTensor("total").value()->data<int64_t>()[0], 7)
           << node << " " << when;
     }
@@ -650,6 +650,18 @@ TEST(CheckpointTest, StagedBlobsStayInTheirSession) {
   EXPECT_EQ(testing::Caffe2Total(*session, 1), 145);
   EXPECT_EQ(manager.Restore(*session, 7).status().code(),
             absl::StatusCode::kNotFound);
+  manager.End();
+
+  // Epoch 3 staged in one session and never restored, epoch 4 staged in
+  // another: a Restore of 4 in the first loads 4, not the leftover 3.
+  LocalSession first;
+  LocalSession second;
+  ASSERT_EQ(manager.Start(first, nodes, ResumeFrom::Epoch(3)).value(), 3);
+  manager.End();
+  ASSERT_EQ(manager.Start(second, nodes, ResumeFrom::Latest()).value(), 4);
+  ASSERT_TRUE(manager.Restore(first, 4).ok());
+  EXPECT_EQ(testing::Caffe2Total(first, 0), 145);
+  EXPECT_EQ(testing::Caffe2Total(first, 1), 145);
   manager.End();
 
   // Staged, never restored; then the same session runs from scratch.
