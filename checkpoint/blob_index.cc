@@ -258,11 +258,16 @@ absl::StatusOr<BlobIndex> VerifyDb(DB* db, VerifyDepth depth) {
       [](int, int, absl::string_view) { return absl::OkStatus(); }));
   // After the values, whose damage is reported naming the blob: the files'
   // own checksums catch the rest (indexes, the backend's metadata).
+  JG_RETURN_IF_ERROR(VerifyRecordedFiles(db, index, depth));
+  return index;
+}
+
+absl::Status VerifyRecordedFiles(DB* db, const BlobIndex& index,
+                                 VerifyDepth depth) {
   DB::FileCheck check;
   check.record_required = index.files_listed();
   check.read_contents = depth == VerifyDepth::kValuesAndFiles;
-  JG_RETURN_IF_ERROR(db->VerifyFiles(check));
-  return index;
+  return db->VerifyFiles(check);
 }
 
 absl::StatusOr<BlobIndex> VerifyDbAt(absl::string_view db_type,

@@ -126,6 +126,11 @@ absl::Status CheckIndexOwner(const std::string& path, const BlobIndex& index,
 // CRC-32C) without deserializing anything, then, for kValuesAndFiles, the
 // files. Returns the blob index.
 absl::StatusOr<BlobIndex> VerifyDb(DB* db, VerifyDepth depth);
+// The files part of VerifyDb: the database's record of its files is there
+// (when the index says one was written) and each file has its recorded size
+// and, for kValuesAndFiles, its recorded checksum (DB::VerifyFiles).
+absl::Status VerifyRecordedFiles(DB* db, const BlobIndex& index,
+                                 VerifyDepth depth);
 // VerifyDb of the database of `db_type` at `path`, opened for reading.
 absl::StatusOr<BlobIndex> VerifyDbAt(absl::string_view db_type,
                                      const std::string& path,

@@ -35,6 +35,13 @@ int64_t MicrosSince(absl::Time start) {
   return absl::ToInt64Microseconds(absl::Now() - start);
 }
 
+// Whether the committed `entry` (may be null) is a preemption checkpoint
+// taken in the middle of init, whose blob list is fixed only when init ends.
+bool StoppedInInit(const CommittedEpoch* entry) {
+  return entry != nullptr && entry->has_preemption() &&
+         entry->preemption().group() == "init";
+}
+
 absl::Status Annotate(const absl::Status& s, absl::string_view what) {
   if (s.ok()) return s;
   return absl::Status(s.code(), absl::StrCat(what, ": ", s.message()));
@@ -357,9 +364,8 @@ absl::StatusOr<std::optional<int64_t>> Checkpointer::ChooseStart(
           log_read.has_value()
               ? FindCommittedEpoch(log_read->log, epoch, FileNames())
               : nullptr;
-      const bool in_init = entry != nullptr && entry->has_preemption() &&
-                           entry->preemption().group() == "init";
-      return Stage(*session, epoch, /*with_blob_lists=*/!in_init,
+      return Stage(*session, epoch,
+                   /*with_blob_lists=*/!StoppedInInit(entry),
                    /*committed=*/true);
     };
   }
@@ -471,7 +477,6 @@ absl::Status Checkpointer::CaptureBlobNames(Session& session) {
 
 absl::Status Checkpointer::Stage(Session& session, int64_t epoch,
                                  bool with_blob_lists, bool committed) {
-  staged_.reset();
   // Names this load in every workspace it stages into (the marker), so that
   // a Restore commits only blobs of this load, never those an earlier one
   // left in another session; unique in the process.
@@ -525,32 +530,30 @@ absl::Status Checkpointer::Stage(Session& session, int64_t epoch,
   return status;
 }
 
+absl::Status Checkpointer::RunStagingOp(Session& session, const std::string& op,
+                                        std::vector<Argument> args) {
+  args.push_back(MakeArg("prefix", std::string(kStagedBlobPrefix)));
+  TaskGroup group(absl::StrCat("checkpoint_", op), GLOBAL);
+  for (const NodeState& state : nodes_) {
+    group.NewTask(Node(state.node), {.name = op}).net().Op(op, {}, {}, args);
+  }
+  return session.Run(group);
+}
+
 void Checkpointer::DropStaged(Session& session) {
   staged_.reset();
-  TaskGroup group("checkpoint_drop_staged", GLOBAL);
-  for (const NodeState& state : nodes_) {
-    Task& task = group.NewTask(Node(state.node), {.name = "drop_staged"});
-    task.net().Op("DropStagedBlobs", {}, {},
-                  {MakeArg("prefix", std::string(kStagedBlobPrefix))});
-  }
   // Removing blobs cannot fail but for a session that cannot run at all;
   // what stays is dropped by the next Stage.
-  absl::Status status = session.Run(group);
+  absl::Status status = RunStagingOp(session, "DropStagedBlobs", {});
   LOG_IF(ERROR, !status.ok())
       << "dropping staged checkpoint blobs: " << status.message();
 }
 
 absl::Status Checkpointer::CommitStaged(Session& session, bool check_only) {
   CHECK(staged_.has_value());
-  TaskGroup group("checkpoint_commit_staged", GLOBAL);
-  for (const NodeState& state : nodes_) {
-    Task& task = group.NewTask(Node(state.node), {.name = "commit_staged"});
-    task.net().Op("CommitStagedBlobs", {}, {},
-                  {MakeArg("prefix", std::string(kStagedBlobPrefix)),
-                   MakeArg("stage", staged_->stage),
-                   MakeArg("check_only", check_only ? 1 : 0)});
-  }
-  return session.Run(group);
+  return RunStagingOp(session, "CommitStagedBlobs",
+                      {MakeArg("stage", staged_->stage),
+                       MakeArg("check_only", check_only ? 1 : 0)});
 }
 
 absl::StatusOr<CheckpointStats> Checkpointer::Restore(Session& session,
@@ -567,25 +570,18 @@ absl::StatusOr<CheckpointStats> Checkpointer::Restore(Session& session,
       ReadCommitLogWithFallback(options_.directory);
   const CommittedEpoch* entry =
       log.ok() ? FindCommittedEpoch(log->log, epoch, FileNames()) : nullptr;
-  // Stopped in the middle of init: the blob list is fixed when init ends.
-  const bool in_init = entry != nullptr && entry->has_preemption() &&
-                       entry->preemption().group() == "init";
-  // What Start(session, ...) staged, if it is this epoch in this session: a
-  // session without staged blobs refuses the commit (the staged epoch's
-  // session may be gone), and the epoch is loaded here.
-  // Every node is checked before any commits, so that none is replaced
-  // unless all are.
-  absl::Status committed = absl::FailedPreconditionError("nothing staged");
-  if (staged_.has_value() && staged_->epoch == epoch) {
-    committed = CommitStaged(session, /*check_only=*/true);
-  }
-  if (absl::IsFailedPrecondition(committed)) {
-    JG_RETURN_IF_ERROR(Annotate(Stage(session, epoch, !in_init,
+  // What Start(session, ...) staged is used if every node of this session
+  // holds it (the staged epoch's session may be another, or gone); checked
+  // on every node before any commits, so that none is replaced unless all
+  // are. A Stage here puts it on every node, or fails.
+  const bool staged_here = staged_.has_value() && staged_->epoch == epoch &&
+                           CommitStaged(session, /*check_only=*/true).ok();
+  if (!staged_here) {
+    JG_RETURN_IF_ERROR(Annotate(Stage(session, epoch, !StoppedInInit(entry),
                                       /*committed=*/entry != nullptr),
                                 what));
-    committed = CommitStaged(session, /*check_only=*/true);
   }
-  if (committed.ok()) committed = CommitStaged(session, /*check_only=*/false);
+  absl::Status committed = CommitStaged(session, /*check_only=*/false);
   if (!committed.ok()) {
     DropStaged(session);
     return Annotate(committed, what);

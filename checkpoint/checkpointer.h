@@ -266,6 +266,10 @@ class Checkpointer {
   // the epoch is `committed`.
   absl::Status Stage(Session& session, int64_t epoch, bool with_blob_lists,
                      bool committed);
+  // Runs staging operator `op` (save_load_ops.h) with `args` and the
+  // staged prefix on every node, in one group.
+  absl::Status RunStagingOp(Session& session, const std::string& op,
+                            std::vector<Argument> args);
   // Removes the staged blobs of `session`.
   void DropStaged(Session& session);
   // Puts the blobs of the last Stage in place in `session` (with

@@ -174,11 +174,10 @@ class LoadOp final : public OperatorBase {
     }
     std::vector<std::string> missing;
     for (const std::string& name : wanted_names_) {
-      bool complete = false;
-      for (const auto& assembler : assemblers) {
-        complete = complete || assembler->IsComplete(name);
+      if (std::none_of(assemblers.begin(), assemblers.end(),
+                       [&](const auto& a) { return a->IsComplete(name); })) {
+        missing.push_back(name);
       }
-      if (!complete) missing.push_back(name);
     }
     if (missing.empty()) return absl::OkStatus();
     return absl::NotFoundError(
@@ -222,17 +221,13 @@ class LoadOp final : public OperatorBase {
     BlobIndex& index =
         *google::protobuf::Arena::CreateMessage<BlobIndex>(&arena);
     JG_RETURN_IF_ERROR(ReadBlobIndex(db.get(), &index));
-    const bool restore =
-        expected_node_.has_value() || expected_epoch_.has_value();
-    if (restore) {
+    if (expected_node_.has_value() || expected_epoch_.has_value()) {
       // Before any value is read: a database of another node or epoch is
       // damage, and so is one missing a file it recorded.
       JG_RETURN_IF_ERROR(
           CheckIndexOwner(path, index, expected_node_, expected_epoch_));
-      DB::FileCheck files;
-      files.record_required = index.files_listed();
-      files.read_contents = false;
-      JG_RETURN_IF_ERROR(db->VerifyFiles(files));
+      JG_RETURN_IF_ERROR(
+          VerifyRecordedFiles(db.get(), index, VerifyDepth::kValues));
     }
 
     // The blobs of this database to load, their names and targets, indexed

@@ -17,8 +17,12 @@ namespace jobgraph {
 namespace {
 
 // The staged blobs of a workspace: its local blobs whose names start with
-// the op's `prefix`; the one named `prefix` itself is the marker.
-class StagedBlobsOp : public OperatorBase {
+// the op's `prefix`; the one named `prefix` itself is the marker. kCommit:
+// CommitStagedBlobs moves each into the blob named without the prefix
+// (created if needed), replacing what it held; else DropStagedBlobs
+// discards them.
+template <bool kCommit>
+class StagedBlobsOp final : public OperatorBase {
  public:
   using OperatorBase::OperatorBase;
 
@@ -53,8 +57,9 @@ class StagedBlobsOp : public OperatorBase {
     if (check_only_) return absl::OkStatus();
     for (const std::string& name : ws.LocalBlobNames()) {
       if (!absl::StartsWith(name, prefix_)) continue;
-      if (name.size() > prefix_.size()) {
-        Visit(ws, name, absl::string_view(name).substr(prefix_.size()));
+      if (kCommit && name.size() > prefix_.size()) {
+        ws.CreateBlob(absl::string_view(name).substr(prefix_.size()))
+            ->Swap(*ws.GetBlob(name));
       }
       ws.RemoveBlob(name);
     }
@@ -62,40 +67,13 @@ class StagedBlobsOp : public OperatorBase {
   }
 
  private:
-  // Called for each staged blob `staged` (not the marker), just before it
-  // is removed.
-  virtual void Visit(Workspace& ws, const std::string& staged,
-                     absl::string_view target) = 0;
-
   std::string prefix_;
   std::optional<std::string> stage_;
   bool check_only_ = false;
 };
 
-// Moves each staged blob into the blob named without the prefix (created if
-// needed), replacing what it held.
-class CommitStagedBlobsOp final : public StagedBlobsOp {
- public:
-  using StagedBlobsOp::StagedBlobsOp;
-
- private:
-  void Visit(Workspace& ws, const std::string& staged,
-             absl::string_view target) override {
-    ws.CreateBlob(target)->Swap(*ws.GetBlob(staged));
-  }
-};
-
-// Discards the staged blobs.
-class DropStagedBlobsOp final : public StagedBlobsOp {
- public:
-  using StagedBlobsOp::StagedBlobsOp;
-
- private:
-  void Visit(Workspace&, const std::string&, absl::string_view) override {}
-};
-
-JG_REGISTER_OPERATOR(CommitStagedBlobs, CommitStagedBlobsOp);
-JG_REGISTER_OPERATOR(DropStagedBlobs, DropStagedBlobsOp);
+JG_REGISTER_OPERATOR(CommitStagedBlobs, StagedBlobsOp<true>);
+JG_REGISTER_OPERATOR(DropStagedBlobs, StagedBlobsOp<false>);
 
 }  // namespace
 }  // namespace jobgraph

@@ -471,14 +471,27 @@ class CountingLevelDb final : public DbType {
   mutable std::map<std::string, int> read_opens_;
 };
 
-// Trains the two-node pipeline into `dir` (epochs 0..4 committed).
-void TrainTwoNodes(const Job& job, const std::string& dir,
+// Builds the pipeline on trainer_0 and trainer_1 into `job` and trains it
+// into `dir` (epochs 0..4 committed).
+void TrainTwoNodes(Job& job, const std::string& dir,
                    const std::string& db_type) {
+  testing::BuildCaffe2Pipeline(job, 0);
+  testing::BuildCaffe2Pipeline(job, 1);
   LocalSession session;
   MultiNodeCheckpointManager manager({.directory = dir, .db_type = db_type});
   JobRunner runner(job, &manager);
   ASSERT_EQ(runner.Train(session).value(), 4);
   ASSERT_EQ(testing::Caffe2Total(session, 1), 145);
+}
+
+// No blob of trainer_0's or trainer_1's workspace in `session` is staged.
+void ExpectNoStagedBlobs(LocalSession& session) {
+  for (const char* node : {"trainer_0", "trainer_1"}) {
+    for (const std::string& name :
+         session.NodeWorkspace(node)->LocalBlobNames()) {
+      EXPECT_THAT(name, Not(StartsWith(kStagedBlobPrefix))) << node;
+    }
+  }
 }
 
 // Choosing the epoch loads it: verification happens while loading, so a
@@ -487,8 +500,6 @@ TEST(CheckpointTest, AResumeReadsEachDatabaseOnce) {
   CountingLevelDb& counting = CountingLevelDb::Get();
   const std::string dir = NewTempDir("read_once");
   Job job;
-  testing::BuildCaffe2Pipeline(job, 0);
-  testing::BuildCaffe2Pipeline(job, 1);
   TrainTwoNodes(job, dir, CountingLevelDb::kName);
   counting.TakeReadOpens();
 
@@ -507,13 +518,7 @@ TEST(CheckpointTest, AResumeReadsEachDatabaseOnce) {
                           Pair(JoinPath(dir, "trainer_1.4"), 1)));
   EXPECT_EQ(testing::Caffe2Total(session, 0), 145);
   EXPECT_EQ(testing::Caffe2Total(session, 1), 145);
-  // No staged blob is left behind.
-  for (const char* node : {"trainer_0", "trainer_1"}) {
-    for (const std::string& name :
-         session.NodeWorkspace(node)->LocalBlobNames()) {
-      EXPECT_THAT(name, Not(StartsWith(kStagedBlobPrefix))) << node;
-    }
-  }
+  ExpectNoStagedBlobs(session);
   manager.End();
 }
 
@@ -523,8 +528,6 @@ TEST(CheckpointTest, AResumeReadsEachDatabaseOnce) {
 TEST(CheckpointTest, DamageFoundWhileRestoringLeavesEveryWorkspaceAsItWas) {
   const std::string dir = NewTempDir("restore_damage");
   Job job;
-  testing::BuildCaffe2Pipeline(job, 0);
-  testing::BuildCaffe2Pipeline(job, 1);
   TrainTwoNodes(job, dir, "leveldb");
   const std::string damaged = JoinPath(dir, "trainer_1.4");
   const std::vector<std::string> files = ListDir(damaged).value();
@@ -611,8 +614,6 @@ TEST(CheckpointTest, DamageFoundWhileRestoringLeavesEveryWorkspaceAsItWas) {
 TEST(CheckpointTest, OnlyDamageMakesLatestFallBack) {
   const std::string dir = NewTempDir("fallback_only_on_damage");
   Job job;
-  testing::BuildCaffe2Pipeline(job, 0);
-  testing::BuildCaffe2Pipeline(job, 1);
   TrainTwoNodes(job, dir, "leveldb");
   LocalSession session;
   session.RequestStop();
@@ -634,8 +635,6 @@ TEST(CheckpointTest, OnlyDamageMakesLatestFallBack) {
 TEST(CheckpointTest, StagedBlobsStayInTheirSession) {
   const std::string dir = NewTempDir("staged_sessions");
   Job job;
-  testing::BuildCaffe2Pipeline(job, 0);
-  testing::BuildCaffe2Pipeline(job, 1);
   TrainTwoNodes(job, dir, "leveldb");
   const std::vector<std::string> nodes = {"trainer_0", "trainer_1"};
   MultiNodeCheckpointManager manager({.directory = dir});
@@ -676,12 +675,7 @@ TEST(CheckpointTest, StagedBlobsStayInTheirSession) {
   for (const EpochStats& e : runner.stats().epochs) {
     EXPECT_EQ(e.save_bytes, 582) << "epoch " << e.epoch;
   }
-  for (const std::string& node : nodes) {
-    for (const std::string& name :
-         reused.NodeWorkspace(node)->LocalBlobNames()) {
-      EXPECT_THAT(name, Not(StartsWith(kStagedBlobPrefix))) << node;
-    }
-  }
+  ExpectNoStagedBlobs(reused);
 }
 
 // keep_last=2 with keep_every=2 keeps the two newest epochs and the even
