@@ -143,7 +143,10 @@ absl::StatusOr<BlobIndex> ReadBlobIndex(DB* db) {
 
 absl::Status ReadBlobIndex(DB* db, BlobIndex* index) {
   index->Clear();
-  absl::StatusOr<std::string> bytes = db->Get(kBlobIndexKey);
+  // The index has no checksum of its own (it holds the values'): the
+  // database's block checksums are checked even where values are read
+  // without them.
+  absl::StatusOr<std::string> bytes = db->GetVerified(kBlobIndexKey);
   if (absl::IsNotFound(bytes.status())) {
     return absl::DataLossError(
         absl::StrCat(db->path(),

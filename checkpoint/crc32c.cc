@@ -225,6 +225,46 @@ uint32_t ExtendHardware(uint32_t crc, const void* data, size_t n) {
 
 #endif  // defined(__x86_64__)
 
+namespace {
+
+// a(x) * b(x) modulo the polynomial, both in the reflected bit order of the
+// CRC (bit 31 is x^0).
+uint32_t MultiplyModP(uint32_t a, uint32_t b) {
+  uint32_t product = 0;
+  for (uint32_t m = uint32_t{1} << 31; m != 0; m >>= 1) {
+    if (a & m) product ^= b;
+    b = (b & 1) ? (b >> 1) ^ kPolynomial : b >> 1;
+  }
+  return product;
+}
+
+// x^(2^k) modulo the polynomial, k = 0..63.
+struct PowersOfX {
+  uint32_t x2k[64];
+  PowersOfX() {
+    uint32_t p = uint32_t{1} << 30;  // x^1
+    for (uint32_t& power : x2k) {
+      power = p;
+      p = MultiplyModP(p, p);
+    }
+  }
+};
+
+}  // namespace
+
+uint32_t Combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b) {
+  static const PowersOfX* const powers = new PowersOfX;
+  // Appending len_b bytes multiplies A's remainder by x^(8 len_b); the
+  // conditioning of the initial and final values cancels out (zlib's
+  // crc32_combine, with the Castagnoli polynomial).
+  uint32_t shift = uint32_t{1} << 31;  // x^0
+  uint64_t n = len_b;
+  for (int k = 3; n != 0; n >>= 1, ++k) {
+    if (n & 1) shift = MultiplyModP(powers->x2k[k], shift);
+  }
+  return MultiplyModP(shift, crc_a) ^ crc_b;
+}
+
 uint32_t Extend(uint32_t crc, const void* data, size_t n) {
   static const ExtendFunction extend = ChooseExtend();
   return extend(crc, data, n);

@@ -25,6 +25,12 @@ namespace crc32c {
 // piece by piece.
 uint32_t Extend(uint32_t crc, const void* data, size_t n);
 
+// The CRC-32C of A followed by B, given crc_a = CRC-32C of A, crc_b = CRC-32C
+// of B and len_b = |B|, without reading either (O(log len_b) steps). Lets a
+// writer checksum a large buffer once and derive the checksums of the blocks
+// and files that contain it.
+uint32_t Combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b);
+
 // The implementations Extend chooses between, for tests and benchmarks.
 // Whether this CPU has the SSE4.2 CRC32 instruction.
 bool HardwareAvailable();

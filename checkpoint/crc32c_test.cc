@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/string_view.h"
 #include "gtest/gtest.h"
 
 namespace jobgraph {
@@ -58,6 +59,28 @@ TEST(Crc32cTest, ExtendEqualsWholeBuffer) {
               whole)
         << "split at " << split;
   }
+}
+
+TEST(Crc32cTest, CombineEqualsTheChecksumOfTheConcatenation) {
+  std::mt19937 rng(7);
+  std::string bytes(70000, '\0');
+  for (char& c : bytes) c = static_cast<char>(rng());
+  const absl::string_view all(bytes);
+  for (size_t split : {size_t{0}, size_t{1}, size_t{7}, size_t{4096},
+                       size_t{65536}, all.size()}) {
+    for (size_t len_b :
+         {size_t{0}, size_t{1}, size_t{3}, size_t{1000}, all.size() - split}) {
+      if (split + len_b > all.size()) continue;
+      const absl::string_view a = all.substr(0, split);
+      const absl::string_view b = all.substr(split, len_b);
+      EXPECT_EQ(crc32c::Combine(Crc32c(a), Crc32c(b), b.size()),
+                Crc32c(all.substr(0, split + len_b)))
+          << "split " << split << ", len_b " << len_b;
+    }
+  }
+  // The known vector, in two pieces.
+  EXPECT_EQ(crc32c::Combine(Crc32c("1234", 4), Crc32c("56789", 5), 5),
+            0xE3069283u);
 }
 
 TEST(Crc32cTest, HardwareMatchesPortableOnRandomBuffers) {

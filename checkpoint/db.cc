@@ -145,7 +145,15 @@ absl::StatusOr<std::string> DB::Get(absl::string_view key) {
     return absl::FailedPreconditionError(
         absl::StrCat("cannot read DB ", path_, ": it is closed"));
   }
-  return GetImpl(key);
+  return GetImpl(key, /*verify=*/false);
+}
+
+absl::StatusOr<std::string> DB::GetVerified(absl::string_view key) {
+  if (closed_) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot read DB ", path_, ": it is closed"));
+  }
+  return GetImpl(key, /*verify=*/true);
 }
 
 absl::Status DB::Close() {

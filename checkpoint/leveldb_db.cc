@@ -35,6 +35,7 @@
 #include "checkpoint/db_registry.h"
 #include "checkpoint/file_util.h"
 #include "checkpoint/io_faults.h"
+#include "checkpoint/leveldb_direct.h"
 #include "checkpoint/leveldb_files.h"
 #include "checkpoint/leveldb_tables.h"
 #include "engine/status_macros.h"
@@ -125,12 +126,6 @@ class DiscardingLogFile final : public leveldb::WritableFile {
 
  private:
   const std::unique_ptr<leveldb::WritableFile> file_;
-};
-
-// What ChecksummingEnv recorded of one file.
-struct WrittenFile {
-  uint64_t size = 0;
-  uint32_t crc = 0;
 };
 
 // Records the size and CRC-32C of every file written through it, as the
@@ -490,9 +485,10 @@ class LevelDb final : public DB {
         leveldb_options_.write_buffer_size, &path());
   }
 
-  absl::StatusOr<std::string> GetImpl(absl::string_view key) override {
+  absl::StatusOr<std::string> GetImpl(absl::string_view key,
+                                      bool verify) override {
     leveldb::ReadOptions read_options;
-    read_options.verify_checksums = options_.verify_checksums;
+    read_options.verify_checksums = options_.verify_checksums || verify;
     std::string value;
     leveldb::Status status = db_->Get(read_options, ToSlice(key), &value);
     if (status.IsNotFound()) return NotFoundKeyError(key);
@@ -551,33 +547,12 @@ class LevelDb final : public DB {
   }
 
  private:
-  // Writes JOBGRAPH_FILES: every file of the closed database with the size
-  // and CRC-32C recorded as it was written; a file written otherwise (LOCK,
-  // created empty by LevelDB's lock) is read once.
+  // Writes JOBGRAPH_FILES with the sizes and CRC-32Cs recorded as the files
+  // were written.
   absl::Status WriteFileList() {
-    JG_ASSIGN_OR_RETURN(std::vector<std::string> names, ListDir(path()));
-    DbFileList list;
-    for (const std::string& name : names) {
-      if (name == kDbFileListName) continue;
-      const std::string file = JoinPath(path(), name);
-      std::optional<WrittenFile> written = checksumming_env_->Find(file);
-      struct stat st;
-      if (::stat(file.c_str(), &st) != 0) {
-        return absl::ErrnoToStatus(errno, absl::StrCat("stat ", file));
-      }
-      if (!written.has_value() ||
-          written->size != static_cast<uint64_t>(st.st_size)) {
-        JG_ASSIGN_OR_RETURN(std::string bytes, ReadFileToString(file));
-        written = WrittenFile{bytes.size(), Crc32c(bytes)};
-      }
-      DbFile* entry = list.add_file();
-      entry->set_name(name);
-      entry->set_size(static_cast<int64_t>(written->size));
-      entry->set_crc32c(written->crc);
-    }
-    // Synced with everything else by the durability pass that follows.
-    return WriteFileAtomically(JoinPath(path(), kDbFileListName),
-                               FrameChecksummed(list.SerializeAsString()));
+    return WriteLevelDbFileList(path(), [this](const std::string& file) {
+      return checksumming_env_->Find(file);
+    });
   }
 
   // Closes LevelDB (its background work finishes first) and frees the cache
@@ -803,6 +778,12 @@ absl::StatusOr<std::unique_ptr<DB>> LevelDbType::OpenImpl(
     status = absl::FailedPreconditionError(
         absl::StrCat("LevelDB database ", path,
                      " is already open in this process; close it first"));
+  } else if (options.write_only && options_.write_tables_directly) {
+    const std::string held = *canonical;
+    absl::StatusOr<std::unique_ptr<DB>> db = OpenLevelDbDirect(
+        path, options, options_, [held] { OpenPaths::Get().Release(held); });
+    if (db.ok()) return db;
+    status = db.status();  // the DB released the path
   } else {
     auto db =
         std::make_unique<LevelDb>(path, mode, options, options_, *canonical);

@@ -3,9 +3,11 @@
 // database is a directory.
 //
 // Tuned for checkpoints: one fresh database per checkpoint, written once in
-// bulk with keys in sorted order, then read in one pass. LevelDbOptions holds
-// the measured defaults: no compression, 256 MiB memtable, 64 MiB table
-// files, writes without sync in batches of up to DbOptions::writer_batch_bytes.
+// bulk with keys in sorted order, then read in one pass. A database opened
+// with DbOptions::write_only (Save's) is written without LevelDB, straight
+// into table files (leveldb_direct.h). Otherwise LevelDbOptions holds the
+// measured defaults: no compression, 256 MiB memtable, 64 MiB table files,
+// writes without sync in batches of up to DbOptions::writer_batch_bytes.
 //
 // Durability. LevelDB syncs table files and its MANIFEST-* file when it writes
 // them, but closes each rotated log without fsync, and closing a database
@@ -102,6 +104,14 @@ struct LevelDbOptions {
   // 1 GiB memtable: 5.4-6.3 s), while the flush costs one table build of at
   // most write_buffer_size at close and the next open takes a few ms.
   bool flush_memtable_on_close = true;
+  // A kNew database opened with DbOptions::write_only (as Save opens its
+  // databases) is written without LevelDB's write path: its table files,
+  // descriptor and CURRENT are written directly (leveldb_direct.h); the
+  // result is a LevelDB database like any other. Measured with
+  // tools/bench/checkpoint_bench (variant direct=0 is LevelDB's path).
+  // block_size, max_file_size and write_buffer_size (the bound on entries
+  // Put out of key order, kept in memory) apply; nothing else does.
+  bool write_tables_directly = true;
 };
 
 // The "leveldb" DB type. The registered object uses the default

@@ -16,8 +16,10 @@
 #ifndef JOBGRAPH_CHECKPOINT_LEVELDB_TABLES_H_
 #define JOBGRAPH_CHECKPOINT_LEVELDB_TABLES_H_
 
+#include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -39,6 +41,22 @@ absl::StatusOr<std::unique_ptr<DB>> OpenLevelDbTables(
 // non-empty log is recovered).
 absl::Status VerifyLevelDbFileList(const std::string& path,
                                    const DB::FileCheck& check);
+
+// What a writer recorded of a file as it wrote it.
+struct WrittenFile {
+  uint64_t size = 0;
+  uint32_t crc = 0;
+};
+
+// Writes JOBGRAPH_FILES into the closed database at `path`: every other file
+// of the directory with its size and CRC-32C, as `recorded` returns them for
+// the file's full path; a file it does not know, or whose size differs from
+// the record (LOCK, created by a lock), is read once. Written atomically and
+// durably (WriteFileAtomically).
+absl::Status WriteLevelDbFileList(
+    const std::string& path,
+    const std::function<std::optional<WrittenFile>(const std::string&)>&
+        recorded);
 
 // An Env that reads table files (*.ldb, *.sst) checking the structure of
 // every block before LevelDB parses it, whose own block reader trusts

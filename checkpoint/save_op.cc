@@ -160,8 +160,11 @@ absl::StatusOr<int64_t> OpenAndWrite(const DbType& type,
                                      const std::string& path,
                                      const std::vector<BlobToSave>& blobs,
                                      const CheckpointDbOptions& options) {
+  // Nothing reads the database before it is closed.
+  DbOptions db_options = options.db;
+  db_options.write_only = true;
   JG_ASSIGN_OR_RETURN(std::unique_ptr<DB> db,
-                      type.Open(path, DbMode::kNew, options.db));
+                      type.Open(path, DbMode::kNew, db_options));
   // On error `db` is destroyed without Close(): nothing is made durable.
   return WriteBlobs(db.get(), blobs, options);
 }

@@ -9,9 +9,10 @@
 // Damage to the directory manifest itself stops a resume with DataLoss
 // naming the manifest, and leaves every file as it was.
 //
-// A finished database holds one table file (.ldb) with every value, LevelDB's
-// MANIFEST-* and CURRENT, and an empty .log: Save flushes the memtable when
-// it closes the database, so the log holds no data to damage.
+// A finished database holds its values in a table file (.ldb), its blob
+// index in a second one (the index's key sorts before the blob names, and
+// Save writes it last), LevelDB's MANIFEST-* and CURRENT, LOCK and
+// JOBGRAPH_FILES; no log (leveldb_direct.h).
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -136,6 +137,44 @@ std::string FindFile(const std::string& db, absl::string_view pattern) {
   return found[0];
 }
 
+// The table file of `db` that holds `key` (a blob's chunk or the index).
+std::string TableHolding(const std::string& db, absl::string_view key) {
+  absl::StatusOr<std::vector<std::string>> names = ListDir(db);
+  CHECK(names.ok()) << names.status();
+  std::vector<std::string> found;
+  for (const std::string& name : *names) {
+    if (!absl::EndsWith(name, ".ldb")) continue;
+    const std::string path = JoinPath(db, name);
+    if (absl::StrContains(ReadFileToString(path).value(), key)) {
+      found.push_back(path);
+    }
+  }
+  CHECK_EQ(found.size(), 1u) << "tables holding '" << key << "' in " << db;
+  return found[0];
+}
+
+// The table with the values: the only one, or the one without the index.
+std::string DataTable(const std::string& db) {
+  absl::StatusOr<std::vector<std::string>> names = ListDir(db);
+  CHECK(names.ok()) << names.status();
+  std::vector<std::string> found;
+  for (const std::string& name : *names) {
+    if (!absl::EndsWith(name, ".ldb")) continue;
+    const std::string path = JoinPath(db, name);
+    found.push_back(path);
+    if (absl::StrContains(ReadFileToString(path).value(), kBlobIndexKey)) {
+      found.pop_back();
+    }
+  }
+  if (found.empty()) return TableHolding(db, kBlobIndexKey);
+  CHECK_EQ(found.size(), 1u) << "tables without the index in " << db;
+  return found[0];
+}
+
+std::string IndexTable(const std::string& db) {
+  return TableHolding(db, kBlobIndexKey);
+}
+
 void WriteInPlace(const std::string& path, const std::string& bytes) {
   // In place, not atomically: damage does not respect the commit protocol.
   FILE* file = std::fopen(path.c_str(), "r+b");
@@ -164,7 +203,7 @@ int64_t FileSize(const std::string& path) {
 // Flips one bit in the tensor data of blob "val" (the int64 values 0..9,
 // stored raw): the 5 becomes a 4. Sizes and LevelDB's structure stay intact.
 void FlipBitInValue(const std::string& db) {
-  const std::string table = FindFile(db, ".ldb");
+  const std::string table = DataTable(db);
   const std::string bytes = ReadFileToString(table).value();
   std::string pattern(16, '\0');
   pattern[0] = 5;
@@ -175,17 +214,17 @@ void FlipBitInValue(const std::string& db) {
 }
 
 void FlipMiddleByteOfTable(const std::string& db) {
-  const std::string table = FindFile(db, ".ldb");
+  const std::string table = DataTable(db);
   XorByte(table, FileSize(table) / 2, 0xff);
 }
 
 void TruncateTableToHalf(const std::string& db) {
-  const std::string table = FindFile(db, ".ldb");
+  const std::string table = DataTable(db);
   Truncate(table, FileSize(table) / 2);
 }
 
 void TruncateTableByOneByte(const std::string& db) {
-  const std::string table = FindFile(db, ".ldb");
+  const std::string table = DataTable(db);
   Truncate(table, FileSize(table) - 1);
 }
 
@@ -195,7 +234,21 @@ void TruncateLevelDbManifestToHalf(const std::string& db) {
 }
 
 void DeleteTable(const std::string& db) {
-  ASSERT_TRUE(RemoveRecursively(FindFile(db, ".ldb")).ok());
+  ASSERT_TRUE(RemoveRecursively(DataTable(db)).ok());
+}
+
+// Flips a bit in the blob index, inside the node's name that it records: the
+// index still parses, so only the table block's checksum can tell.
+void FlipBitInBlobIndex(const std::string& db) {
+  const std::string table = IndexTable(db);
+  const std::string bytes = ReadFileToString(table).value();
+  const size_t at = bytes.find("trainer_1");
+  CHECK_NE(at, std::string::npos) << "no node name in " << table;
+  XorByte(table, at + 2, 0x01);
+}
+
+void DeleteIndexTable(const std::string& db) {
+  ASSERT_TRUE(RemoveRecursively(IndexTable(db)).ok());
 }
 
 void DeleteCurrent(const std::string& db) {
@@ -215,12 +268,10 @@ void TruncateFileListByOneByte(const std::string& db) {
   Truncate(list, FileSize(list) - 1);
 }
 
-// Data in the log, which jobgraph leaves empty: only LevelDB's recovery
+// A log with data, which jobgraph never writes: only LevelDB's recovery
 // would read it.
-void AppendToLevelDbLog(const std::string& db) {
-  const std::string log = FindFile(db, ".log");
-  const std::string bytes = ReadFileToString(log).value();
-  ASSERT_TRUE(WriteFileAtomically(log, bytes + "extra").ok());
+void AddLevelDbLog(const std::string& db) {
+  ASSERT_TRUE(WriteFileAtomically(JoinPath(db, "000009.log"), "extra").ok());
 }
 
 void DeleteDatabase(const std::string& db) {
@@ -331,9 +382,13 @@ std::vector<DamageCase> AllDamageCases() {
       // no blob index"); the read-only reader (leveldb_tables.h) checks
       // every record and names the file.
       {"TruncateLevelDbManifestToHalf", TruncateLevelDbManifestToHalf,
-       "/MANIFEST-000002 is damaged at offset "},
+       "/MANIFEST-000001 is damaged at offset "},
+      // Went unnoticed by a resume (the index was read without checksums,
+      // and a name changed by one bit still parses); ckpt verify saw it.
+      {"FlipBitInBlobIndex", FlipBitInBlobIndex, "checksum mismatch"},
       // (c) Deleted files. "Corruption: 1 missing files; e.g.: <db>/...ldb".
       {"DeleteTable", DeleteTable, ".ldb"},
+      {"DeleteIndexTable", DeleteIndexTable, ".ldb is missing"},
       // Gave NOT_FOUND ("no LevelDB database at <db>: it has no CURRENT
       // file"), from OpenLevelDb's own check; and the fallback run could
       // not re-save epoch 4 over the damaged directory (Save refuses a
@@ -347,9 +402,12 @@ std::vector<DamageCase> AllDamageCases() {
        "its file list JOBGRAPH_FILES is missing"},
       {"TruncateFileListByOneByte", TruncateFileListByOneByte,
        "JOBGRAPH_FILES"},
-      // Was opened with DB::Open, which replayed the log into the database
-      // and rewrote its files.
-      {"AppendToLevelDbLog", AppendToLevelDbLog, ".log has 5 bytes, 0 were"},
+      // Went unnoticed: LevelDB's recovery (on a copy) skips a log too
+      // short for a record, and the file list was only checked for the
+      // files it lists. (A log of jobgraph's own, listed with 0 bytes, was
+      // caught by its size.)
+      {"AddLevelDbLog", AddLevelDbLog,
+       "it holds 000009.log, which it was not written with"},
       // (d) The whole database deleted. Gave NOT_FOUND ("LevelDB database
       // <db> does not exist").
       {"DeleteDatabase", DeleteDatabase, "does not exist"},
@@ -547,7 +605,7 @@ TEST(LostCommitLogTest, LatestRefusesAndRecoverRebuildsTheLog) {
   EXPECT_TRUE(Snapshot(dir) == before) << "the refused resume changed files";
 
   // One database of epoch 4 is damaged: recover lists epochs 0..3 only.
-  XorByte(FindFile(CheckpointDbPath(dir, "trainer_1", 4), ".ldb"), 100, 0x10);
+  XorByte(DataTable(CheckpointDbPath(dir, "trainer_1", 4)), 100, 0x10);
   testing::ChildRun recover =
       testing::RunBinary(testing::RunfilesPath("tools/ckpt"), {"recover", dir});
   EXPECT_EQ(recover.exit_code(), 0) << recover.Describe();

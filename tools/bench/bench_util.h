@@ -84,7 +84,8 @@ struct Variant {
 };
 
 // Parses "flush=0,wbs=64,wbs=128/flush=0,chunk=4": one Variant per
-// comma-separated spec of '/'-separated key=value pairs (flush:
+// comma-separated spec of '/'-separated key=value pairs (direct:
+// LevelDbOptions::write_tables_directly; flush:
 // LevelDbOptions::flush_memtable_on_close; wbs, mfs: write buffer and table
 // size in MiB; batch: writer_batch_bytes in MiB; chunk: chunk_bytes in MiB).
 // A malformed spec is fatal.

@@ -1,0 +1,59 @@
+// A new LevelDB database written without LevelDB: every Put goes straight
+// into a table file in LevelDB's documented table format, and Close() writes
+// the descriptor (MANIFEST-000001, one VersionEdit) and CURRENT that make the
+// directory a database LevelDB opens like one it wrote itself. The LevelDB
+// adapter uses it for kNew databases opened with DbOptions::write_only (what
+// Save does); internal to the adapter.
+//
+// Why: LevelDB's own write path copies every value into a write batch, a
+// memtable and a table block, and checksums it in software for the log
+// record and again for the table block (Debian's LevelDB has no hardware
+// CRC-32C). Here a small value is copied once, into its block; a value of at
+// least a block is written from the caller's buffer by write(2), and its
+// bytes are checksummed once (hardware CRC-32C): the block's and the file's
+// checksums are derived from that one pass (crc32c::Combine).
+//
+// Layout. Puts whose keys increase go, in order, into table files of about
+// max_file_size each. A Put whose key does not sort after the previous one is
+// kept in memory, sorted (up to write_buffer_size bytes; then those entries
+// become a table of their own). Every entry gets the next sequence number,
+// so a later Put of a key wins wherever it lands, as in LevelDB. If no two
+// tables' key ranges overlap, they all go to LevelDB's last level (a LevelDB
+// that opens the database for writing finds nothing to compact); otherwise
+// all go to level 0, which may overlap. No log file is written.
+//
+// The DB is write-only until it is closed: Get() and cursors fail with
+// FailedPrecondition. Close() writes the descriptor, CURRENT and
+// JOBGRAPH_FILES (size and CRC-32C of every file, computed as it was
+// written) and, with DbOptions::durable_close, fsyncs every file, the
+// directory and its parent, as LevelDB databases are closed (leveldb_db.h).
+// The directory's LOCK file is locked (as LevelDB locks it) from open to
+// close, which keeps other processes' LevelDB out.
+//
+// Thread-safety: several Writers may Put from different threads (a mutex
+// orders their entries); otherwise as db.h says.
+
+#ifndef JOBGRAPH_CHECKPOINT_LEVELDB_DIRECT_H_
+#define JOBGRAPH_CHECKPOINT_LEVELDB_DIRECT_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "checkpoint/db.h"
+#include "checkpoint/leveldb_db.h"
+
+namespace jobgraph {
+
+// Opens a new database in the existing, empty directory `path` (the caller
+// created it). `tuning` supplies block_size, max_file_size and
+// write_buffer_size. `on_release` runs once when the DB is closed or
+// destroyed.
+absl::StatusOr<std::unique_ptr<DB>> OpenLevelDbDirect(
+    const std::string& path, const DbOptions& options,
+    const LevelDbOptions& tuning, std::function<void()> on_release);
+
+}  // namespace jobgraph
+
+#endif  // JOBGRAPH_CHECKPOINT_LEVELDB_DIRECT_H_

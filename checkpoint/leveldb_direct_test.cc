@@ -1,0 +1,294 @@
+// Databases written without LevelDB (DbOptions::write_only): LevelDB itself
+// must read them exactly, with its own DB::Open, and so must the adapter.
+
+#include <cerrno>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "checkpoint/db.h"
+#include "checkpoint/file_util.h"
+#include "checkpoint/io_faults.h"
+#include "checkpoint/leveldb_db.h"
+#include "checkpoint/test_util.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "leveldb/db.h"
+#include "leveldb/options.h"
+
+namespace jobgraph {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using Entries = std::map<std::string, std::string>;
+using testing_util::TempDir;
+
+std::string Value(int i, size_t size) {
+  std::string value(size, '\0');
+  for (size_t j = 0; j < size; ++j) {
+    value[j] = static_cast<char>((i * 131 + j * 7) >> 3);
+  }
+  return value;
+}
+
+DbOptions WriteOnly() {
+  DbOptions options;
+  options.write_only = true;
+  return options;
+}
+
+// Puts `puts` in order into a new write-only database at `path`; the last
+// Put of a key is the one that counts.
+void WriteDirect(const std::string& path,
+                 const std::vector<std::pair<std::string, std::string>>& puts,
+                 const LevelDbOptions& tuning = LevelDbOptions()) {
+  std::unique_ptr<DB> db =
+      LevelDbType(tuning).Open(path, DbMode::kNew, WriteOnly()).value();
+  {
+    std::unique_ptr<Writer> writer = db->NewWriter().value();
+    for (const auto& [key, value] : puts) {
+      ASSERT_TRUE(writer->Put(key, value).ok()) << key;
+    }
+  }
+  absl::Status closed = db->Close();
+  ASSERT_TRUE(closed.ok()) << closed;
+}
+
+Entries ExpectedEntries(
+    const std::vector<std::pair<std::string, std::string>>& puts) {
+  Entries entries;
+  for (const auto& [key, value] : puts) entries[key] = value;
+  return entries;
+}
+
+Entries ReadThroughAdapter(const std::string& path) {
+  std::unique_ptr<DB> db = LevelDbType().Open(path, DbMode::kRead).value();
+  Entries entries;
+  std::unique_ptr<Cursor> cursor = db->NewCursor();
+  for (; cursor->Valid(); cursor->Next()) {
+    entries.emplace(std::string(cursor->key()), std::string(cursor->value()));
+  }
+  EXPECT_TRUE(cursor->status().ok()) << cursor->status();
+  DB::FileCheck check;
+  check.record_required = true;
+  check.read_contents = true;  // every recorded CRC-32C against the file
+  absl::Status verified = db->VerifyFiles(check);
+  EXPECT_TRUE(verified.ok()) << verified;
+  return entries;
+}
+
+// Opens a copy of the database with LevelDB's own DB::Open (which would
+// rewrite the descriptor of the original), reads every entry, checks each
+// with Get, and returns them with the number of table files per level.
+struct LevelDbView {
+  Entries entries;
+  std::vector<int> files_per_level;
+};
+
+LevelDbView ReadWithLevelDb(const std::string& path, const std::string& copy) {
+  CHECK_EQ(std::system(absl::StrCat("cp -r '", path, "' '", copy, "'").c_str()),
+           0);
+  leveldb::Options options;
+  options.paranoid_checks = true;
+  leveldb::DB* raw = nullptr;
+  leveldb::Status status = leveldb::DB::Open(options, copy, &raw);
+  EXPECT_TRUE(status.ok()) << status.ToString();
+  LevelDbView view;
+  if (!status.ok()) return view;
+  std::unique_ptr<leveldb::DB> db(raw);
+  for (int level = 0; level < 7; ++level) {
+    std::string files;
+    EXPECT_TRUE(db->GetProperty(
+        absl::StrCat("leveldb.num-files-at-level", level), &files));
+    view.files_per_level.push_back(std::stoi(files));
+  }
+  leveldb::ReadOptions read_options;
+  read_options.verify_checksums = true;
+  std::unique_ptr<leveldb::Iterator> it(db->NewIterator(read_options));
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    view.entries.emplace(it->key().ToString(), it->value().ToString());
+  }
+  EXPECT_TRUE(it->status().ok()) << it->status().ToString();
+  for (const auto& [key, value] : view.entries) {
+    std::string got;
+    EXPECT_TRUE(db->Get(read_options, key, &got).ok()) << key;
+    EXPECT_TRUE(got == value) << key;
+  }
+  return view;
+}
+
+TEST(LevelDbDirectTest, LevelDbReadsWhatWasWrittenInKeyOrder) {
+  TempDir dir;
+  std::vector<std::pair<std::string, std::string>> puts;
+  // Values below, at and far above the 64 KiB block size; 3000 small ones
+  // fill many blocks with prefix-compressed keys and restart points.
+  puts.emplace_back("a_empty", "");
+  puts.emplace_back("b_block", Value(1, 64 << 10));
+  puts.emplace_back("c_big", Value(2, 5 << 20));
+  puts.emplace_back("c_just_under", Value(3, (64 << 10) - 1));
+  for (int i = 0; i < 3000; ++i) {
+    puts.emplace_back(absl::StrFormat("d_small_%05d", i), Value(i, 100));
+  }
+  puts.emplace_back("e_last", Value(4, 7));
+  const std::string path = dir.Join("db");
+  ASSERT_NO_FATAL_FAILURE(WriteDirect(path, puts));
+
+  const Entries expected = ExpectedEntries(puts);
+  EXPECT_TRUE(ReadThroughAdapter(path) == expected);
+  const LevelDbView view = ReadWithLevelDb(path, dir.Join("copy"));
+  EXPECT_TRUE(view.entries == expected);
+  // One table, at the last level: LevelDB finds nothing to compact.
+  EXPECT_THAT(view.files_per_level, ElementsAre(0, 0, 0, 0, 0, 0, 1));
+  // Nothing but LevelDB's files and the file list; no log.
+  EXPECT_THAT(ListDir(path).value(),
+              ElementsAre("000002.ldb", "CURRENT", "JOBGRAPH_FILES", "LOCK",
+                          "MANIFEST-000001"));
+}
+
+TEST(LevelDbDirectTest, LargeDatabasesSpanTablesThatDoNotOverlap) {
+  TempDir dir;
+  LevelDbOptions tuning;
+  tuning.max_file_size = 1 << 20;
+  std::vector<std::pair<std::string, std::string>> puts;
+  for (int i = 0; i < 40; ++i) {
+    puts.emplace_back(absl::StrFormat("blob_%03d", i), Value(i, 300 << 10));
+  }
+  const std::string path = dir.Join("db");
+  ASSERT_NO_FATAL_FAILURE(WriteDirect(path, puts, tuning));
+  const Entries expected = ExpectedEntries(puts);
+  EXPECT_TRUE(ReadThroughAdapter(path) == expected);
+  const LevelDbView view = ReadWithLevelDb(path, dir.Join("copy"));
+  EXPECT_TRUE(view.entries == expected);
+  // 4 values of 300 KiB pass 1 MiB: 10 tables.
+  EXPECT_THAT(view.files_per_level, ElementsAre(0, 0, 0, 0, 0, 0, 10));
+}
+
+TEST(LevelDbDirectTest, KeysOutOfOrderAndRepeatedKeysReadAsLevelDbWould) {
+  TempDir dir;
+  std::vector<std::pair<std::string, std::string>> puts = {
+      {"m", "1"},     {"n", Value(5, 100 << 10)},
+      {"c", "2"},                         // out of order: kept sorted in memory
+      {"z", "3"},     {"n", "replaced"},  // a later Put wins
+      {"c", "again"}, {"a", Value(6, 200 << 10)},
+  };
+  const std::string path = dir.Join("db");
+  ASSERT_NO_FATAL_FAILURE(WriteDirect(path, puts));
+  const Entries expected = ExpectedEntries(puts);
+  ASSERT_EQ(expected.at("n"), "replaced");
+  EXPECT_TRUE(ReadThroughAdapter(path) == expected);
+  const LevelDbView view = ReadWithLevelDb(path, dir.Join("copy"));
+  EXPECT_TRUE(view.entries == expected);
+  // The in-order table [m, z] and the out-of-order one [a, n] overlap.
+  EXPECT_THAT(view.files_per_level, ElementsAre(2, 0, 0, 0, 0, 0, 0));
+}
+
+TEST(LevelDbDirectTest, OutOfOrderEntriesPastTheBufferBecomeTables) {
+  TempDir dir;
+  LevelDbOptions tuning;
+  tuning.write_buffer_size = 64 << 10;
+  std::vector<std::pair<std::string, std::string>> puts;
+  for (int i = 999; i >= 0; --i) {  // every key after the first is early
+    puts.emplace_back(absl::StrFormat("key_%04d", i), Value(i, 1000));
+  }
+  for (int i = 0; i < 1000; i += 7) {
+    puts.emplace_back(absl::StrFormat("key_%04d", i), Value(i + 1, 10));
+  }
+  const std::string path = dir.Join("db");
+  ASSERT_NO_FATAL_FAILURE(WriteDirect(path, puts, tuning));
+  const Entries expected = ExpectedEntries(puts);
+  EXPECT_TRUE(ReadThroughAdapter(path) == expected);
+  const LevelDbView view = ReadWithLevelDb(path, dir.Join("copy"));
+  EXPECT_TRUE(view.entries == expected);
+  // ~1 MB out of order in 64 KiB tables.
+  EXPECT_GE(view.files_per_level[0], 15);
+}
+
+TEST(LevelDbDirectTest, AnEmptyDatabaseIsADatabase) {
+  TempDir dir;
+  const std::string path = dir.Join("db");
+  ASSERT_NO_FATAL_FAILURE(WriteDirect(path, {}));
+  EXPECT_TRUE(ReadThroughAdapter(path).empty());
+  EXPECT_TRUE(ReadWithLevelDb(path, dir.Join("copy")).entries.empty());
+}
+
+TEST(LevelDbDirectTest, ReadsBeforeCloseAreRefused) {
+  TempDir dir;
+  const std::string path = dir.Join("db");
+  std::unique_ptr<DB> db =
+      LevelDbType().Open(path, DbMode::kNew, WriteOnly()).value();
+  std::unique_ptr<Writer> writer = db->NewWriter().value();
+  ASSERT_TRUE(writer->Put("k", "v").ok());
+  ASSERT_TRUE(writer->Flush().ok());
+  absl::StatusOr<std::string> got = db->Get("k");
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(got.status().message(), HasSubstr(path));
+  EXPECT_THAT(got.status().message(), HasSubstr("write_only"));
+  std::unique_ptr<Cursor> cursor = db->NewCursor();
+  EXPECT_FALSE(cursor->Valid());
+  EXPECT_EQ(cursor->status().code(), absl::StatusCode::kFailedPrecondition);
+  cursor.reset();
+  writer.reset();
+  ASSERT_TRUE(db->Close().ok());
+  EXPECT_EQ(LevelDbType().Open(path, DbMode::kRead).value()->Get("k").value(),
+            "v");
+}
+
+// Every write-side call of a save fails once in turn: the failure is
+// reported naming the database and the errno, and Close() fails too, so the
+// half-written database can never pass for a finished one.
+TEST(LevelDbDirectTest, EveryFailedWriteFailsTheDatabase) {
+  TempDir dir;
+  std::vector<std::pair<std::string, std::string>> puts;
+  for (int i = 0; i < 8; ++i) {
+    puts.emplace_back(absl::StrFormat("big_%d", i), Value(i, 400 << 10));
+  }
+  puts.emplace_back("a_out_of_order", "x");
+  LevelDbOptions tuning;
+  tuning.max_file_size = 1 << 20;
+  int calls_failed = 0;
+  for (int fail_at = 1;; ++fail_at) {
+    const std::string path = dir.Join(absl::StrCat("db", fail_at));
+    io_faults::Arm(fail_at, ENOSPC);
+    absl::StatusOr<std::unique_ptr<DB>> opened =
+        LevelDbType(tuning).Open(path, DbMode::kNew, WriteOnly());
+    absl::Status status = opened.status();
+    if (opened.ok()) {
+      std::unique_ptr<DB> db = std::move(opened).value();
+      std::unique_ptr<Writer> writer = db->NewWriter().value();
+      for (const auto& [key, value] : puts) {
+        status = writer->Put(key, value);
+        if (!status.ok()) break;
+      }
+      writer.reset();
+      absl::Status closed = db->Close();
+      if (status.ok()) status = closed;
+      EXPECT_EQ(status.ok(), closed.ok()) << "fail_at " << fail_at;
+    }
+    const int64_t calls = io_faults::Calls();
+    io_faults::Disarm();
+    if (calls < fail_at) {
+      // The walk went past the last call: this save succeeded.
+      ASSERT_TRUE(status.ok()) << status;
+      EXPECT_TRUE(ReadThroughAdapter(path) == ExpectedEntries(puts));
+      break;
+    }
+    ++calls_failed;
+    EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted)
+        << "fail_at " << fail_at << ": " << status;
+    EXPECT_THAT(status.message(), HasSubstr(path)) << "fail_at " << fail_at;
+    EXPECT_THAT(status.message(), HasSubstr("No space left on device"));
+  }
+  // Creates, writes and closes of 4 tables, the descriptor and CURRENT,
+  // the file list and the fsyncs.
+  EXPECT_GE(calls_failed, 20);
+}
+
+}  // namespace
+}  // namespace jobgraph
