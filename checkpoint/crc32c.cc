@@ -238,9 +238,10 @@ uint32_t MultiplyModP(uint32_t a, uint32_t b) {
   return product;
 }
 
-// x^(2^k) modulo the polynomial, k = 0..63.
+// x^(2^k) modulo the polynomial, k = 0..66: Combine starts at k = 3 (a byte
+// is x^8) and a 64-bit length has 64 bits.
 struct PowersOfX {
-  uint32_t x2k[64];
+  uint32_t x2k[67];
   PowersOfX() {
     uint32_t p = uint32_t{1} << 30;  // x^1
     for (uint32_t& power : x2k) {

@@ -97,10 +97,6 @@ std::string InternalKey(absl::string_view user_key, uint64_t sequence) {
   return key;
 }
 
-absl::string_view UserKeyOf(absl::string_view internal_key) {
-  return internal_key.substr(0, internal_key.size() - 8);
-}
-
 // A file being written: small appends gathered into one write(2), large
 // ones written from the caller's memory; the size and CRC-32C of everything
 // appended are kept for JOBGRAPH_FILES. Every write, the close and the
@@ -186,6 +182,10 @@ class OutputFile {
       if (n < 0) {
         if (errno == EINTR) continue;
         return absl::ErrnoToStatus(errno, absl::StrCat("write ", path_));
+      }
+      if (n == 0) {  // never for a regular file; do not spin
+        return absl::InternalError(absl::StrCat(
+            "write ", path_, ": no progress writing ", data.size(), " bytes"));
       }
       data.remove_prefix(static_cast<size_t>(n));
     }
@@ -375,6 +375,7 @@ class TableWriter {
 
 // A finished table, as the descriptor lists it.
 struct TableInfo {
+  bool in_order = true;  // of the increasing run, not of the kept entries
   uint64_t number = 0;
   uint64_t size = 0;
   std::string smallest;  // internal keys
@@ -482,7 +483,8 @@ class LevelDbDirect final : public DB {
     return absl::OkStatus();
   }
 
-  absl::Status Put(absl::string_view key, absl::string_view value) {
+  absl::Status Put(absl::string_view key, absl::string_view value)
+      ABSL_LOCKS_EXCLUDED(mu_) {
     std::lock_guard<std::mutex> lock(mu_);
     JG_RETURN_IF_ERROR(status_);
     const uint64_t sequence = ++last_sequence_;
@@ -501,7 +503,7 @@ class LevelDbDirect final : public DB {
     return status_;
   }
 
-  absl::Status status() {
+  absl::Status status() ABSL_LOCKS_EXCLUDED(mu_) {
     std::lock_guard<std::mutex> lock(mu_);
     return status_;
   }
@@ -572,7 +574,7 @@ class LevelDbDirect final : public DB {
     }
     out_of_order_.clear();
     out_of_order_bytes_ = 0;
-    return FinishTable(std::move(table));
+    return FinishTable(std::move(table), /*in_order=*/false);
   }
 
   absl::StatusOr<std::unique_ptr<TableWriter>> NewTable()
@@ -585,31 +587,20 @@ class LevelDbDirect final : public DB {
                                          tuning_.block_size);
   }
 
-  absl::Status FinishTable(std::unique_ptr<TableWriter> table)
+  absl::Status FinishTable(std::unique_ptr<TableWriter> table,
+                           bool in_order = true)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     JG_RETURN_IF_ERROR(table->Finish());
     written_[table->file().path()] = {table->file().size(),
                                       table->file().crc()};
-    tables_.push_back(TableInfo{table->number(), table->file().size(),
+    tables_.push_back(TableInfo{in_order, table->number(), table->file().size(),
                                 table->smallest(), table->largest()});
     return absl::OkStatus();
   }
 
-  // The descriptor's one VersionEdit: every table, at the last level when
-  // no two overlap, else at level 0.
+  // The descriptor's one VersionEdit: the in-order tables at the last level,
+  // the out-of-order ones at level 0.
   std::string VersionEdit() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    std::vector<const TableInfo*> sorted;
-    for (const TableInfo& table : tables_) sorted.push_back(&table);
-    std::sort(sorted.begin(), sorted.end(),
-              [](const TableInfo* a, const TableInfo* b) {
-                return UserKeyOf(a->smallest) < UserKeyOf(b->smallest);
-              });
-    int level = kLastLevel;
-    for (size_t i = 1; i < sorted.size(); ++i) {
-      if (UserKeyOf(sorted[i - 1]->largest) >= UserKeyOf(sorted[i]->smallest)) {
-        level = 0;
-      }
-    }
     std::string edit;
     PutVarint64(&edit, kTagComparator);
     PutLengthPrefixed(&edit, kComparatorName);
@@ -623,7 +614,7 @@ class LevelDbDirect final : public DB {
     PutVarint64(&edit, last_sequence_);
     for (const TableInfo& table : tables_) {
       PutVarint64(&edit, kTagNewFile);
-      PutVarint64(&edit, level);
+      PutVarint64(&edit, table.in_order ? kLastLevel : 0);
       PutVarint64(&edit, table.number);
       PutVarint64(&edit, table.size);
       PutLengthPrefixed(&edit, table.smallest);
@@ -645,7 +636,7 @@ class LevelDbDirect final : public DB {
 
   // Finishes the tables and writes the descriptor, then CURRENT, which
   // makes the directory a LevelDB database.
-  absl::Status Finish() {
+  absl::Status Finish() ABSL_LOCKS_EXCLUDED(mu_) {
     std::lock_guard<std::mutex> lock(mu_);
     JG_RETURN_IF_ERROR(status_);
     if (current_ != nullptr) status_ = FinishTable(std::move(current_));
@@ -662,7 +653,7 @@ class LevelDbDirect final : public DB {
     return status_;
   }
 
-  absl::Status WriteFileList() {
+  absl::Status WriteFileList() ABSL_LOCKS_EXCLUDED(mu_) {
     std::map<std::string, WrittenFile> written;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -678,7 +669,7 @@ class LevelDbDirect final : public DB {
 
   // Closes open files and the lock (an unfinished database stays
   // unfinished: it has no CURRENT), then lets other DBs open the path.
-  void Release() {
+  void Release() ABSL_LOCKS_EXCLUDED(mu_) {
     {
       std::lock_guard<std::mutex> lock(mu_);
       current_.reset();
@@ -690,6 +681,8 @@ class LevelDbDirect final : public DB {
 
   const DbOptions options_;
   const LevelDbOptions tuning_;
+  // Used by Open(), Close() and the destructor only, which never run
+  // beside a Put (db.h).
   std::function<void()> on_release_;
   int lock_fd_ = -1;
 

@@ -17,10 +17,14 @@
 // max_file_size each. A Put whose key does not sort after the previous one is
 // kept in memory, sorted (up to write_buffer_size bytes; then those entries
 // become a table of their own). Every entry gets the next sequence number,
-// so a later Put of a key wins wherever it lands, as in LevelDB. If no two
-// tables' key ranges overlap, they all go to LevelDB's last level (a LevelDB
-// that opens the database for writing finds nothing to compact); otherwise
-// all go to level 0, which may overlap. No log file is written.
+// so a later Put of a key wins wherever it lands, as in LevelDB. The
+// in-order tables never overlap and go to LevelDB's last level (a LevelDB
+// that opens the database for writing finds nothing to compact there); the
+// out-of-order tables go to level 0, which may overlap anything and is
+// searched first. That is right because an entry kept out of order is
+// always newer than an in-order entry of the same key (the in-order key
+// would have had to sort after it), and is in a table with a higher file
+// number. No log file is written.
 //
 // The DB is write-only until it is closed: Get() and cursors fail with
 // FailedPrecondition. Close() writes the descriptor, CURRENT and

@@ -16,7 +16,6 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
-#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -163,11 +162,18 @@ absl::StatusOr<std::vector<std::string>> ReadLogRecords(
   return records;
 }
 
+// A live table as the descriptor records it.
+struct TableMeta {
+  uint64_t size = 0;
+  std::string smallest;  // internal keys
+  std::string largest;
+};
+
 // The live table files of a database, from its MANIFEST-* records
-// (LevelDB's VersionEdit encoding): file number -> size.
-absl::StatusOr<std::map<uint64_t, uint64_t>> LiveTables(
+// (LevelDB's VersionEdit encoding), by file number.
+absl::StatusOr<std::map<uint64_t, TableMeta>> LiveTables(
     const std::string& path, const std::vector<std::string>& records) {
-  std::map<uint64_t, uint64_t> live;
+  std::map<uint64_t, TableMeta> live;
   for (size_t r = 0; r < records.size(); ++r) {
     absl::string_view in = records[r];
     auto damaged = [&](absl::string_view what) {
@@ -204,14 +210,17 @@ absl::StatusOr<std::map<uint64_t, uint64_t>> LiveTables(
           }
           live.erase(number);
           break;
-        case 7:  // new file: level, number, size, smallest, largest
+        case 7: {  // new file: level, number, size, smallest, largest
+          absl::string_view largest;
           if (!GetVarint64(&in, &level) || !GetVarint64(&in, &number) ||
               !GetVarint64(&in, &size) || !GetLengthPrefixed(&in, &bytes) ||
-              !GetLengthPrefixed(&in, &bytes)) {
+              !GetLengthPrefixed(&in, &largest)) {
             return damaged("is cut off");
           }
-          live[number] = size;
+          live[number] =
+              TableMeta{size, std::string(bytes), std::string(largest)};
           break;
+        }
         default:
           return damaged(absl::StrCat("has unknown tag ", tag));
       }
@@ -571,7 +580,8 @@ class LevelDbTables final : public DB {
     leveldb::Options table_options;
     table_options.comparator = &Order();
     table_options.paranoid_checks = true;
-    for (const auto& [number, size] : live) {
+    for (const auto& [number, meta] : live) {
+      const uint64_t size = meta.size;
       auto found = tables.find(number);
       if (found == tables.end()) {
         return absl::DataLossError(
@@ -595,6 +605,7 @@ class LevelDbTables final : public DB {
       s = leveldb::Table::Open(table_options, file, size, &table);
       if (!s.ok()) return TableError(s, path());
       tables_.emplace_back(table);
+      ranges_.push_back({meta.smallest, meta.largest});
     }
     return absl::OkStatus();
   }
@@ -620,30 +631,28 @@ class LevelDbTables final : public DB {
     return nullptr;
   }
 
+  // Reads only the tables whose recorded key range holds `key`: a seek of
+  // the merged cursor would read a block of every table, which for a
+  // checkpoint can be a whole chunk per table, and with `verify` would
+  // report damage in values that their own reads are there to report.
   absl::StatusOr<std::string> GetImpl(absl::string_view key,
                                       bool verify) override {
-    if (verify && !options_.verify_checksums) return GetVerifiedImpl(key);
-    std::unique_ptr<Cursor> cursor = NewTablesCursor(verify);
-    cursor->Seek(key);
-    JG_RETURN_IF_ERROR(cursor->status());
-    if (!cursor->Valid() || cursor->key() != key) return NotFoundKeyError(key);
-    return std::string(cursor->value());
-  }
-
-  // Checks only the blocks that hold the key: a seek of the merged cursor
-  // would read (and check) a block of every table, and damage elsewhere is
-  // for the reads of those values to report. The newest version of the key
-  // is found without checksums, then read again from its table with them.
-  absl::StatusOr<std::string> GetVerifiedImpl(absl::string_view key) {
     std::string target(key);
-    const uint64_t trailer = (kMaxSequenceNumber << 8) | 1;
+    const uint64_t seek_trailer = (kMaxSequenceNumber << 8) | 1;
     for (int i = 0; i < 8; ++i)
-      target.push_back(static_cast<char>(trailer >> (8 * i)));
+      target.push_back(static_cast<char>(seek_trailer >> (8 * i)));
     leveldb::ReadOptions read_options;
+    read_options.verify_checksums = options_.verify_checksums || verify;
     read_options.fill_cache = false;
-    int newest = -1;
+    bool found = false;
     uint64_t newest_trailer = 0;
-    for (int i = 0; i < static_cast<int>(tables_.size()); ++i) {
+    std::string value;
+    for (size_t i = 0; i < tables_.size(); ++i) {
+      const auto& [smallest, largest] = ranges_[i];
+      if (smallest.size() >= kTrailerSize && largest.size() >= kTrailerSize &&
+          (key < UserKey(smallest) || key > UserKey(largest))) {
+        continue;
+      }
       std::unique_ptr<leveldb::Iterator> it(
           tables_[i]->NewIterator(read_options));
       it->Seek(target);
@@ -652,26 +661,16 @@ class LevelDbTables final : public DB {
           UserKey(it->key()) != key) {
         continue;
       }
-      if (newest < 0 || Trailer(it->key()) > newest_trailer) {
-        newest = i;
+      if (!found || Trailer(it->key()) > newest_trailer) {
+        found = true;
         newest_trailer = Trailer(it->key());
+        value.assign(it->value().data(), it->value().size());
       }
     }
-    if (newest < 0 || (newest_trailer & 0xff) == kTypeDeletion) {
+    if (!found || (newest_trailer & 0xff) == kTypeDeletion) {
       return NotFoundKeyError(key);
     }
-    read_options.verify_checksums = true;
-    std::unique_ptr<leveldb::Iterator> it(
-        tables_[newest]->NewIterator(read_options));
-    it->Seek(target);
-    if (!it->status().ok()) return TableError(it->status(), path());
-    if (!it->Valid() || UserKey(it->key()) != key ||
-        Trailer(it->key()) != newest_trailer) {
-      return absl::DataLossError(absl::StrCat(
-          "LevelDB database ", path(), " is damaged: key '",
-          absl::CHexEscape(key), "' reads differently with checksums"));
-    }
-    return std::string(it->value().data(), it->value().size());
+    return value;
   }
 
   absl::Status CloseImpl() override {
@@ -695,6 +694,9 @@ class LevelDbTables final : public DB {
   std::function<void()> on_release_;
   std::vector<std::unique_ptr<leveldb::RandomAccessFile>> files_;
   std::vector<std::unique_ptr<leveldb::Table>> tables_;  // before files_ dies
+  // The internal keys of each table's first and last entries, from the
+  // descriptor.
+  std::vector<std::pair<std::string, std::string>> ranges_;
 };
 
 }  // namespace
@@ -725,9 +727,13 @@ absl::Status VerifyLevelDbFileList(const std::string& path,
   for (const DbFile& file : list.file()) listed.insert(file.name());
   JG_ASSIGN_OR_RETURN(std::vector<std::string> names, ListDir(path));
   for (const std::string& name : names) {
-    if ((absl::EndsWith(name, ".log") || absl::EndsWith(name, ".ldb") ||
-         absl::EndsWith(name, ".sst")) &&
-        listed.count(name) == 0) {
+    absl::string_view stem = name;
+    uint64_t number = 0;
+    const bool leveldb_data = (absl::ConsumeSuffix(&stem, ".log") ||
+                               absl::ConsumeSuffix(&stem, ".ldb") ||
+                               absl::ConsumeSuffix(&stem, ".sst")) &&
+                              absl::SimpleAtoi(stem, &number);
+    if (leveldb_data && listed.count(name) == 0) {
       return absl::DataLossError(
           absl::StrCat("LevelDB database ", path, " is damaged: it holds ",
                        name, ", which it was not written with (",
