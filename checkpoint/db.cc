@@ -15,10 +15,9 @@
 namespace jobgraph {
 namespace {
 
-// Handed out after Close(): never valid, and says why.
-class ClosedCursor final : public Cursor {
+class ErrorCursor final : public Cursor {
  public:
-  explicit ClosedCursor(absl::Status status) : status_(std::move(status)) {}
+  explicit ErrorCursor(absl::Status status) : status_(std::move(status)) {}
   void SeekToFirst() override {}
   void Seek(absl::string_view) override {}
   void Next() override { LOG(DFATAL) << "Next() on an invalid cursor"; }
@@ -32,6 +31,10 @@ class ClosedCursor final : public Cursor {
 };
 
 }  // namespace
+
+std::unique_ptr<Cursor> NewErrorCursor(absl::Status status) {
+  return std::make_unique<ErrorCursor>(std::move(status));
+}
 
 // Counts live cursors so that Close() can refuse to pull the database from
 // under one (LevelDB iterators would dangle).
@@ -120,7 +123,7 @@ DB::~DB() {
 
 std::unique_ptr<Cursor> DB::NewCursor() {
   if (closed_) {
-    return std::make_unique<ClosedCursor>(absl::FailedPreconditionError(
+    return NewErrorCursor(absl::FailedPreconditionError(
         absl::StrCat("cursor on DB ", path_, ", which is closed")));
   }
   return std::make_unique<TrackedCursor>(NewCursorImpl(), &live_cursors_);

@@ -71,8 +71,9 @@ struct DbOptions {
   // A kNew DB will only be written until Close(): no Get(), no cursor. A
   // type may then write its files more directly, and refuse reads before
   // Close() with FailedPrecondition. LevelDB writes its table files itself
-  // (leveldb_direct.h), with about half the CPU and a quarter of the memory
-  // of LevelDB's own write path; Save sets it.
+  // (leveldb_direct.h; checkpoint_bench, 1 GiB: 0.59 s of CPU instead of
+  // 1.7-2.0 s through LevelDB's write path, 34 MB of memory instead of 600);
+  // Save sets it.
   bool write_only = false;
   // Close() of a kNew DB makes everything durable (fsync of every file and of
   // the directories). Only benchmarks measuring the cost should turn it off.
@@ -101,6 +102,10 @@ class Cursor {
   // OK unless an error (e.g. a checksum mismatch) ended the iteration.
   virtual absl::Status status() const = 0;
 };
+
+// A cursor that is never valid and whose status() is `status`: what a DB
+// hands out when it cannot read (closed, or not readable yet).
+std::unique_ptr<Cursor> NewErrorCursor(absl::Status status);
 
 // Buffers Puts into batches of bounded size and writes them to the DB. Writes
 // become visible to Get() and new cursors when their batch is written: when

@@ -1,13 +1,11 @@
 #include "checkpoint/leveldb_direct.h"
 
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
-#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -26,6 +24,7 @@
 #include "checkpoint/file_util.h"
 #include "checkpoint/io_faults.h"
 #include "checkpoint/leveldb_files.h"
+#include "checkpoint/leveldb_format.h"
 #include "checkpoint/leveldb_tables.h"
 #include "engine/status_macros.h"
 #include "glog/logging.h"
@@ -33,69 +32,32 @@
 namespace jobgraph {
 namespace {
 
-// --- LevelDB's on-disk encodings (doc/table_format.md, doc/log_format.md
-// and VersionEdit in its sources), the writing side of leveldb_tables.cc.
+using leveldb_format::InternalKey;
+using leveldb_format::kFirst;
+using leveldb_format::kFooterHandlesSize;
+using leveldb_format::kFull;
+using leveldb_format::kLast;
+using leveldb_format::kLogBlockSize;
+using leveldb_format::kLogHeaderSize;
+using leveldb_format::kMiddle;
+using leveldb_format::kNoCompression;
+using leveldb_format::kTableMagic;
+using leveldb_format::MaskCrc;
+using leveldb_format::PutFixed32;
+using leveldb_format::PutFixed64;
+using leveldb_format::PutLengthPrefixed;
+using leveldb_format::PutVarint64;
 
-constexpr uint8_t kTypeValue = 1;          // an internal key's value type
-constexpr int kRestartInterval = 16;       // data blocks, as LevelDB's default
-constexpr uint8_t kNoCompression = 0;      // a block trailer's type byte
-constexpr size_t kFooterHandlesSize = 40;  // two BlockHandles, padded
-constexpr uint64_t kTableMagic = 0xdb4775248b80fb57ull;
-constexpr uint32_t kCrcMaskDelta = 0xa282ead8u;
-constexpr size_t kLogBlockSize = 32768;
-constexpr size_t kLogHeaderSize = 7;
-constexpr uint8_t kLogFull = 1, kLogFirst = 2, kLogMiddle = 3, kLogLast = 4;
+constexpr int kRestartInterval = 16;  // data blocks, as LevelDB's default
 // LevelDB's config::kNumLevels - 1: its size-triggered compactions never
 // start from the last level.
 constexpr int kLastLevel = 6;
-// VersionEdit tags.
-constexpr uint32_t kTagComparator = 1, kTagLogNumber = 2,
-                   kTagNextFileNumber = 3, kTagLastSequence = 4,
-                   kTagNewFile = 7, kTagPrevLogNumber = 9;
-constexpr char kComparatorName[] = "leveldb.BytewiseComparator";
 constexpr uint64_t kManifestNumber = 1;
 
 // Appends smaller than this are gathered into one write(2) of up to
 // kGatherBytes; larger ones are written from the caller's memory.
 constexpr size_t kDirectWriteBytes = size_t{256} << 10;
 constexpr size_t kGatherBytes = size_t{1} << 20;
-
-void PutFixed32(std::string* dst, uint32_t v) {
-  char buf[4];
-  for (int i = 0; i < 4; ++i) buf[i] = static_cast<char>(v >> (8 * i));
-  dst->append(buf, 4);
-}
-
-void PutFixed64(std::string* dst, uint64_t v) {
-  char buf[8];
-  for (int i = 0; i < 8; ++i) buf[i] = static_cast<char>(v >> (8 * i));
-  dst->append(buf, 8);
-}
-
-void PutVarint64(std::string* dst, uint64_t v) {
-  while (v >= 0x80) {
-    dst->push_back(static_cast<char>(v | 0x80));
-    v >>= 7;
-  }
-  dst->push_back(static_cast<char>(v));
-}
-
-void PutLengthPrefixed(std::string* dst, absl::string_view bytes) {
-  PutVarint64(dst, bytes.size());
-  dst->append(bytes.data(), bytes.size());
-}
-
-uint32_t MaskCrc(uint32_t crc) {
-  return ((crc >> 15) | (crc << 17)) + kCrcMaskDelta;
-}
-
-std::string InternalKey(absl::string_view user_key, uint64_t sequence) {
-  std::string key;
-  key.reserve(user_key.size() + 8);
-  key.append(user_key.data(), user_key.size());
-  PutFixed64(&key, (sequence << 8) | kTypeValue);
-  return key;
-}
 
 // A file being written: small appends gathered into one write(2), large
 // ones written from the caller's memory; the size and CRC-32C of everything
@@ -397,10 +359,10 @@ std::string LogFile(absl::string_view record) {
     }
     const size_t fragment = std::min(record.size(), left - kLogHeaderSize);
     const bool last = fragment == record.size();
-    const uint8_t type = first && last ? kLogFull
-                         : first       ? kLogFirst
-                         : last        ? kLogLast
-                                       : kLogMiddle;
+    const uint8_t type = first && last ? kFull
+                         : first       ? kFirst
+                         : last        ? kLast
+                                       : kMiddle;
     const char type_byte = static_cast<char>(type);
     const uint32_t crc =
         crc32c::Extend(Crc32c(&type_byte, 1), record.data(), fragment);
@@ -416,21 +378,6 @@ std::string LogFile(absl::string_view record) {
   } while (true);
   return out;
 }
-
-class ErrorCursor final : public Cursor {
- public:
-  explicit ErrorCursor(absl::Status status) : status_(std::move(status)) {}
-  void SeekToFirst() override {}
-  void Seek(absl::string_view) override {}
-  void Next() override { LOG(DFATAL) << "Next() on an invalid cursor"; }
-  bool Valid() const override { return false; }
-  absl::string_view key() const override { return {}; }
-  absl::string_view value() const override { return {}; }
-  absl::Status status() const override { return status_; }
-
- private:
-  const absl::Status status_;
-};
 
 class LevelDbDirect;
 
@@ -510,7 +457,7 @@ class LevelDbDirect final : public DB {
 
  protected:
   std::unique_ptr<Cursor> NewCursorImpl() override {
-    return std::make_unique<ErrorCursor>(NotReadable());
+    return NewErrorCursor(NotReadable());
   }
   std::unique_ptr<Writer> NewWriterImpl() override {
     return std::make_unique<DirectWriter>(this);
@@ -601,19 +548,20 @@ class LevelDbDirect final : public DB {
   // The descriptor's one VersionEdit: the in-order tables at the last level,
   // the out-of-order ones at level 0.
   std::string VersionEdit() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    namespace format = leveldb_format;
     std::string edit;
-    PutVarint64(&edit, kTagComparator);
-    PutLengthPrefixed(&edit, kComparatorName);
-    PutVarint64(&edit, kTagLogNumber);
+    PutVarint64(&edit, format::kTagComparator);
+    PutLengthPrefixed(&edit, format::kBytewiseComparatorName);
+    PutVarint64(&edit, format::kTagLogNumber);
     PutVarint64(&edit, 0);
-    PutVarint64(&edit, kTagPrevLogNumber);
+    PutVarint64(&edit, format::kTagPrevLogNumber);
     PutVarint64(&edit, 0);
-    PutVarint64(&edit, kTagNextFileNumber);
+    PutVarint64(&edit, format::kTagNextFileNumber);
     PutVarint64(&edit, next_file_number_);
-    PutVarint64(&edit, kTagLastSequence);
+    PutVarint64(&edit, format::kTagLastSequence);
     PutVarint64(&edit, last_sequence_);
     for (const TableInfo& table : tables_) {
-      PutVarint64(&edit, kTagNewFile);
+      PutVarint64(&edit, format::kTagNewFile);
       PutVarint64(&edit, table.in_order ? kLastLevel : 0);
       PutVarint64(&edit, table.number);
       PutVarint64(&edit, table.size);

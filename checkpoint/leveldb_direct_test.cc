@@ -76,6 +76,11 @@ Entries ReadThroughAdapter(const std::string& path) {
     entries.emplace(std::string(cursor->key()), std::string(cursor->value()));
   }
   EXPECT_TRUE(cursor->status().ok()) << cursor->status();
+  cursor.reset();
+  for (const auto& [key, value] : entries) {
+    absl::StatusOr<std::string> got = db->Get(key);
+    EXPECT_TRUE(got.ok() && *got == value) << key << ": " << got.status();
+  }
   DB::FileCheck check;
   check.record_required = true;
   check.read_contents = true;  // every recorded CRC-32C against the file
@@ -124,6 +129,22 @@ LevelDbView ReadWithLevelDb(const std::string& path, const std::string& copy) {
   return view;
 }
 
+// Writes `puts` directly into <dir>/db, expects the adapter and LevelDB
+// itself to read back exactly the last value Put of each key, and returns
+// LevelDB's view.
+LevelDbView WriteAndReadBack(
+    const TempDir& dir,
+    const std::vector<std::pair<std::string, std::string>>& puts,
+    const LevelDbOptions& tuning = LevelDbOptions()) {
+  const std::string path = dir.Join("db");
+  WriteDirect(path, puts, tuning);
+  const Entries expected = ExpectedEntries(puts);
+  EXPECT_TRUE(ReadThroughAdapter(path) == expected);
+  LevelDbView view = ReadWithLevelDb(path, dir.Join("copy"));
+  EXPECT_TRUE(view.entries == expected);
+  return view;
+}
+
 TEST(LevelDbDirectTest, LevelDbReadsWhatWasWrittenInKeyOrder) {
   TempDir dir;
   std::vector<std::pair<std::string, std::string>> puts;
@@ -137,17 +158,12 @@ TEST(LevelDbDirectTest, LevelDbReadsWhatWasWrittenInKeyOrder) {
     puts.emplace_back(absl::StrFormat("d_small_%05d", i), Value(i, 100));
   }
   puts.emplace_back("e_last", Value(4, 7));
-  const std::string path = dir.Join("db");
-  ASSERT_NO_FATAL_FAILURE(WriteDirect(path, puts));
-
-  const Entries expected = ExpectedEntries(puts);
-  EXPECT_TRUE(ReadThroughAdapter(path) == expected);
-  const LevelDbView view = ReadWithLevelDb(path, dir.Join("copy"));
-  EXPECT_TRUE(view.entries == expected);
+  LevelDbView view;
+  ASSERT_NO_FATAL_FAILURE(view = WriteAndReadBack(dir, puts));
   // One table, at the last level: LevelDB finds nothing to compact.
   EXPECT_THAT(view.files_per_level, ElementsAre(0, 0, 0, 0, 0, 0, 1));
   // Nothing but LevelDB's files and the file list; no log.
-  EXPECT_THAT(ListDir(path).value(),
+  EXPECT_THAT(ListDir(dir.Join("db")).value(),
               ElementsAre("000002.ldb", "CURRENT", "JOBGRAPH_FILES", "LOCK",
                           "MANIFEST-000001"));
 }
@@ -160,12 +176,8 @@ TEST(LevelDbDirectTest, LargeDatabasesSpanTablesThatDoNotOverlap) {
   for (int i = 0; i < 40; ++i) {
     puts.emplace_back(absl::StrFormat("blob_%03d", i), Value(i, 300 << 10));
   }
-  const std::string path = dir.Join("db");
-  ASSERT_NO_FATAL_FAILURE(WriteDirect(path, puts, tuning));
-  const Entries expected = ExpectedEntries(puts);
-  EXPECT_TRUE(ReadThroughAdapter(path) == expected);
-  const LevelDbView view = ReadWithLevelDb(path, dir.Join("copy"));
-  EXPECT_TRUE(view.entries == expected);
+  LevelDbView view;
+  ASSERT_NO_FATAL_FAILURE(view = WriteAndReadBack(dir, puts, tuning));
   // 4 values of 300 KiB pass 1 MiB: 10 tables.
   EXPECT_THAT(view.files_per_level, ElementsAre(0, 0, 0, 0, 0, 0, 10));
 }
@@ -178,13 +190,9 @@ TEST(LevelDbDirectTest, KeysOutOfOrderAndRepeatedKeysReadAsLevelDbWould) {
       {"z", "3"},     {"n", "replaced"},  // a later Put wins
       {"c", "again"}, {"a", Value(6, 200 << 10)},
   };
-  const std::string path = dir.Join("db");
-  ASSERT_NO_FATAL_FAILURE(WriteDirect(path, puts));
-  const Entries expected = ExpectedEntries(puts);
-  ASSERT_EQ(expected.at("n"), "replaced");
-  EXPECT_TRUE(ReadThroughAdapter(path) == expected);
-  const LevelDbView view = ReadWithLevelDb(path, dir.Join("copy"));
-  EXPECT_TRUE(view.entries == expected);
+  ASSERT_EQ(ExpectedEntries(puts).at("n"), "replaced");
+  LevelDbView view;
+  ASSERT_NO_FATAL_FAILURE(view = WriteAndReadBack(dir, puts));
   // The in-order table [m, z] at the last level; the entries that came out
   // of order ([a, n], overlapping it and newer) at level 0.
   EXPECT_THAT(view.files_per_level, ElementsAre(1, 0, 0, 0, 0, 0, 1));
@@ -201,12 +209,8 @@ TEST(LevelDbDirectTest, OutOfOrderEntriesPastTheBufferBecomeTables) {
   for (int i = 0; i < 1000; i += 7) {
     puts.emplace_back(absl::StrFormat("key_%04d", i), Value(i + 1, 10));
   }
-  const std::string path = dir.Join("db");
-  ASSERT_NO_FATAL_FAILURE(WriteDirect(path, puts, tuning));
-  const Entries expected = ExpectedEntries(puts);
-  EXPECT_TRUE(ReadThroughAdapter(path) == expected);
-  const LevelDbView view = ReadWithLevelDb(path, dir.Join("copy"));
-  EXPECT_TRUE(view.entries == expected);
+  LevelDbView view;
+  ASSERT_NO_FATAL_FAILURE(view = WriteAndReadBack(dir, puts, tuning));
   // ~1 MB out of order in 64 KiB tables at level 0; key_0999 alone in order.
   EXPECT_GE(view.files_per_level[0], 15);
   EXPECT_EQ(view.files_per_level[6], 1);
@@ -214,10 +218,10 @@ TEST(LevelDbDirectTest, OutOfOrderEntriesPastTheBufferBecomeTables) {
 
 TEST(LevelDbDirectTest, AnEmptyDatabaseIsADatabase) {
   TempDir dir;
-  const std::string path = dir.Join("db");
-  ASSERT_NO_FATAL_FAILURE(WriteDirect(path, {}));
-  EXPECT_TRUE(ReadThroughAdapter(path).empty());
-  EXPECT_TRUE(ReadWithLevelDb(path, dir.Join("copy")).entries.empty());
+  LevelDbView view;
+  ASSERT_NO_FATAL_FAILURE(view = WriteAndReadBack(dir, {}));
+  EXPECT_TRUE(view.entries.empty());
+  EXPECT_THAT(view.files_per_level, ElementsAre(0, 0, 0, 0, 0, 0, 0));
 }
 
 TEST(LevelDbDirectTest, ReadsBeforeCloseAreRefused) {

@@ -25,6 +25,7 @@
 #include "checkpoint/crc32c.h"
 #include "checkpoint/file_util.h"
 #include "checkpoint/leveldb_files.h"
+#include "checkpoint/leveldb_format.h"
 #include "engine/status_macros.h"
 #include "glog/logging.h"
 #include "leveldb/comparator.h"
@@ -37,61 +38,24 @@
 namespace jobgraph {
 namespace {
 
-// --- LevelDB's on-disk encodings (its documented log and table formats).
-
-constexpr size_t kLogBlockSize = 32768;
-constexpr size_t kLogHeaderSize = 7;  // crc (4), length (2), type (1)
-enum LogRecordType {
-  kZeroType = 0,
-  kFull = 1,
-  kFirst = 2,
-  kMiddle = 3,
-  kLast = 4
-};
-constexpr uint32_t kCrcMaskDelta = 0xa282ead8u;
-constexpr uint8_t kTypeDeletion = 0;
-constexpr uint64_t kMaxSequenceNumber = (uint64_t{1} << 56) - 1;
-
-uint32_t LoadLE32(const char* p) {
-  uint32_t v = 0;
-  for (int i = 0; i < 4; ++i)
-    v |= uint32_t{static_cast<uint8_t>(p[i])} << (8 * i);
-  return v;
-}
-
-uint64_t LoadLE64(const char* p) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; ++i)
-    v |= uint64_t{static_cast<uint8_t>(p[i])} << (8 * i);
-  return v;
-}
-
-uint32_t UnmaskCrc(uint32_t masked) {
-  const uint32_t rot = masked - kCrcMaskDelta;
-  return (rot >> 17) | (rot << 15);
-}
-
-bool GetVarint64(absl::string_view* in, uint64_t* value) {
-  uint64_t result = 0;
-  for (int shift = 0; shift <= 63 && !in->empty(); shift += 7) {
-    const uint8_t byte = static_cast<uint8_t>((*in)[0]);
-    in->remove_prefix(1);
-    result |= uint64_t{byte & 0x7fu} << shift;
-    if ((byte & 0x80u) == 0) {
-      *value = result;
-      return true;
-    }
-  }
-  return false;
-}
-
-bool GetLengthPrefixed(absl::string_view* in, absl::string_view* value) {
-  uint64_t length = 0;
-  if (!GetVarint64(in, &length) || length > in->size()) return false;
-  *value = in->substr(0, length);
-  in->remove_prefix(length);
-  return true;
-}
+using leveldb_format::GetLengthPrefixed;
+using leveldb_format::GetVarint64;
+using leveldb_format::InternalKey;
+using leveldb_format::kBlockTrailerSize;
+using leveldb_format::kFirst;
+using leveldb_format::kFull;
+using leveldb_format::kLast;
+using leveldb_format::kLogBlockSize;
+using leveldb_format::kLogHeaderSize;
+using leveldb_format::kMaxSequenceNumber;
+using leveldb_format::kMiddle;
+using leveldb_format::kTableFooterSize;
+using leveldb_format::kTrailerSize;
+using leveldb_format::kTypeDeletion;
+using leveldb_format::kZeroType;
+using leveldb_format::LoadLE32;
+using leveldb_format::LoadLE64;
+using leveldb_format::UnmaskCrc;
 
 // The records of a LevelDB log file (the MANIFEST-* file is one), each
 // checked against its CRC. Any damage, a truncated record included, is
@@ -185,32 +149,33 @@ absl::StatusOr<std::map<uint64_t, TableMeta>> LiveTables(
       absl::string_view bytes;
       if (!GetVarint64(&in, &tag)) return damaged("has a broken tag");
       switch (tag) {
-        case 1:  // comparator
+        case leveldb_format::kTagComparator:
           if (!GetLengthPrefixed(&in, &bytes)) return damaged("is cut off");
-          if (bytes != "leveldb.BytewiseComparator") {
+          if (bytes != leveldb_format::kBytewiseComparatorName) {
             return absl::FailedPreconditionError(absl::StrCat(
                 "LevelDB database of ", path, " uses comparator '", bytes,
                 "'; checkpoints use leveldb.BytewiseComparator"));
           }
           break;
-        case 2:  // log number
-        case 3:  // next file number
-        case 4:  // last sequence
-        case 9:  // previous log number
+        case leveldb_format::kTagLogNumber:
+        case leveldb_format::kTagNextFileNumber:
+        case leveldb_format::kTagLastSequence:
+        case leveldb_format::kTagPrevLogNumber:
           if (!GetVarint64(&in, &unused)) return damaged("is cut off");
           break;
-        case 5:  // compaction pointer: level, internal key
+        case leveldb_format::kTagCompactPointer:  // level, internal key
           if (!GetVarint64(&in, &level) || !GetLengthPrefixed(&in, &bytes)) {
             return damaged("is cut off");
           }
           break;
-        case 6:  // deleted file: level, number
+        case leveldb_format::kTagDeletedFile:  // level, number
           if (!GetVarint64(&in, &level) || !GetVarint64(&in, &number)) {
             return damaged("is cut off");
           }
           live.erase(number);
           break;
-        case 7: {  // new file: level, number, size, smallest, largest
+        case leveldb_format::kTagNewFile: {  // level, number, size, smallest,
+                                             // largest
           absl::string_view largest;
           if (!GetVarint64(&in, &level) || !GetVarint64(&in, &number) ||
               !GetVarint64(&in, &size) || !GetLengthPrefixed(&in, &bytes) ||
@@ -234,7 +199,6 @@ absl::StatusOr<std::map<uint64_t, TableMeta>> LiveTables(
 // these helpers take such a key whole as its user key, with trailer 0, so
 // that it is compared and skipped without reading outside it, and
 // TablesCursor reports it as damage.
-constexpr size_t kTrailerSize = 8;
 
 absl::string_view UserKey(const leveldb::Slice& internal_key) {
   if (internal_key.size() < kTrailerSize) {
@@ -344,9 +308,6 @@ bool BlockIsWellFormed(absl::string_view block) {
   return true;
 }
 
-constexpr uint64_t kTableFooterSize = 48;  // two padded block handles, magic
-constexpr uint64_t kBlockTrailerSize = 5;  // type, masked CRC-32C
-
 // A table file that checks every block LevelDB reads from it
 // (BlockIsWellFormed) before LevelDB parses it; the footer, the one other
 // thing LevelDB reads, has its own check (CheckTableFooter).
@@ -454,10 +415,7 @@ class TablesCursor final : public Cursor {
     Settle();
   }
   void Seek(absl::string_view target) override {
-    std::string key(target);
-    const uint64_t trailer = (kMaxSequenceNumber << 8) | 1;
-    for (int i = 0; i < 8; ++i)
-      key.push_back(static_cast<char>(trailer >> (8 * i)));
+    const std::string key = InternalKey(target, kMaxSequenceNumber);
     for (auto& it : iterators_) it->Seek(key);
     Settle();
   }
@@ -612,12 +570,8 @@ class LevelDbTables final : public DB {
 
  protected:
   std::unique_ptr<Cursor> NewCursorImpl() override {
-    return NewTablesCursor(/*verify=*/false);
-  }
-
-  std::unique_ptr<Cursor> NewTablesCursor(bool verify) {
     leveldb::ReadOptions read_options;
-    read_options.verify_checksums = options_.verify_checksums || verify;
+    read_options.verify_checksums = options_.verify_checksums;
     read_options.fill_cache = false;
     std::vector<std::unique_ptr<leveldb::Iterator>> iterators;
     for (const auto& table : tables_) {
@@ -637,10 +591,7 @@ class LevelDbTables final : public DB {
   // report damage in values that their own reads are there to report.
   absl::StatusOr<std::string> GetImpl(absl::string_view key,
                                       bool verify) override {
-    std::string target(key);
-    const uint64_t seek_trailer = (kMaxSequenceNumber << 8) | 1;
-    for (int i = 0; i < 8; ++i)
-      target.push_back(static_cast<char>(seek_trailer >> (8 * i)));
+    const std::string target = InternalKey(key, kMaxSequenceNumber);
     leveldb::ReadOptions read_options;
     read_options.verify_checksums = options_.verify_checksums || verify;
     read_options.fill_cache = false;

@@ -34,6 +34,33 @@
 namespace jobgraph {
 namespace {
 
+// `indices` cut into at most `parts` consecutive, non-empty spans of about
+// equal bytes (`bytes[b]` each, `total` in all).
+std::vector<absl::Span<const int>> SplitByBytes(
+    const std::vector<int>& indices, const std::vector<int64_t>& bytes,
+    int64_t total, int parts) {
+  std::vector<absl::Span<const int>> spans;
+  size_t begin = 0;
+  int64_t taken = 0;
+  for (int part = 1; part <= parts; ++part) {
+    size_t end = indices.size();
+    if (part < parts) {
+      // total * part / parts, without overflowing.
+      const int64_t goal = total / parts * part + total % parts * part / parts;
+      end = begin;
+      while (end < indices.size() && taken < goal) {
+        taken += bytes[indices[end]];
+        ++end;
+      }
+    }
+    if (end > begin) {
+      spans.push_back(absl::MakeConstSpan(indices).subspan(begin, end - begin));
+    }
+    begin = end;
+  }
+  return spans;
+}
+
 class LoadOp final : public OperatorBase {
  public:
   using OperatorBase::OperatorBase;
@@ -290,28 +317,9 @@ class LoadOp final : public OperatorBase {
     // No overflow: the index refuses sizes whose total overflows.
     int64_t total_bytes = 0;
     for (int b : indices) total_bytes += blob_bytes[b];
-    const int parts = PartsFor(indices.size(), total_bytes);
-    std::vector<absl::Span<const int>> spans;
-    size_t begin = 0;
-    int64_t taken = 0;
-    for (int part = 1; part <= parts; ++part) {
-      size_t end = indices.size();
-      if (part < parts) {
-        // total_bytes * part / parts, without overflowing.
-        const int64_t goal =
-            total_bytes / parts * part + total_bytes % parts * part / parts;
-        end = begin;
-        while (end < indices.size() && taken < goal) {
-          taken += blob_bytes[indices[end]];
-          ++end;
-        }
-      }
-      if (end > begin) {
-        spans.push_back(
-            absl::MakeConstSpan(indices).subspan(begin, end - begin));
-      }
-      begin = end;
-    }
+    const std::vector<absl::Span<const int>> spans =
+        SplitByBytes(indices, blob_bytes, total_bytes,
+                     PartsFor(indices.size(), total_bytes));
     std::vector<absl::Status> statuses(spans.size());
     const size_t first = assemblers->size();
     for (size_t i = 0; i < spans.size(); ++i) {

@@ -137,42 +137,39 @@ std::string FindFile(const std::string& db, absl::string_view pattern) {
   return found[0];
 }
 
-// The table file of `db` that holds `key` (a blob's chunk or the index).
-std::string TableHolding(const std::string& db, absl::string_view key) {
-  absl::StatusOr<std::vector<std::string>> names = ListDir(db);
-  CHECK(names.ok()) << names.status();
-  std::vector<std::string> found;
-  for (const std::string& name : *names) {
-    if (!absl::EndsWith(name, ".ldb")) continue;
-    const std::string path = JoinPath(db, name);
-    if (absl::StrContains(ReadFileToString(path).value(), key)) {
-      found.push_back(path);
-    }
-  }
-  CHECK_EQ(found.size(), 1u) << "tables holding '" << key << "' in " << db;
-  return found[0];
-}
+// The table files of `db`, by whether they hold the blob index.
+struct Tables {
+  std::vector<std::string> with_index;
+  std::vector<std::string> without_index;
+};
 
-// The table with the values: the only one, or the one without the index.
-std::string DataTable(const std::string& db) {
+Tables TablesOf(const std::string& db) {
   absl::StatusOr<std::vector<std::string>> names = ListDir(db);
   CHECK(names.ok()) << names.status();
-  std::vector<std::string> found;
+  Tables tables;
   for (const std::string& name : *names) {
     if (!absl::EndsWith(name, ".ldb")) continue;
     const std::string path = JoinPath(db, name);
-    found.push_back(path);
-    if (absl::StrContains(ReadFileToString(path).value(), kBlobIndexKey)) {
-      found.pop_back();
-    }
+    const bool has_index =
+        absl::StrContains(ReadFileToString(path).value(), kBlobIndexKey);
+    (has_index ? tables.with_index : tables.without_index).push_back(path);
   }
-  if (found.empty()) return TableHolding(db, kBlobIndexKey);
-  CHECK_EQ(found.size(), 1u) << "tables without the index in " << db;
-  return found[0];
+  return tables;
 }
 
 std::string IndexTable(const std::string& db) {
-  return TableHolding(db, kBlobIndexKey);
+  const Tables tables = TablesOf(db);
+  CHECK_EQ(tables.with_index.size(), 1u) << "tables with the index in " << db;
+  return tables.with_index[0];
+}
+
+// The table with the values: the one without the index, or the only one.
+std::string DataTable(const std::string& db) {
+  const Tables tables = TablesOf(db);
+  if (tables.without_index.empty()) return IndexTable(db);
+  CHECK_EQ(tables.without_index.size(), 1u)
+      << "tables without the index in " << db;
+  return tables.without_index[0];
 }
 
 void WriteInPlace(const std::string& path, const std::string& bytes) {
