@@ -1,7 +1,9 @@
 // A new LevelDB database written without LevelDB: every Put goes straight
 // into a table file in LevelDB's documented table format, and Close() writes
 // the descriptor (MANIFEST-000001, one VersionEdit) and CURRENT that make the
-// directory a database LevelDB opens like one it wrote itself. The LevelDB
+// directory a database LevelDB opens like one it wrote itself (the file
+// writers are in leveldb_table_writer.h, the encodings in leveldb_format.h).
+// The LevelDB
 // adapter uses it for kNew databases opened with DbOptions::write_only (what
 // Save does); internal to the adapter.
 //
