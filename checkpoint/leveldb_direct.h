@@ -3,9 +3,8 @@
 // the descriptor (MANIFEST-000001, one VersionEdit) and CURRENT that make the
 // directory a database LevelDB opens like one it wrote itself (the file
 // writers are in leveldb_table_writer.h, the encodings in leveldb_format.h).
-// The LevelDB
-// adapter uses it for kNew databases opened with DbOptions::write_only (what
-// Save does); internal to the adapter.
+// The LevelDB adapter uses it for kNew databases opened with
+// DbOptions::write_only (what Save does); internal to the adapter.
 //
 // Why: LevelDB's own write path copies every value into a write batch, a
 // memtable and a table block, and checksums it in software for the log
