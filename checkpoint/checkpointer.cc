@@ -309,6 +309,7 @@ absl::StatusOr<std::optional<int64_t>> Checkpointer::Start(
 absl::StatusOr<std::optional<int64_t>> Checkpointer::ChooseStart(
     Session* session, const ResumeFrom& resume) {
   staged_.reset();
+  listed_bound_.reset();
   absl::Status usable = PrepareDirectory(options_.directory);
   if (usable.ok()) {
     JG_RETURN_IF_ERROR(Agree(LockNodes()));
@@ -603,17 +604,44 @@ absl::StatusOr<CheckpointStats> Checkpointer::Restore(Session& session,
   return stats;
 }
 
-absl::Status Checkpointer::PrepareSave(int64_t epoch) {
+absl::Status Checkpointer::PrepareSave(int64_t epoch, bool* agreed) {
   absl::Status local = PrepareDirectory(options_.directory);
   if (local.ok()) local = LockNodes();
-  if (local.ok() && (ranks_ == nullptr || ranks_->rank() == 0)) {
+  *agreed = !listed_bound_.has_value() || epoch <= *listed_bound_;
+  if (!*agreed) return local;
+  const bool committer = ranks_ == nullptr || ranks_->rank() == 0;
+  int64_t newest = -1;  // of the job's entries left in the log
+  if (local.ok() && committer) {
     // Before any database is in place: databases without a commit log are
     // then always damage, never a crash before the first commit.
     local = CreateCommitLogIfMissing(options_.directory, options_.db_type);
     // The log must never list an epoch over databases being replaced.
-    if (local.ok()) local = ForgetEpoch(options_.directory, epoch, FileNames());
+    if (local.ok()) {
+      absl::StatusOr<int64_t> left =
+          ForgetEpoch(options_.directory, epoch, FileNames());
+      if (left.ok()) newest = *left;
+      local = left.status();
+    }
   }
-  return Agree(local);
+  if (ranks_ != nullptr) {
+    // The failures and rank 0's newest epoch in one small all-reduce.
+    JG_ASSIGN_OR_RETURN(
+        std::vector<int64_t> sums,
+        ranks_->AllReduceSum({local.ok() ? 0 : 1, committer ? newest + 1 : 0}));
+    if (sums[0] > 0) return Agree(local);
+    newest = sums[1] - 1;
+  }
+  JG_RETURN_IF_ERROR(local);
+  listed_bound_ = newest;
+  return absl::OkStatus();
+}
+
+void Checkpointer::NoteCommitAttempt(int64_t epoch, bool committed) {
+  if (!listed_bound_.has_value()) return;
+  // A commit drops the job's later entries; a failed one may still have
+  // listed the epoch (say, the log was renamed in place and then its
+  // directory's fsync failed).
+  listed_bound_ = committed ? epoch : std::max(*listed_bound_, epoch);
 }
 
 absl::StatusOr<CheckpointStats> Checkpointer::SaveEpoch(Session& session,
@@ -636,7 +664,8 @@ absl::StatusOr<CheckpointStats> Checkpointer::SaveEpochInBackground(
   const absl::Time start = absl::Now();
   WaitForBackgroundSave();
   const int64_t waited = MicrosSince(start);
-  JG_RETURN_IF_ERROR(PrepareSave(epoch));
+  bool agreed = false;  // one process: the status is the only one
+  JG_RETURN_IF_ERROR(PrepareSave(epoch, &agreed));
   // What the background thread writes: each node's database path and name,
   // and its frozen blobs.
   struct NodeSnapshot {
@@ -682,8 +711,10 @@ absl::StatusOr<CheckpointStats> Checkpointer::SaveEpochInBackground(
             WriteCheckpointDb(options_.db_type, node.path, blobs, db_options));
         stats.bytes += bytes;
       }
-      JG_RETURN_IF_ERROR(
-          Commit(epoch, stats.bytes, snapshot_taken, std::nullopt));
+      absl::Status committed =
+          Commit(epoch, stats.bytes, snapshot_taken, std::nullopt);
+      NoteCommitAttempt(epoch, committed.ok());
+      JG_RETURN_IF_ERROR(committed);
       stats.wall_micros = MicrosSince(snapshot_taken);
       return stats;
     };
@@ -747,7 +778,9 @@ absl::StatusOr<CheckpointStats> Checkpointer::SaveAndCommit(
     const std::vector<std::vector<std::string>>& blobs,
     const std::optional<Preemption>& preemption) {
   const absl::Time start = absl::Now();
-  JG_RETURN_IF_ERROR(PrepareSave(epoch));
+  bool agreed = false;
+  const absl::Status ready = PrepareSave(epoch, &agreed);
+  if (agreed) JG_RETURN_IF_ERROR(ready);
   TaskGroup group("checkpoint_save", GLOBAL);
   for (size_t i = 0; i < nodes_.size(); ++i) {
     const NodeState& state = nodes_[i];
@@ -761,13 +794,11 @@ absl::StatusOr<CheckpointStats> Checkpointer::SaveAndCommit(
          MakeArg("node", state.file_name), MakeArg("epoch", epoch)});
     task.AddOutput(BlobRef(kSavedBytesBlob, state.node));
   }
-  JG_RETURN_IF_ERROR(session.Run(group));
-
-  CheckpointStats stats;
-  stats.epoch = epoch;
-  stats.num_dbs = static_cast<int>(nodes_.size());
-  // Each rank adds up its own nodes' bytes; one exchange gives the total.
+  // Each rank saves its own nodes and adds up their bytes; the ranks then
+  // agree once on everything (readiness, saves, bytes) in one exchange.
   auto local_bytes = [&]() -> absl::StatusOr<int64_t> {
+    JG_RETURN_IF_ERROR(ready);
+    JG_RETURN_IF_ERROR(session.RunHosted(group));
     int64_t total = 0;
     for (const NodeState& state : nodes_) {
       if (!Hosts(state)) continue;
@@ -782,7 +813,12 @@ absl::StatusOr<CheckpointStats> Checkpointer::SaveAndCommit(
     }
     return total;
   };
+  CheckpointStats stats;
+  stats.epoch = epoch;
+  stats.num_dbs = static_cast<int>(nodes_.size());
   absl::StatusOr<int64_t> mine = local_bytes();
+  const absl::Time written = absl::Now();
+  stats.write_micros = absl::ToInt64Microseconds(written - start);
   if (ranks_ == nullptr) {
     JG_ASSIGN_OR_RETURN(stats.bytes, std::move(mine));
   } else {
@@ -794,10 +830,15 @@ absl::StatusOr<CheckpointStats> Checkpointer::SaveAndCommit(
     if (sums[1] > 0) JG_RETURN_IF_ERROR(Agree(mine.status()));
     stats.bytes = sums[0];
   }
-  // Every rank's databases are durable now (the save group's agreed
-  // outcome): the epoch is committed by one rank, for all.
-  JG_RETURN_IF_ERROR(OnCommitter(
-      [&] { return Commit(epoch, stats.bytes, start, preemption); }));
+  const absl::Time agreed_at = absl::Now();
+  stats.agree_micros = absl::ToInt64Microseconds(agreed_at - written);
+  // Every rank's databases are durable now (the agreed outcome): the epoch
+  // is committed by one rank, for all.
+  const absl::Status committed = OnCommitter(
+      [&] { return Commit(epoch, stats.bytes, start, preemption); });
+  NoteCommitAttempt(epoch, committed.ok());
+  JG_RETURN_IF_ERROR(committed);
+  stats.commit_micros = MicrosSince(agreed_at);
   stats.wall_micros = MicrosSince(start);
   return stats;
 }

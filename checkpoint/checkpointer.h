@@ -126,6 +126,13 @@ struct CheckpointStats {
   bool in_background = false;
   // Of wall_micros, the time spent waiting for the save in flight.
   int64_t waited_micros = 0;
+  // Of wall_micros of a synchronous save: writing this rank's databases,
+  // then agreeing with the other ranks on the outcome (the wait for the
+  // slowest; nothing on one rank), then the commit (the commit-log write, and
+  // its status reaching every rank).
+  int64_t write_micros = 0;
+  int64_t agree_micros = 0;
+  int64_t commit_micros = 0;
 };
 
 // The outcome of a save that ran in the background (CheckpointOptions::async).
@@ -276,9 +283,17 @@ class Checkpointer {
   // `check_only`, only checks that every node holds them);
   // FailedPrecondition when a node does not. Needs staged_.
   absl::Status CommitStaged(Session& session, bool check_only);
-  // Directory, locks and commit log ready for a save of `epoch`, the
-  // epoch's old entry (if any) taken out of the log; agreed by every rank.
-  absl::Status PrepareSave(int64_t epoch);
+  // Gets the directory, the locks and the commit log ready for a save of
+  // `epoch`. When the log may list `epoch` (or nothing is known of it yet,
+  // at the first save of a run), the epoch's old entry is taken out of it
+  // before any database of the epoch is replaced, and the ranks agree on
+  // that first: `*agreed` is then true and an error is every rank's.
+  // Otherwise no rank waits for another here (`*agreed` false): the status
+  // is this rank's own, to be agreed on with the save's outcome.
+  absl::Status PrepareSave(int64_t epoch, bool* agreed);
+  // After a commit of `epoch` was tried (the outcome is every rank's):
+  // keeps listed_bound_ an upper bound.
+  void NoteCommitAttempt(int64_t epoch, bool committed);
   // Whether this rank writes `state`'s databases and holds its lock.
   bool Hosts(const NodeState& state) const;
   // `fn` on the rank that writes the commit log, its status on every rank.
@@ -325,6 +340,11 @@ class Checkpointer {
   std::vector<std::unique_ptr<NodeLock>> locks_;  // empty outside a run
   // The session of the run (Start), for its ranks; null: one process.
   const Session* ranks_ = nullptr;
+  // An upper bound of the epochs of this job that the commit log lists, the
+  // same on every rank (-1: none); unknown until the first save of a run.
+  // Only this job adds its entries (it holds its nodes' locks), so a save
+  // of a newer epoch has nothing to take out of the log (PrepareSave).
+  std::optional<int64_t> listed_bound_;
 };
 
 // Caffe2's single-node manager: a Checkpointer that refuses jobs with more

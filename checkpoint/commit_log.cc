@@ -7,9 +7,12 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <set>
+#include <map>
+#include <mutex>
+#include <optional>
 #include <utility>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
@@ -31,35 +34,78 @@ std::string PreviousPath(const std::string& dir) {
   return absl::StrCat(LogPath(dir), kPreviousCommitLogSuffix);
 }
 
-// The commit log in the file at `path`: NotFound if absent.
-absl::StatusOr<CommitLog> ReadLogFile(const std::string& path) {
+// A commit log and the bytes of the file it was read from (or written to).
+struct LogFile {
+  CommitLog log;
+  std::string bytes;
+};
+
+// The commit log in the file at `path`: NotFound if absent. When the file
+// holds exactly `known->bytes`, `known->log` is taken instead of parsing
+// them again.
+absl::StatusOr<LogFile> ReadLogFile(const std::string& path,
+                                    LogFile* known = nullptr) {
   JG_ASSIGN_OR_RETURN(bool exists, PathExists(path));
   if (!exists) {
     return absl::NotFoundError(absl::StrCat("no commit log at ", path));
   }
-  JG_ASSIGN_OR_RETURN(std::string bytes, ReadFileToString(path));
+  LogFile file;
+  JG_ASSIGN_OR_RETURN(file.bytes, ReadFileToString(path));
+  if (known != nullptr && known->bytes == file.bytes) {
+    file.log = std::move(known->log);
+    return file;
+  }
   JG_ASSIGN_OR_RETURN(
       Unframed unframed,
-      UnframeChecksummed(bytes, absl::StrCat("commit log ", path)));
-  CommitLog log;
-  if (!log.ParseFromString(unframed.payload)) {
+      UnframeChecksummed(file.bytes, absl::StrCat("commit log ", path)));
+  if (!file.log.ParseFromString(unframed.payload)) {
     return absl::DataLossError(absl::StrCat(
         "commit log ", path, " cannot be parsed; the file is damaged"));
   }
   // An empty or zeroed file parses as a valid empty message; every commit
   // log jobgraph writes has a version, so a missing one means damage.
-  if (log.format_version() < 1) {
+  if (file.log.format_version() < 1) {
     return absl::DataLossError(absl::StrCat(
         "commit log ", path, " has no format version; the file is damaged"));
   }
-  if (log.format_version() > kCommitLogFormatVersion) {
+  if (file.log.format_version() > kCommitLogFormatVersion) {
     return absl::FailedPreconditionError(
         absl::StrCat("commit log ", path, " has format version ",
-                     log.format_version(), "; this build reads up to ",
+                     file.log.format_version(), "; this build reads up to ",
                      kCommitLogFormatVersion, ". Use a newer jobgraph."));
   }
-  return log;
+  return file;
 }
+
+// The commit log this process last wrote into each directory, with its
+// bytes. An update that finds the same bytes on disk takes the message from
+// here instead of parsing every epoch's entry again, so a commit costs a read
+// and a compare, not a parse that grows with the epochs. Comparing the bytes
+// keeps it exact whoever else writes the log.
+class WrittenLogs {
+ public:
+  static WrittenLogs& Get() {
+    static WrittenLogs* logs = new WrittenLogs;
+    return *logs;
+  }
+  // The entry for `dir`, removed (it is put back after a write).
+  std::optional<LogFile> Take(const std::string& dir) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = by_dir_.find(dir);
+    if (it == by_dir_.end()) return std::nullopt;
+    LogFile file = std::move(it->second);
+    by_dir_.erase(it);
+    return file;
+  }
+  void Put(const std::string& dir, LogFile file) {
+    std::lock_guard<std::mutex> lock(mu_);
+    by_dir_[dir] = std::move(file);
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<std::string, LogFile> by_dir_ ABSL_GUARDED_BY(mu_);
+};
 
 // An exclusive flock(2) on a directory, held for the object's life.
 class DirLock {
@@ -99,18 +145,23 @@ class DirLock {
 
 }  // namespace
 
-absl::StatusOr<CommitLog> ReadCommitLog(const std::string& dir) {
-  return ReadLogFile(LogPath(dir));
-}
+namespace {
 
-absl::StatusOr<CommitLogRead> ReadCommitLogWithFallback(
-    const std::string& dir) {
-  absl::StatusOr<CommitLog> log = ReadCommitLog(dir);
-  if (log.ok()) return CommitLogRead{*std::move(log), absl::OkStatus()};
+// What ReadWithFallback found: the log (or its previous copy) and whether it
+// came from the log itself.
+struct FallbackRead {
+  LogFile file;
+  absl::Status damage;
+};
+
+absl::StatusOr<FallbackRead> ReadWithFallback(const std::string& dir,
+                                              LogFile* known) {
+  absl::StatusOr<LogFile> log = ReadLogFile(LogPath(dir), known);
+  if (log.ok()) return FallbackRead{*std::move(log), absl::OkStatus()};
   if (!absl::IsNotFound(log.status()) && !absl::IsDataLoss(log.status())) {
     return log.status();
   }
-  absl::StatusOr<CommitLog> previous = ReadLogFile(PreviousPath(dir));
+  absl::StatusOr<LogFile> previous = ReadLogFile(PreviousPath(dir));
   if (!previous.ok()) return log.status();
   absl::Status damage =
       absl::IsNotFound(log.status())
@@ -120,52 +171,93 @@ absl::StatusOr<CommitLogRead> ReadCommitLogWithFallback(
                                              PreviousPath(dir),
                                              " exists; the log was deleted"))
           : log.status();
-  return CommitLogRead{*std::move(previous), std::move(damage)};
+  return FallbackRead{*std::move(previous), std::move(damage)};
 }
 
-absl::Status WriteCommitLog(const std::string& dir, const CommitLog& log,
-                            bool is_commit) {
+// Replaces the commit log of `dir` with `log`. `current` is the intact log
+// now in place, if any: it becomes the previous copy first (a second name for
+// the same file where the file system allows it, since its bytes are durable
+// already; else a copy), so that at every instant at least one of the two
+// files is intact. Returns what was written.
+absl::StatusOr<LogFile> ReplaceLog(const std::string& dir, CommitLog log,
+                                   const LogFile* current, bool is_commit) {
   std::string bytes;
   if (!log.SerializeToString(&bytes)) {
     return absl::InternalError(
         absl::StrCat("cannot serialize the commit log of ", dir));
   }
-  const std::string framed = FrameChecksummed(bytes);
+  LogFile written{std::move(log), FrameChecksummed(bytes)};
   if (is_commit) JG_RETURN_IF_ERROR(Failpoint("commit.before_manifest"));
-  // The previous copy is written first, and only from an intact log, so
-  // that at every instant at least one of the two files is intact.
-  if (ReadCommitLog(dir).ok()) {
-    JG_ASSIGN_OR_RETURN(std::string current, ReadFileToString(LogPath(dir)));
-    JG_RETURN_IF_ERROR(WriteFileAtomically(PreviousPath(dir), current));
+  if (current != nullptr) {
+    absl::Status linked = LinkFileAtomically(LogPath(dir), PreviousPath(dir));
+    if (absl::IsUnimplemented(linked)) {
+      linked = WriteFileAtomically(PreviousPath(dir), current->bytes);
+    }
+    JG_RETURN_IF_ERROR(linked);
   }
-  JG_RETURN_IF_ERROR(
-      WriteFileAtomically(LogPath(dir), framed, [is_commit]() -> absl::Status {
+  JG_RETURN_IF_ERROR(WriteFileAtomically(
+      LogPath(dir), written.bytes, [is_commit]() -> absl::Status {
         if (!is_commit) return absl::OkStatus();
         return Failpoint("commit.after_manifest_tmp");
       }));
   if (is_commit) JG_RETURN_IF_ERROR(Failpoint("commit.after_manifest"));
-  return absl::OkStatus();
+  return written;
+}
+
+}  // namespace
+
+absl::StatusOr<CommitLog> ReadCommitLog(const std::string& dir) {
+  JG_ASSIGN_OR_RETURN(LogFile file, ReadLogFile(LogPath(dir)));
+  return std::move(file.log);
+}
+
+absl::StatusOr<CommitLogRead> ReadCommitLogWithFallback(
+    const std::string& dir) {
+  JG_ASSIGN_OR_RETURN(FallbackRead read, ReadWithFallback(dir, nullptr));
+  return CommitLogRead{std::move(read.file.log), std::move(read.damage)};
+}
+
+absl::Status WriteCommitLog(const std::string& dir, const CommitLog& log,
+                            bool is_commit) {
+  absl::StatusOr<LogFile> current = ReadLogFile(LogPath(dir));
+  return ReplaceLog(dir, log, current.ok() ? &*current : nullptr, is_commit)
+      .status();
 }
 
 absl::Status UpdateCommitLog(
     const std::string& dir, bool is_commit,
     const std::function<absl::StatusOr<bool>(CommitLog&)>& edit) {
   JG_ASSIGN_OR_RETURN(DirLock lock, DirLock::Acquire(dir));
+  std::optional<LogFile> known = WrittenLogs::Get().Take(dir);
   CommitLog log;
-  absl::StatusOr<CommitLogRead> existing = ReadCommitLogWithFallback(dir);
+  std::optional<LogFile> current;  // the intact log in place
+  absl::StatusOr<FallbackRead> existing =
+      ReadWithFallback(dir, known.has_value() ? &*known : nullptr);
   if (existing.ok()) {
     if (!existing->damage.ok()) {
       LOG(WARNING) << existing->damage.message()
                    << "; rewriting it from its previous copy";
+    } else {
+      current.emplace();
+      current->bytes = existing->file.bytes;
     }
-    log = std::move(existing->log);
+    log = std::move(existing->file.log);
   } else if (!absl::IsNotFound(existing.status())) {
     return existing.status();
   }
   JG_ASSIGN_OR_RETURN(bool changed, edit(log));
-  if (!changed) return absl::OkStatus();
+  if (!changed) {
+    if (current.has_value()) {
+      WrittenLogs::Get().Put(dir, {std::move(log), std::move(current->bytes)});
+    }
+    return absl::OkStatus();
+  }
   log.set_format_version(kCommitLogFormatVersion);
-  return WriteCommitLog(dir, log, is_commit);
+  JG_ASSIGN_OR_RETURN(LogFile written,
+                      ReplaceLog(dir, std::move(log),
+                                 current ? &*current : nullptr, is_commit));
+  WrittenLogs::Get().Put(dir, std::move(written));
+  return absl::OkStatus();
 }
 
 absl::Status CreateCommitLogIfMissing(const std::string& dir,
@@ -184,11 +276,16 @@ absl::Status CreateCommitLogIfMissing(const std::string& dir,
 
 bool BelongsToJob(const CommittedEpoch& entry,
                   absl::Span<const std::string> nodes) {
-  if (nodes.empty()) return true;
+  return JobNodes(nodes).Owns(entry);
+}
+
+JobNodes::JobNodes(absl::Span<const std::string> nodes)
+    : nodes_(nodes.begin(), nodes.end()) {}
+
+bool JobNodes::Owns(const CommittedEpoch& entry) const {
+  if (nodes_.empty()) return true;
   for (const std::string& node : entry.node()) {
-    if (std::find(nodes.begin(), nodes.end(), node) != nodes.end()) {
-      return true;
-    }
+    if (nodes_.contains(node)) return true;
   }
   return false;
 }
@@ -203,43 +300,53 @@ absl::Status CommitEpoch(const std::string& dir, const std::string& db_type,
   if (commit.preemption.has_value()) {
     *entry.mutable_preemption() = *commit.preemption;
   }
+  const JobNodes own(commit.nodes);
   return UpdateCommitLog(
       dir, /*is_commit=*/true, [&](CommitLog& log) -> absl::StatusOr<bool> {
         log.set_db_type(db_type);
         entry.set_committed_unix_micros(absl::ToUnixMicros(absl::Now()));
-        std::vector<CommittedEpoch> kept;
-        for (const CommittedEpoch& e : log.epoch()) {
-          if (BelongsToJob(e, commit.nodes) && e.epoch() >= commit.epoch)
-            continue;
-          kept.push_back(e);
+        // In place, moving pointers only: the log may hold many entries.
+        auto* epochs = log.mutable_epoch();
+        int kept = 0;
+        for (int i = 0; i < epochs->size(); ++i) {
+          const CommittedEpoch& e = epochs->Get(i);
+          if (e.epoch() >= commit.epoch && own.Owns(e)) continue;
+          if (kept != i) epochs->SwapElements(kept, i);
+          ++kept;
         }
-        kept.push_back(entry);
-        // Increasing epochs; entries of one epoch (several jobs) stay in commit
-        // order.
-        std::stable_sort(kept.begin(), kept.end(),
-                         [](const CommittedEpoch& a, const CommittedEpoch& b) {
-                           return a.epoch() < b.epoch();
+        epochs->DeleteSubrange(kept, epochs->size() - kept);
+        *epochs->Add() = std::move(entry);
+        // Increasing epochs; entries of one epoch (several jobs) stay in
+        // commit order.
+        std::stable_sort(epochs->pointer_begin(), epochs->pointer_end(),
+                         [](const CommittedEpoch* a, const CommittedEpoch* b) {
+                           return a->epoch() < b->epoch();
                          });
-        log.clear_epoch();
-        for (CommittedEpoch& e : kept) *log.add_epoch() = std::move(e);
         return true;
       });
 }
 
-absl::Status ForgetEpoch(const std::string& dir, int64_t epoch,
-                         absl::Span<const std::string> nodes) {
-  return UpdateCommitLog(
+absl::StatusOr<int64_t> ForgetEpoch(const std::string& dir, int64_t epoch,
+                                    absl::Span<const std::string> nodes) {
+  const JobNodes own(nodes);
+  int64_t newest = -1;
+  JG_RETURN_IF_ERROR(UpdateCommitLog(
       dir, /*is_commit=*/false, [&](CommitLog& log) -> absl::StatusOr<bool> {
-        std::vector<CommittedEpoch> kept;
-        for (const CommittedEpoch& e : log.epoch()) {
-          if (e.epoch() == epoch && BelongsToJob(e, nodes)) continue;
-          kept.push_back(e);
+        auto* epochs = log.mutable_epoch();
+        int kept = 0;
+        for (int i = 0; i < epochs->size(); ++i) {
+          const CommittedEpoch& e = epochs->Get(i);
+          const bool ours = own.Owns(e);
+          if (ours && e.epoch() == epoch) continue;
+          if (ours) newest = std::max(newest, e.epoch());
+          if (kept != i) epochs->SwapElements(kept, i);
+          ++kept;
         }
-        if (static_cast<int>(kept.size()) == log.epoch_size()) return false;
-        log.clear_epoch();
-        for (CommittedEpoch& e : kept) *log.add_epoch() = std::move(e);
+        if (kept == epochs->size()) return false;
+        epochs->DeleteSubrange(kept, epochs->size() - kept);
         return true;
-      });
+      }));
+  return newest;
 }
 
 absl::Status MarkEpochLoopFinished(const std::string& dir, int64_t epoch,
@@ -270,17 +377,19 @@ absl::Status MarkEpochLoopFinished(const std::string& dir, int64_t epoch,
 
 const CommittedEpoch* FindCommittedEpoch(const CommitLog& log, int64_t epoch,
                                          absl::Span<const std::string> nodes) {
+  const JobNodes own(nodes);
   for (const CommittedEpoch& e : log.epoch()) {
-    if (e.epoch() == epoch && BelongsToJob(e, nodes)) return &e;
+    if (e.epoch() == epoch && own.Owns(e)) return &e;
   }
   return nullptr;
 }
 
 std::string CommittedEpochList(const CommitLog& log,
                                absl::Span<const std::string> nodes) {
+  const JobNodes own(nodes);
   std::vector<int64_t> epochs;
   for (const CommittedEpoch& e : log.epoch()) {
-    if (BelongsToJob(e, nodes)) epochs.push_back(e.epoch());
+    if (own.Owns(e)) epochs.push_back(e.epoch());
   }
   return epochs.empty() ? "none" : absl::StrJoin(epochs, ", ");
 }

@@ -11,8 +11,9 @@
 //
 // The log checks itself: its frame carries the length and CRC-32C of its
 // bytes, so a truncation or a flipped bit is DataLoss naming the file. Before
-// each replacement the current log, if intact, is copied to
-// "MANIFEST.jobgraph.prev", so one damaged copy never loses the history:
+// each replacement the current log, if intact, becomes
+// "MANIFEST.jobgraph.prev" (a hard link, or a copy where the file system has
+// none), so one damaged copy never loses the history:
 // readers that can fall back use the previous copy, which lists at most one
 // commit less.
 //
@@ -33,8 +34,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "proto/jobgraph.pb.h"
 
@@ -66,7 +69,8 @@ absl::StatusOr<CommitLogRead> ReadCommitLogWithFallback(const std::string& dir);
 
 // Reads the commit log of `dir` (with fallback; an empty log if there is
 // none), lets `edit` change it, and, when `edit` returns true, replaces the
-// log with the result, all under the directory lock. `is_commit` arms the
+// log with the result, all under the directory lock. `edit` leaves the log
+// as it was when it returns false or an error. `is_commit` arms the
 // commit failpoints
 // ("commit.before_manifest", "commit.after_manifest_tmp",
 // "commit.after_manifest"); retention's rewrite passes false. An error from
@@ -113,9 +117,10 @@ absl::Status CommitEpoch(const std::string& dir, const std::string& db_type,
 // `dir`, if it has one: done before that epoch's databases are replaced, so
 // that the log never lists an epoch whose databases are being rewritten
 // (say, a preemption checkpoint by the epoch's ordinary save). OK if there
-// is no such entry.
-absl::Status ForgetEpoch(const std::string& dir, int64_t epoch,
-                         absl::Span<const std::string> nodes);
+// is no such entry. Returns the newest epoch of the job's entries left in the
+// log, -1 if none: no later save of a newer epoch needs to forget anything.
+absl::StatusOr<int64_t> ForgetEpoch(const std::string& dir, int64_t epoch,
+                                    absl::Span<const std::string> nodes);
 
 // Marks the committed `epoch` of the job of `nodes` as the one at which the
 // run's epoch loop ended before a preemption (Preemption.group "download"),
@@ -130,6 +135,17 @@ absl::Status MarkEpochLoopFinished(const std::string& dir, int64_t epoch,
 // those nodes. Every entry belongs to an empty node list.
 bool BelongsToJob(const CommittedEpoch& entry,
                   absl::Span<const std::string> nodes);
+
+// BelongsToJob for many entries of one job: the nodes in a hash set, built
+// once, so a check costs one lookup per node of the entry. Borrows `nodes`.
+class JobNodes {
+ public:
+  explicit JobNodes(absl::Span<const std::string> nodes);
+  bool Owns(const CommittedEpoch& entry) const;
+
+ private:
+  absl::flat_hash_set<absl::string_view> nodes_;
+};
 
 // The entry of `epoch` that belongs to the job of `nodes` (all entries if
 // `nodes` is empty), or null.

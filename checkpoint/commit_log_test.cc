@@ -114,12 +114,15 @@ TEST(CommitLogTest, ForgetEpochTakesOutOnlyThatEpochOfTheJob) {
     Commit(dir.path(), e, {"a"});
     Commit(dir.path(), e, {"b"});
   }
-  ASSERT_TRUE(ForgetEpoch(dir.path(), 1, {"a"}).ok());
+  // The newest epoch left of the job comes back.
+  EXPECT_EQ(ForgetEpoch(dir.path(), 1, {"a"}).value(), 2);
   EXPECT_THAT(Entries(dir.path()),
               ElementsAre("0:a", "0:b", "1:b", "2:a", "2:b"));
   // Nothing to forget is fine.
-  ASSERT_TRUE(ForgetEpoch(dir.path(), 7, {"a"}).ok());
+  EXPECT_EQ(ForgetEpoch(dir.path(), 7, {"a"}).value(), 2);
   EXPECT_EQ(Entries(dir.path()).size(), 5u);
+  EXPECT_EQ(ForgetEpoch(dir.path(), 2, {"b"}).value(), 1);
+  EXPECT_EQ(ForgetEpoch(dir.path(), 0, {"c"}).value(), -1);
 }
 
 TEST(CommitLogTest, OnlyAnOrdinaryEpochCanBeMarkedAsTheLast) {
@@ -213,6 +216,39 @@ TEST(CommitLogTest, ADamagedLogFallsBackToItsPreviousCopy) {
   read = ReadCommitLogWithFallback(dir.path());
   ASSERT_TRUE(read.ok());
   EXPECT_TRUE(read->damage.ok()) << read->damage;
+}
+
+TEST(CommitLogTest, ACommitKeepsThePreviousLogAsItsCopy) {
+  TempDir dir;
+  Commit(dir.path(), 0, {"a"});
+  const std::string first = ReadFileToString(LogPath(dir)).value();
+  Commit(dir.path(), 1, {"a"});
+  EXPECT_EQ(ReadFileToString(LogPath(dir) + ".prev").value(), first);
+  const std::string second = ReadFileToString(LogPath(dir)).value();
+  Commit(dir.path(), 2, {"a"});
+  EXPECT_EQ(ReadFileToString(LogPath(dir) + ".prev").value(), second);
+  EXPECT_THAT(ListDir(dir.path()).value(),
+              ElementsAre("MANIFEST.jobgraph", "MANIFEST.jobgraph.prev"));
+}
+
+TEST(CommitLogTest, ALogWrittenByAnotherWriterIsReadAgain) {
+  TempDir dir;
+  Commit(dir.path(), 0, {"a"});
+  Commit(dir.path(), 1, {"a"});
+  // Another process adds its job's entry between two commits of this one.
+  CommitLog log = ReadCommitLog(dir.path()).value();
+  CommittedEpoch* other = log.add_epoch();
+  other->set_epoch(1);
+  other->add_node("b");
+  ASSERT_TRUE(WriteCommitLog(dir.path(), log, /*is_commit=*/false).ok());
+  Commit(dir.path(), 2, {"a"});
+  EXPECT_THAT(Entries(dir.path()), ElementsAre("0:a", "1:a", "1:b", "2:a"));
+  // And one that writes the same log again changes nothing.
+  log = ReadCommitLog(dir.path()).value();
+  ASSERT_TRUE(WriteCommitLog(dir.path(), log, /*is_commit=*/false).ok());
+  Commit(dir.path(), 3, {"a"});
+  EXPECT_THAT(Entries(dir.path()),
+              ElementsAre("0:a", "1:a", "1:b", "2:a", "3:a"));
 }
 
 TEST(CommitLogTest, ADeletedLogIsDamageWhenItsCopyRemains) {

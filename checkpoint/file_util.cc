@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -173,12 +174,20 @@ absl::Status FsyncDirContents(const std::string& dir) {
   return FsyncDir(dir);
 }
 
+namespace {
+
+// "<path>.tmp-<pid>-<n>", unique in this process.
+std::string TempPathFor(const std::string& path) {
+  static std::atomic<uint64_t> counter{0};
+  return absl::StrCat(path, ".tmp-", ::getpid(), "-", counter.fetch_add(1));
+}
+
+}  // namespace
+
 absl::Status WriteFileAtomically(
     const std::string& path, absl::string_view contents,
     const std::function<absl::Status()>& before_rename) {
-  static std::atomic<uint64_t> counter{0};
-  const std::string tmp =
-      absl::StrCat(path, ".tmp-", ::getpid(), "-", counter.fetch_add(1));
+  const std::string tmp = TempPathFor(path);
   const std::string parent = ParentDir(path);
   int fd = OpenNoIntr(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
   if (fd < 0) {
@@ -210,6 +219,31 @@ absl::Status WriteFileAtomically(
     return status;
   }
   return FsyncDir(parent);
+}
+
+absl::Status LinkFileAtomically(const std::string& existing,
+                                const std::string& path) {
+  const std::string tmp = TempPathFor(path);
+  int error = io_faults::Next();
+  if (error == 0 && ::link(existing.c_str(), tmp.c_str()) != 0) error = errno;
+  if (error != 0) {
+    if (error == EPERM || error == ENOTSUP || error == EOPNOTSUPP ||
+        error == EMLINK || error == EXDEV) {
+      return absl::UnimplementedError(absl::StrCat(
+          "cannot link ", existing, " to ", tmp, ": ", std::strerror(error)));
+    }
+    return PosixError(error, absl::StrCat("link ", existing, " to"), tmp);
+  }
+  error = io_faults::Next();
+  if (error == 0 && ::rename(tmp.c_str(), path.c_str()) != 0) error = errno;
+  // rename(2) does nothing, successfully, when both names are links to one
+  // file (`path` already was a name of `existing`): the temporary name must
+  // then go. Otherwise it is gone already (ENOENT).
+  ::unlink(tmp.c_str());
+  if (error != 0) {
+    return PosixError(error, absl::StrCat("rename ", tmp, " to"), path);
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::string> ReadFileToString(const std::string& path) {

@@ -129,10 +129,11 @@ absl::StatusOr<std::optional<int64_t>> ChooseResumeEpoch(
   }
 
   std::vector<std::string> rejected;
+  const JobNodes own(nodes);
   for (int i = log->epoch_size() - 1; i >= 0; --i) {
     const CommittedEpoch& epoch = log->epoch(i);
     // Another job's entry in a shared directory.
-    if (!BelongsToJob(epoch, nodes)) continue;
+    if (!own.Owns(epoch)) continue;
     absl::Status s = CheckNodes(dir, epoch, nodes);
     if (s.ok()) {
       s = verify(epoch.epoch());

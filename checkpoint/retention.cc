@@ -20,9 +20,10 @@ absl::StatusOr<std::vector<int64_t>> ApplyRetention(
   JG_RETURN_IF_ERROR(UpdateCommitLog(
       dir, /*is_commit=*/false, [&](CommitLog& log) -> absl::StatusOr<bool> {
         // Only the job's own entries count and go; others' stay as they are.
+        const JobNodes job(nodes);
         std::vector<int> own;
         for (int i = 0; i < log.epoch_size(); ++i) {
-          if (BelongsToJob(log.epoch(i), nodes)) own.push_back(i);
+          if (job.Owns(log.epoch(i))) own.push_back(i);
         }
         const int n = static_cast<int>(own.size());
         // While the newest entry is a mid-group preemption checkpoint, the

@@ -67,6 +67,11 @@ absl::Status Session::Run(const TaskGroup& group, const RunOptions& options) {
   return Run(def, options);
 }
 
+absl::Status Session::RunHosted(const TaskGroup& group) {
+  JG_ASSIGN_OR_RETURN(TaskGroupDef def, group.Build());
+  return RunHosted(def);
+}
+
 absl::StatusOr<Tensor> Session::Fetch(const TaskOutput& output) const {
   if (output.blobs().empty()) {
     return absl::InvalidArgumentError(absl::StrCat(

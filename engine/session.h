@@ -139,6 +139,17 @@ class Session {
                                                 int root) const {
     return value;
   }
+  // Runs the tasks of `group` that are on nodes this rank hosts and returns
+  // this rank's outcome, without agreeing on it with the other ranks: for a
+  // caller that folds the outcome into an agreement of its own (a
+  // checkpoint's commit, which saves a collective per epoch that way). Not
+  // collective, so the group must not use collective operators
+  // (InvalidArgument). One rank: Run.
+  virtual absl::Status RunHosted(const TaskGroupDef& group) {
+    return Run(group, {});
+  }
+  absl::Status RunHosted(const TaskGroup& group);
+
   // FetchBlob of a node this rank hosts, without involving other ranks.
   virtual absl::StatusOr<Tensor> FetchHostedBlob(absl::string_view node,
                                                  absl::string_view blob) const {

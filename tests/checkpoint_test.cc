@@ -20,6 +20,7 @@
 #include "checkpoint/commit_log.h"
 #include "checkpoint/db.h"
 #include "checkpoint/db_registry.h"
+#include "checkpoint/failpoint.h"
 #include "checkpoint/file_util.h"
 #include "checkpoint/job.h"
 #include "checkpoint/job_runner.h"
@@ -676,6 +677,52 @@ TEST(CheckpointTest, StagedBlobsStayInTheirSession) {
     EXPECT_EQ(e.save_bytes, 582) << "epoch " << e.epoch;
   }
   ExpectNoStagedBlobs(reused);
+}
+
+// A save of an epoch the commit log may list takes the old entry out before
+// its databases are replaced; a save of a newer epoch has nothing to take
+// out and skips that step (and, on several ranks, the agreement on it).
+TEST(CheckpointTest, ReSavingAListedEpochUnlistsItBeforeItsDatabasesChange) {
+  const std::string dir = NewTempDir("resave");
+  const std::vector<std::string> nodes = {"trainer_0", "trainer_1"};
+  TaskGroup init("init", GLOBAL);
+  for (const std::string& node : nodes) {
+    init.NewTask(Node(node)).net().Const(Tensor::Scalar<int64_t>(7), "w");
+  }
+  LocalSession session;
+  MultiNodeCheckpointManager manager({.directory = dir});
+  ASSERT_EQ(manager.Start(session, nodes, ResumeFrom::Scratch()).value(),
+            std::nullopt);
+  ASSERT_TRUE(session.Run(init).ok());
+  ASSERT_TRUE(manager.CaptureBlobNames(session).ok());
+  for (int64_t epoch = 0; epoch <= 2; ++epoch) {
+    ASSERT_TRUE(manager.SaveEpoch(session, epoch).ok()) << epoch;
+  }
+  auto listed = [&] { return CommittedEpochList(ReadCommitLog(dir).value()); };
+  ASSERT_EQ(listed(), "0, 1, 2");
+
+  // Epoch 1 again, its commit failing: the log no longer lists it, although
+  // its databases were rewritten.
+  ASSERT_TRUE(
+      Failpoints::Enable("commit.before_manifest", FailpointAction::kError)
+          .ok());
+  absl::StatusOr<CheckpointStats> failed = manager.SaveEpoch(session, 1);
+  Failpoints::DisableAll();
+  EXPECT_EQ(failed.status().code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(listed(), "0, 2");
+  // Its save commits it and drops the later epoch (of an abandoned run).
+  ASSERT_TRUE(manager.SaveEpoch(session, 1).ok());
+  EXPECT_EQ(listed(), "0, 1");
+  // Epoch 2 is new again; epoch 1 is listed again.
+  ASSERT_TRUE(manager.SaveEpoch(session, 2).ok());
+  ASSERT_TRUE(
+      Failpoints::Enable("commit.before_manifest", FailpointAction::kError)
+          .ok());
+  failed = manager.SaveEpoch(session, 1);
+  Failpoints::DisableAll();
+  EXPECT_EQ(failed.status().code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(listed(), "0, 2");
+  manager.End();
 }
 
 // keep_last=2 with keep_every=2 keeps the two newest epochs and the even

@@ -280,6 +280,27 @@ absl::StatusOr<std::string> MpiSession::Broadcast(std::string value,
   return value;
 }
 
+absl::Status MpiSession::RunHosted(const TaskGroupDef& group) {
+  if (GroupUsesCollectives(group)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "group '", group.name(),
+        "' uses collective operators, so every rank must run it: use Run"));
+  }
+  TaskGroupDef mine = group;
+  mine.clear_task();
+  for (const TaskDef& task : group.task()) {
+    if (RankOf(task.node()) < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "group '", group.name(), "' runs a task on node '", task.node(),
+          "', which is not one of the MPI session's nodes [",
+          absl::StrJoin(nodes_, ", "), "]"));
+    }
+    if (HostsNode(task.node())) *mine.add_task() = task;
+  }
+  if (mine.task_size() == 0) return absl::OkStatus();
+  return local_.Run(mine, {});
+}
+
 absl::Status MpiSession::Run(const TaskGroupDef& group,
                              const RunOptions& options) {
   // Everything up to the local run depends only on the group, the same on

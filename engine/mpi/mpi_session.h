@@ -67,8 +67,10 @@ class MpiSession : public Session {
   ~MpiSession() override;
 
   using Session::Run;
+  using Session::RunHosted;
   absl::Status Run(const TaskGroupDef& group,
                    const RunOptions& options) override;
+  absl::Status RunHosted(const TaskGroupDef& group) override;
   absl::StatusOr<Tensor> FetchBlob(absl::string_view node,
                                    absl::string_view blob) const override;
   absl::StatusOr<Tensor> FetchHostedBlob(absl::string_view node,
