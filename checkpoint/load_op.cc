@@ -125,8 +125,8 @@ class LoadOp final : public OperatorBase {
 
   // Maps the name each output is loaded from to its index.
   absl::Status InitWanted() {
-    const std::vector<std::string> sources =
-        GetRepeatedArg<std::string>("source_blob_names");
+    sources_ = GetRepeatedArg<std::string>("source_blob_names");
+    const std::vector<std::string>& sources = sources_;
     if (!sources.empty()) {
       if (!strip_prefix_.empty() || load_all_) {
         return Error(absl::StatusCode::kInvalidArgument,
@@ -152,6 +152,8 @@ class LoadOp final : public OperatorBase {
         }
       }
     }
+    wanted_.reserve(OutputSize());
+    wanted_names_.reserve(OutputSize());
     for (int i = 0; i < OutputSize(); ++i) {
       const std::string& name = sources.empty() ? OutputName(i) : sources[i];
       if (!wanted_.emplace(name, i).second) {
@@ -200,10 +202,10 @@ class LoadOp final : public OperatorBase {
       return absl::OkStatus();
     }
     std::vector<std::string> missing;
-    for (const std::string& name : wanted_names_) {
+    for (absl::string_view name : wanted_names_) {
       if (std::none_of(assemblers.begin(), assemblers.end(),
                        [&](const auto& a) { return a->IsComplete(name); })) {
-        missing.push_back(name);
+        missing.emplace_back(name);
       }
     }
     if (missing.empty()) return absl::OkStatus();
@@ -260,13 +262,20 @@ class LoadOp final : public OperatorBase {
     // The blobs of this database to load, their names and targets, indexed
     // like index.blob().
     std::vector<int> indices;
-    std::vector<std::string> names(index.blob_size());
+    // The names blobs are loaded as: the stored names themselves, or, when
+    // a prefix renames them, strings of renamed_ (reserved in full, so that
+    // views of them stay valid).
+    const bool renames = !strip_prefix_.empty() || !add_prefix_.empty();
+    std::vector<std::string> renamed;
+    if (renames) renamed.reserve(index.blob_size());
+    std::vector<absl::string_view> names(index.blob_size());
     std::vector<Blob*> targets(index.blob_size(), nullptr);
     std::vector<int64_t> blob_bytes(index.blob_size(), 0);
     absl::flat_hash_map<std::string, int> in_this_db;
     for (int b = 0; b < index.blob_size(); ++b) {
       const std::string& stored = index.blob(b).name();
-      std::string name = LoadedName(stored);
+      absl::string_view name = stored;
+      if (renames) name = renamed.emplace_back(LoadedName(stored));
       Blob* target = nullptr;
       if (load_all_) {
         target = workspace()->CreateBlob(name);
@@ -296,7 +305,7 @@ class LoadOp final : public OperatorBase {
       // the index when it is read, so a damaged index can still raise this
       // bound, up to its total_bytes.
       for (int64_t bytes : index.blob(b).value_bytes()) blob_bytes[b] += bytes;
-      names[b] = std::move(name);
+      names[b] = name;
       targets[b] = target;
     }
     if (indices.empty()) return db->Close();
@@ -366,9 +375,11 @@ class LoadOp final : public OperatorBase {
   std::string strip_prefix_;
   std::optional<std::string> expected_node_;
   std::optional<int64_t> expected_epoch_;
-  // Name to load -> output index, and the names in output order.
-  absl::flat_hash_map<std::string, int> wanted_;
-  std::vector<std::string> wanted_names_;
+  std::vector<std::string> sources_;  // the source_blob_names argument
+  // Name to load -> output index, and the names in output order; views of
+  // the operator's outputs or of sources_.
+  absl::flat_hash_map<absl::string_view, int> wanted_;
+  std::vector<absl::string_view> wanted_names_;
 };
 
 JG_REGISTER_OPERATOR(Load, LoadOp);

@@ -20,9 +20,12 @@ OperatorBase::OperatorBase(const OperatorDef& def, Workspace* ws)
                            << "' must be checked by OperatorRegistry::Create";
     inputs_.push_back(blob);
   }
-  outputs_.reserve(def.output_size());
-  for (const std::string& name : def.output()) {
-    outputs_.push_back(ws->CreateBlob(name));
+  if (def.output_size() == 1) {
+    outputs_.push_back(ws->CreateBlob(def.output(0)));
+  } else if (def.output_size() > 1) {
+    const std::vector<absl::string_view> names(def.output().begin(),
+                                               def.output().end());
+    outputs_ = ws->CreateBlobs(names);
   }
 }
 

@@ -43,6 +43,25 @@ Blob* Workspace::CreateBlob(absl::string_view name) {
   return CreateLocalBlob(name);
 }
 
+std::vector<Blob*> Workspace::CreateBlobs(
+    absl::Span<const absl::string_view> names) {
+  std::vector<Blob*> blobs(names.size(), nullptr);
+  if (parent_ != nullptr) {
+    for (size_t i = 0; i < names.size(); ++i) {
+      blobs[i] = parent_->GetBlob(names[i]);
+    }
+  }
+  std::unique_lock<std::shared_mutex> lock(mu_);
+  blobs_.reserve(blobs_.size() + names.size());
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (blobs[i] != nullptr) continue;
+    std::unique_ptr<Blob>& blob = blobs_[names[i]];
+    if (blob == nullptr) blob = std::make_unique<Blob>();
+    blobs[i] = blob.get();
+  }
+  return blobs;
+}
+
 Blob* Workspace::CreateLocalBlob(absl::string_view name) {
   std::unique_lock<std::shared_mutex> lock(mu_);
   auto it = blobs_.find(name);

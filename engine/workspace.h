@@ -24,6 +24,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "engine/blob.h"
 #include "engine/tensor.h"
 
@@ -52,6 +53,10 @@ class Workspace {
   // The existing blob if any ancestor has `name` (so writes reach it);
   // otherwise a new, uninitialized local blob.
   Blob* CreateBlob(absl::string_view name);
+  // CreateBlob of each of `names`, in order, taking this workspace's lock
+  // once and making room for all first: for an operator with many outputs
+  // (a Load of 100,000 blobs).
+  std::vector<Blob*> CreateBlobs(absl::Span<const absl::string_view> names);
   // A local blob, shadowing any ancestor's blob of the same name.
   Blob* CreateLocalBlob(absl::string_view name);
   // Removes a local blob; returns false if there was none.

@@ -32,6 +32,24 @@ TEST(Workspace, CreateBlobOfAParentNameWritesThrough) {
   EXPECT_THAT(child.LocalBlobNames(), ElementsAre());
 }
 
+TEST(Workspace, CreateBlobsIsCreateBlobOfEachName) {
+  Workspace root(nullptr, "root");
+  Blob* inherited = root.CreateBlob("total");
+  Workspace child(&root, "child");
+  Blob* existing = child.CreateLocalBlob("x");
+  const std::vector<absl::string_view> names = {"y", "total", "x", "z", "y"};
+  const std::vector<Blob*> blobs = child.CreateBlobs(names);
+  ASSERT_EQ(blobs.size(), 5u);
+  EXPECT_EQ(blobs[0], child.GetBlob("y"));
+  EXPECT_EQ(blobs[1], inherited);
+  EXPECT_EQ(blobs[2], existing);
+  EXPECT_EQ(blobs[3], child.GetBlob("z"));
+  EXPECT_EQ(blobs[4], blobs[0]);  // one blob for a name given twice
+  EXPECT_NE(blobs[0], blobs[3]);
+  EXPECT_THAT(child.LocalBlobNames(), ElementsAre("x", "y", "z"));
+  EXPECT_THAT(root.LocalBlobNames(), ElementsAre("total"));
+}
+
 TEST(Workspace, ChildBlobsVanishWithTheChild) {
   Workspace root(nullptr, "root");
   {
