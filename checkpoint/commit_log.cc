@@ -143,12 +143,8 @@ class DirLock {
   int fd_;
 };
 
-}  // namespace
-
-namespace {
-
-// What ReadWithFallback found: the log (or its previous copy) and whether it
-// came from the log itself.
+// What ReadWithFallback found: the log, or its previous copy with the
+// reason the log itself could not be used (`damage`, OK for the log).
 struct FallbackRead {
   LogFile file;
   absl::Status damage;
@@ -174,13 +170,13 @@ absl::StatusOr<FallbackRead> ReadWithFallback(const std::string& dir,
   return FallbackRead{*std::move(previous), std::move(damage)};
 }
 
-// Replaces the commit log of `dir` with `log`. `current` is the intact log
-// now in place, if any: it becomes the previous copy first (a second name for
-// the same file where the file system allows it, since its bytes are durable
-// already; else a copy), so that at every instant at least one of the two
-// files is intact. Returns what was written.
+// Replaces the commit log of `dir` with `log`. `current` holds the bytes of
+// the intact log now in place, if any: that log becomes the previous copy
+// first (a second name for the same file where the file system allows it,
+// since its bytes are durable already; else a copy), so that at every
+// instant at least one of the two files is intact. Returns what was written.
 absl::StatusOr<LogFile> ReplaceLog(const std::string& dir, CommitLog log,
-                                   const LogFile* current, bool is_commit) {
+                                   const std::string* current, bool is_commit) {
   std::string bytes;
   if (!log.SerializeToString(&bytes)) {
     return absl::InternalError(
@@ -189,11 +185,11 @@ absl::StatusOr<LogFile> ReplaceLog(const std::string& dir, CommitLog log,
   LogFile written{std::move(log), FrameChecksummed(bytes)};
   if (is_commit) JG_RETURN_IF_ERROR(Failpoint("commit.before_manifest"));
   if (current != nullptr) {
-    absl::Status linked = LinkFileAtomically(LogPath(dir), PreviousPath(dir));
-    if (absl::IsUnimplemented(linked)) {
-      linked = WriteFileAtomically(PreviousPath(dir), current->bytes);
+    JG_ASSIGN_OR_RETURN(bool linked,
+                        LinkFileAtomically(LogPath(dir), PreviousPath(dir)));
+    if (!linked) {
+      JG_RETURN_IF_ERROR(WriteFileAtomically(PreviousPath(dir), *current));
     }
-    JG_RETURN_IF_ERROR(linked);
   }
   JG_RETURN_IF_ERROR(WriteFileAtomically(
       LogPath(dir), written.bytes, [is_commit]() -> absl::Status {
@@ -220,7 +216,8 @@ absl::StatusOr<CommitLogRead> ReadCommitLogWithFallback(
 absl::Status WriteCommitLog(const std::string& dir, const CommitLog& log,
                             bool is_commit) {
   absl::StatusOr<LogFile> current = ReadLogFile(LogPath(dir));
-  return ReplaceLog(dir, log, current.ok() ? &*current : nullptr, is_commit)
+  return ReplaceLog(dir, log, current.ok() ? &current->bytes : nullptr,
+                    is_commit)
       .status();
 }
 
@@ -230,7 +227,7 @@ absl::Status UpdateCommitLog(
   JG_ASSIGN_OR_RETURN(DirLock lock, DirLock::Acquire(dir));
   std::optional<LogFile> known = WrittenLogs::Get().Take(dir);
   CommitLog log;
-  std::optional<LogFile> current;  // the intact log in place
+  std::optional<std::string> current;  // the bytes of the intact log in place
   absl::StatusOr<FallbackRead> existing =
       ReadWithFallback(dir, known.has_value() ? &*known : nullptr);
   if (existing.ok()) {
@@ -238,8 +235,7 @@ absl::Status UpdateCommitLog(
       LOG(WARNING) << existing->damage.message()
                    << "; rewriting it from its previous copy";
     } else {
-      current.emplace();
-      current->bytes = existing->file.bytes;
+      current = std::move(existing->file.bytes);
     }
     log = std::move(existing->file.log);
   } else if (!absl::IsNotFound(existing.status())) {
@@ -248,7 +244,7 @@ absl::Status UpdateCommitLog(
   JG_ASSIGN_OR_RETURN(bool changed, edit(log));
   if (!changed) {
     if (current.has_value()) {
-      WrittenLogs::Get().Put(dir, {std::move(log), std::move(current->bytes)});
+      WrittenLogs::Get().Put(dir, {std::move(log), *std::move(current)});
     }
     return absl::OkStatus();
   }

@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "checkpoint/checkpoint_paths.h"
 #include "checkpoint/file_util.h"
+#include "checkpoint/io_faults.h"
 #include "checkpoint/retention.h"
 #include "checkpoint/test_util.h"
 #include "gmock/gmock.h"
@@ -229,6 +231,36 @@ TEST(CommitLogTest, ACommitKeepsThePreviousLogAsItsCopy) {
   EXPECT_EQ(ReadFileToString(LogPath(dir) + ".prev").value(), second);
   EXPECT_THAT(ListDir(dir.path()).value(),
               ElementsAre("MANIFEST.jobgraph", "MANIFEST.jobgraph.prev"));
+}
+
+// Where the file system gives no hard links, the previous copy is written
+// out instead.
+TEST(CommitLogTest, ThePreviousCopyIsWrittenWhereLinksAreRefused) {
+  TempDir dir;
+  Commit(dir.path(), 0, {"a"});
+  const std::string first = ReadFileToString(LogPath(dir)).value();
+  // The commit's first write-side call is the link(2) of the previous copy.
+  io_faults::Arm(1, EPERM);
+  Commit(dir.path(), 1, {"a"});
+  io_faults::Disarm();
+  EXPECT_EQ(ReadFileToString(LogPath(dir) + ".prev").value(), first);
+  EXPECT_THAT(Entries(dir.path()), ElementsAre("0:a", "1:a"));
+  EXPECT_THAT(ListDir(dir.path()).value(),
+              ElementsAre("MANIFEST.jobgraph", "MANIFEST.jobgraph.prev"));
+  // Any other failure of the link fails the commit and keeps the log.
+  io_faults::Arm(1, EIO);
+  EpochCommit commit;
+  commit.epoch = 2;
+  commit.nodes = {"a"};
+  absl::Status failed = CommitEpoch(dir.path(), "leveldb", commit);
+  io_faults::Disarm();
+  // EIO is UNKNOWN in absl::ErrnoToStatus's mapping.
+  EXPECT_EQ(failed.code(), absl::StatusCode::kUnknown) << failed;
+  EXPECT_THAT(failed.message(),
+              HasSubstr(absl::StrCat("link ", LogPath(dir), " to ",
+                                     LogPath(dir), ".prev.tmp-")));
+  EXPECT_THAT(failed.message(), HasSubstr(": Input/output error"));
+  EXPECT_THAT(Entries(dir.path()), ElementsAre("0:a", "1:a"));
 }
 
 TEST(CommitLogTest, ALogWrittenByAnotherWriterIsReadAgain) {

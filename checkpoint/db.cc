@@ -15,6 +15,7 @@
 namespace jobgraph {
 namespace {
 
+// Never valid; status() says why (NewErrorCursor).
 class ErrorCursor final : public Cursor {
  public:
   explicit ErrorCursor(absl::Status status) : status_(std::move(status)) {}

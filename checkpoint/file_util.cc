@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -221,17 +220,16 @@ absl::Status WriteFileAtomically(
   return FsyncDir(parent);
 }
 
-absl::Status LinkFileAtomically(const std::string& existing,
-                                const std::string& path) {
+absl::StatusOr<bool> LinkFileAtomically(const std::string& existing,
+                                        const std::string& path) {
   const std::string tmp = TempPathFor(path);
   int error = io_faults::Next();
   if (error == 0 && ::link(existing.c_str(), tmp.c_str()) != 0) error = errno;
+  if (error == EPERM || error == ENOTSUP || error == EOPNOTSUPP ||
+      error == EMLINK || error == EXDEV) {
+    return false;
+  }
   if (error != 0) {
-    if (error == EPERM || error == ENOTSUP || error == EOPNOTSUPP ||
-        error == EMLINK || error == EXDEV) {
-      return absl::UnimplementedError(absl::StrCat(
-          "cannot link ", existing, " to ", tmp, ": ", std::strerror(error)));
-    }
     return PosixError(error, absl::StrCat("link ", existing, " to"), tmp);
   }
   error = io_faults::Next();
@@ -243,7 +241,7 @@ absl::Status LinkFileAtomically(const std::string& existing,
   if (error != 0) {
     return PosixError(error, absl::StrCat("rename ", tmp, " to"), path);
   }
-  return absl::OkStatus();
+  return true;
 }
 
 absl::StatusOr<std::string> ReadFileToString(const std::string& path) {

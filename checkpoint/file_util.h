@@ -69,10 +69,11 @@ absl::Status WriteFileAtomically(
 // `path` was, atomically: link(2) to "<path>.tmp-<pid>-<n>", then rename(2)
 // over `path`. Writes no data and does not fsync the directory: for a copy of
 // a file whose content is already durable, made durable by the caller's next
-// fsync of the directory. Unimplemented when the file system has no hard
-// links (EPERM, ENOTSUP, EMLINK, EXDEV), for the caller to copy instead.
-absl::Status LinkFileAtomically(const std::string& existing,
-                                const std::string& path);
+// fsync of the directory. False, with nothing changed, when the file system
+// gives no second name (EPERM, ENOTSUP, EMLINK, EXDEV): the caller copies
+// instead.
+absl::StatusOr<bool> LinkFileAtomically(const std::string& existing,
+                                        const std::string& path);
 
 // The whole content of the regular file at `path`.
 absl::StatusOr<std::string> ReadFileToString(const std::string& path);

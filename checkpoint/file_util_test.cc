@@ -49,18 +49,18 @@ TEST(FileUtilTest, LinkFileAtomicallyGivesAFileASecondName) {
   const std::string log = dir.Join("log");
   const std::string copy = dir.Join("log.prev");
   ASSERT_TRUE(WriteFileAtomically(log, "first").ok());
-  ASSERT_TRUE(LinkFileAtomically(log, copy).ok());
+  ASSERT_TRUE(LinkFileAtomically(log, copy).value());
   EXPECT_EQ(ReadFileToString(copy).value(), "first");
   // Replacing the first name leaves the second with the old bytes.
   ASSERT_TRUE(WriteFileAtomically(log, "second").ok());
   EXPECT_EQ(ReadFileToString(copy).value(), "first");
-  ASSERT_TRUE(LinkFileAtomically(log, copy).ok());
+  ASSERT_TRUE(LinkFileAtomically(log, copy).value());
   EXPECT_EQ(ReadFileToString(copy).value(), "second");
   // Linking again while both names are one file: rename(2) then does
   // nothing, and the temporary name must not stay behind.
-  ASSERT_TRUE(LinkFileAtomically(log, copy).ok());
+  ASSERT_TRUE(LinkFileAtomically(log, copy).value());
   EXPECT_THAT(ListDir(dir.path()).value(), ElementsAre("log", "log.prev"));
-  absl::Status missing = LinkFileAtomically(dir.Join("nothing"), copy);
+  absl::Status missing = LinkFileAtomically(dir.Join("nothing"), copy).status();
   EXPECT_EQ(missing.code(), absl::StatusCode::kNotFound) << missing;
   EXPECT_THAT(missing.message(), HasSubstr(dir.Join("nothing")));
   EXPECT_EQ(ReadFileToString(copy).value(), "second");

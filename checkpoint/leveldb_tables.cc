@@ -174,8 +174,8 @@ absl::StatusOr<std::map<uint64_t, TableMeta>> LiveTables(
           }
           live.erase(number);
           break;
-        case leveldb_format::kTagNewFile: {  // level, number, size, smallest,
-                                             // largest
+        case leveldb_format::kTagNewFile: {
+          // level, number, size, smallest, largest
           absl::string_view largest;
           if (!GetVarint64(&in, &level) || !GetVarint64(&in, &number) ||
               !GetVarint64(&in, &size) || !GetLengthPrefixed(&in, &bytes) ||

@@ -126,21 +126,20 @@ class LoadOp final : public OperatorBase {
   // Maps the name each output is loaded from to its index.
   absl::Status InitWanted() {
     sources_ = GetRepeatedArg<std::string>("source_blob_names");
-    const std::vector<std::string>& sources = sources_;
-    if (!sources.empty()) {
+    if (!sources_.empty()) {
       if (!strip_prefix_.empty() || load_all_) {
         return Error(absl::StatusCode::kInvalidArgument,
                      "source_blob_names cannot be used with strip_prefix or "
                      "load_all");
       }
-      if (static_cast<int>(sources.size()) != OutputSize()) {
+      if (static_cast<int>(sources_.size()) != OutputSize()) {
         return Error(absl::StatusCode::kInvalidArgument,
-                     absl::StrCat("source_blob_names has ", sources.size(),
+                     absl::StrCat("source_blob_names has ", sources_.size(),
                                   " names for ", OutputSize(), " outputs"));
       }
     }
     if (load_all_) return absl::OkStatus();
-    if (!sources.empty()) {
+    if (!sources_.empty()) {
       // Two stored blobs into one output would race between the reading
       // threads (and the second would win anyway).
       absl::flat_hash_set<absl::string_view> outputs;
@@ -155,10 +154,10 @@ class LoadOp final : public OperatorBase {
     wanted_.reserve(OutputSize());
     wanted_names_.reserve(OutputSize());
     for (int i = 0; i < OutputSize(); ++i) {
-      const std::string& name = sources.empty() ? OutputName(i) : sources[i];
+      const std::string& name = sources_.empty() ? OutputName(i) : sources_[i];
       if (!wanted_.emplace(name, i).second) {
         return Error(absl::StatusCode::kInvalidArgument,
-                     absl::StrCat(sources.empty() ? "output" : "source blob",
+                     absl::StrCat(sources_.empty() ? "output" : "source blob",
                                   " '", name, "' is listed twice"));
       }
       wanted_names_.push_back(name);
@@ -263,7 +262,7 @@ class LoadOp final : public OperatorBase {
     // like index.blob().
     std::vector<int> indices;
     // The names blobs are loaded as: the stored names themselves, or, when
-    // a prefix renames them, strings of renamed_ (reserved in full, so that
+    // a prefix renames them, strings of `renamed` (reserved in full, so that
     // views of them stay valid).
     const bool renames = !strip_prefix_.empty() || !add_prefix_.empty();
     std::vector<std::string> renamed;

@@ -25,6 +25,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "checkpoint/commit_log.h"
 #include "glog/logging.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -204,6 +205,39 @@ TEST(MpiTest, AFailingOpGivesTheSameErrorOnEveryRank) {
     EXPECT_THAT(run.log, HasSubstr(absl::StrCat("rank ", rank, " ", error)))
         << run.log;
   }
+}
+
+// One rank's save fails (a file is in the way of trainer_1's database of
+// epoch 2), after the run's first save, so on the path where each rank's
+// failure reaches the others only through the save's one agreement: every
+// rank reports the same failure, the epoch is committed on none, and the
+// job goes on to the exact end.
+TEST(MpiTest, ASaveFailingOnOneRankIsTheSameFailureOnEveryRank) {
+  const std::string dir = NewTempDir("save_fails_on_rank_1");
+  const std::string in_the_way = dir + "/trainer_1.2";
+  { std::ofstream(in_the_way) << "not a database"; }
+  ChildRun run =
+      Mpirun(2, SumPipeline(), {"--nodes=2", "--checkpoint_dir=" + dir});
+  EXPECT_EQ(Output(run),
+            std::vector<std::string>{"result: epochs=4 totals=145,145"});
+  // Rank 1 hosts trainer_1; both ranks log its failure, named once each.
+  const std::string failure = absl::StrCat(
+      "unable to write checkpoint for epoch 2: rank 1: node 'trainer_1': ");
+  size_t count = 0;
+  for (size_t at = run.log.find(failure); at != std::string::npos;
+       at = run.log.find(failure, at + 1)) {
+    ++count;
+  }
+  EXPECT_EQ(count, 2u) << run.log;
+  EXPECT_THAT(run.log, HasSubstr(in_the_way)) << run.log;
+  absl::StatusOr<CommitLog> log = ReadCommitLog(dir);
+  ASSERT_TRUE(log.ok()) << log.status();
+  EXPECT_EQ(CommittedEpochList(*log), "0, 1, 3, 4");
+  // The file in the way is as it was.
+  std::ifstream kept(in_the_way);
+  std::string text;
+  std::getline(kept, text);
+  EXPECT_EQ(text, "not a database");
 }
 
 TEST(MpiTest, AFailureInAGroupWithCollectivesAbortsTheJob) {

@@ -280,12 +280,8 @@ absl::StatusOr<std::string> MpiSession::Broadcast(std::string value,
   return value;
 }
 
-absl::Status MpiSession::RunHosted(const TaskGroupDef& group) {
-  if (GroupUsesCollectives(group)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "group '", group.name(),
-        "' uses collective operators, so every rank must run it: use Run"));
-  }
+absl::StatusOr<TaskGroupDef> MpiSession::HostedPart(
+    const TaskGroupDef& group) const {
   TaskGroupDef mine = group;
   mine.clear_task();
   for (const TaskDef& task : group.task()) {
@@ -297,6 +293,16 @@ absl::Status MpiSession::RunHosted(const TaskGroupDef& group) {
     }
     if (HostsNode(task.node())) *mine.add_task() = task;
   }
+  return mine;
+}
+
+absl::Status MpiSession::RunHosted(const TaskGroupDef& group) {
+  if (GroupUsesCollectives(group)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "group '", group.name(),
+        "' uses collective operators, so every rank must run it: use Run"));
+  }
+  JG_ASSIGN_OR_RETURN(TaskGroupDef mine, HostedPart(group));
   if (mine.task_size() == 0) return absl::OkStatus();
   return local_.Run(mine, {});
 }
@@ -305,23 +311,13 @@ absl::Status MpiSession::Run(const TaskGroupDef& group,
                              const RunOptions& options) {
   // Everything up to the local run depends only on the group, the same on
   // every rank, so an error here is the same everywhere.
+  JG_ASSIGN_OR_RETURN(TaskGroupDef mine, HostedPart(group));
   JG_ASSIGN_OR_RETURN(std::vector<NodePlan> plans, PlanByNode(group));
   std::vector<std::string> participants;
   std::vector<std::string> hosted;
   for (const NodePlan& plan : plans) {
-    if (RankOf(plan.node) < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "group '", group.name(), "' runs a task on node '", plan.node,
-          "', which is not one of the MPI session's nodes [",
-          absl::StrJoin(nodes_, ", "), "]"));
-    }
     participants.push_back(plan.node);
     if (HostsNode(plan.node)) hosted.push_back(plan.node);
-  }
-  TaskGroupDef mine = group;
-  mine.clear_task();
-  for (const TaskDef& task : group.task()) {
-    if (HostsNode(task.node())) *mine.add_task() = task;
   }
 
   const bool uses_collectives = GroupUsesCollectives(group);

@@ -102,6 +102,10 @@ class MpiSession : public Session {
   struct Comms;
   MpiSession(std::vector<std::string> nodes, std::map<std::string, int> ranks,
              int rank, int size, std::unique_ptr<Comms> comms);
+  // `group` with only the tasks of the nodes this rank hosts; InvalidArgument
+  // naming the node when a task is on a node of no rank. Depends only on the
+  // group, so an error is the same on every rank.
+  absl::StatusOr<TaskGroupDef> HostedPart(const TaskGroupDef& group) const;
 
   const std::vector<std::string> nodes_;
   const std::map<std::string, int, std::less<>> node_ranks_;
