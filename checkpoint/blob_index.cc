@@ -23,6 +23,7 @@
 #include "checkpoint/db_registry.h"
 #include "engine/serialization.h"
 #include "engine/status_macros.h"
+#include "glog/logging.h"
 
 namespace jobgraph {
 namespace {
@@ -52,24 +53,59 @@ int64_t CreationTimeMicros() {
 }  // namespace
 
 BlobIndexBuilder::BlobIndexBuilder(absl::string_view node, int64_t epoch)
-    : index_(google::protobuf::Arena::CreateMessage<BlobIndex>(&arena_)) {
-  index_->set_format_version(kBlobIndexFormatVersion);
-  index_->set_node(std::string(node));
-  index_->set_epoch(epoch);
-  index_->set_created_unix_micros(CreationTimeMicros());
+    : created_unix_micros_(CreationTimeMicros()) {
+  // A message serializes its fields in number order, so the fields before
+  // `blob` (1-3), the entries (4) and the fields after it (5-7), each
+  // serialized alone, concatenate to the whole message's bytes.
+  BlobIndex head;
+  head.set_format_version(kBlobIndexFormatVersion);
+  head.set_node(std::string(node));
+  head.set_epoch(epoch);
+  CHECK(head.AppendToString(&encoded_));
 }
 
-CheckpointBlobInfo* BlobIndexBuilder::StartBlob() { return index_->add_blob(); }
+CheckpointBlobInfo* BlobIndexBuilder::StartBlob() {
+  CHECK(!finished_) << "StartBlob after Finish";
+  if (has_current_) EncodeCurrent();
+  current_.Clear();
+  has_current_ = true;
+  return &current_;
+}
 
 void BlobIndexBuilder::AddValue(absl::string_view key,
                                 absl::string_view value) {
-  CHECK_GT(index_->blob_size(), 0) << "AddValue before StartBlob";
-  CheckpointBlobInfo* blob = index_->mutable_blob(index_->blob_size() - 1);
-  blob->add_key(key.data(), key.size());
-  blob->add_value_bytes(static_cast<int64_t>(value.size()));
-  blob->add_value_crc32c(Crc32c(value));
-  index_->set_total_bytes(index_->total_bytes() +
-                          static_cast<int64_t>(value.size()));
+  CHECK(has_current_) << "AddValue before StartBlob";
+  current_.add_key(key.data(), key.size());
+  current_.add_value_bytes(static_cast<int64_t>(value.size()));
+  current_.add_value_crc32c(Crc32c(value));
+  total_bytes_ += static_cast<int64_t>(value.size());
+}
+
+void BlobIndexBuilder::EncodeCurrent() {
+  // Field 4 (`blob`), length-delimited: tag, varint length, message.
+  constexpr uint8_t kBlobTag = (BlobIndex::kBlobFieldNumber << 3) | 2;
+  encoded_.push_back(static_cast<char>(kBlobTag));
+  uint64_t size = current_.ByteSizeLong();
+  while (size >= 0x80) {
+    encoded_.push_back(static_cast<char>(size | 0x80));
+    size >>= 7;
+  }
+  encoded_.push_back(static_cast<char>(size));
+  // ByteSizeLong cached the sizes that this serialization uses.
+  CHECK(current_.AppendPartialToString(&encoded_));
+}
+
+std::string BlobIndexBuilder::Finish() {
+  CHECK(!finished_) << "Finish called twice";
+  finished_ = true;
+  if (has_current_) EncodeCurrent();
+  has_current_ = false;
+  BlobIndex tail;
+  tail.set_total_bytes(total_bytes_);
+  tail.set_created_unix_micros(created_unix_micros_);
+  tail.set_files_listed(files_listed_);
+  CHECK(tail.AppendToString(&encoded_));
+  return std::move(encoded_);
 }
 
 absl::Status ValidateBlobIndex(const BlobIndex& index, absl::string_view path) {

@@ -25,7 +25,6 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "checkpoint/db.h"
-#include "google/protobuf/arena.h"
 #include "proto/jobgraph.pb.h"
 
 namespace jobgraph {
@@ -39,7 +38,9 @@ inline constexpr char kBlobIndexKey[] = "__jobgraph_manifest__";
 inline constexpr int32_t kBlobIndexFormatVersion = 1;
 
 // Builds the blob index while values stream into the database, so no value has
-// to be kept or read again.
+// to be kept or read again. Each blob's entry is encoded as soon as the next
+// one starts: the index of 100,000 blobs is held once, as the bytes that are
+// written, not also as 100,000 messages.
 class BlobIndexBuilder {
  public:
   // Records `node`, `epoch`, the format version and the current time
@@ -52,20 +53,31 @@ class BlobIndexBuilder {
   // for tensors, dims and data_type. Values added next belong to it.
   void StartBlob(const CheckpointBlobInfo& info) { *StartBlob() = info; }
   // Starts an empty entry for the caller to fill in place (no copy); valid
-  // until the next StartBlob.
+  // until the next StartBlob or Finish.
   CheckpointBlobInfo* StartBlob();
   // Records one value of the current blob: its key, size and CRC-32C.
   void AddValue(absl::string_view key, absl::string_view value);
   // Records that the database lists its own files (DB::ListsFiles()).
-  void SetFilesListed(bool listed) { index_->set_files_listed(listed); }
+  void SetFilesListed(bool listed) { files_listed_ = listed; }
 
-  const BlobIndex& index() const { return *index_; }
+  // Sum of the sizes of the values added so far.
+  int64_t total_bytes() const { return total_bytes_; }
+
+  // The serialized BlobIndex: the same bytes as BlobIndex::SerializeToString
+  // of the index built. Call once; the builder is spent after.
+  std::string Finish();
 
  private:
-  // An index of 100,000 blobs is some 400,000 small allocations; an arena
-  // makes them cheap and frees them at once.
-  google::protobuf::Arena arena_;
-  BlobIndex* const index_;
+  // Appends the current entry to encoded_ as field `blob`.
+  void EncodeCurrent();
+
+  std::string encoded_;  // fields before `blob`, then the finished entries
+  CheckpointBlobInfo current_;  // re-used: Clear() keeps its capacity
+  bool has_current_ = false;
+  bool finished_ = false;
+  bool files_listed_ = false;
+  int64_t total_bytes_ = 0;
+  const int64_t created_unix_micros_;
 };
 
 // Checks the blob index's structure: a known format version (else

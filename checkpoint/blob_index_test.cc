@@ -32,7 +32,9 @@ BlobIndex TwoKeyManifest() {
   builder.StartBlob(info);
   builder.AddValue("w#%0", "abc");
   builder.AddValue("w#%1", "de");
-  return builder.index();
+  BlobIndex index;
+  CHECK(index.ParseFromString(builder.Finish()));
+  return index;
 }
 
 TEST(BlobIndexTest, BuilderRecordsSizesAndChecksums) {
@@ -48,6 +50,59 @@ TEST(BlobIndexTest, BuilderRecordsSizesAndChecksums) {
               ElementsAre(Crc32c("abc"), Crc32c("de")));
   EXPECT_EQ(m.total_bytes(), 5);
   EXPECT_TRUE(ValidateBlobIndex(m, "p").ok());
+}
+
+// The builder encodes each entry when the next one starts, re-using one
+// message; its bytes must be the message's own serialization, and nothing of
+// one entry may leak into the next (a tensor's dims into a non-tensor's).
+TEST(BlobIndexTest, BuilderBytesAreTheIndexSerialized) {
+  BlobIndexBuilder builder("ps_1", -3);
+  builder.SetFilesListed(true);
+  CheckpointBlobInfo* a = builder.StartBlob();
+  a->set_name("a");
+  a->set_type("Tensor");
+  a->add_dims(2);
+  a->add_dims(3);
+  a->set_data_type(DataType::FLOAT);
+  builder.AddValue("a#%0", std::string(300, 'x'));
+  builder.AddValue("a#%1", "y");
+  CheckpointBlobInfo* b = builder.StartBlob();
+  b->set_name("b");
+  b->set_type("std::string");
+  builder.AddValue("b", "");
+  EXPECT_EQ(builder.total_bytes(), 301);
+  const std::string bytes = builder.Finish();
+
+  BlobIndex index;
+  ASSERT_TRUE(index.ParseFromString(bytes));
+  EXPECT_EQ(index.SerializeAsString(), bytes);
+  EXPECT_EQ(index.node(), "ps_1");
+  EXPECT_EQ(index.epoch(), -3);
+  EXPECT_TRUE(index.files_listed());
+  EXPECT_EQ(index.total_bytes(), 301);
+  ASSERT_EQ(index.blob_size(), 2);
+  EXPECT_THAT(index.blob(0).dims(), ElementsAre(2, 3));
+  EXPECT_EQ(index.blob(0).data_type(), DataType::FLOAT);
+  EXPECT_THAT(index.blob(0).key(), ElementsAre("a#%0", "a#%1"));
+  EXPECT_THAT(index.blob(0).value_bytes(), ElementsAre(300, 1));
+  EXPECT_EQ(index.blob(1).name(), "b");
+  EXPECT_EQ(index.blob(1).type(), "std::string");
+  EXPECT_THAT(index.blob(1).dims(), ElementsAre());
+  EXPECT_EQ(index.blob(1).data_type(), DataType::UNDEFINED);
+  EXPECT_THAT(index.blob(1).key(), ElementsAre("b"));
+  EXPECT_THAT(index.blob(1).value_bytes(), ElementsAre(0));
+  EXPECT_THAT(index.blob(1).value_crc32c(), ElementsAre(Crc32c("")));
+  EXPECT_TRUE(ValidateBlobIndex(index, "p").ok());
+}
+
+TEST(BlobIndexTest, BuilderOfNoBlobsIsTheHeaderAndTotals) {
+  BlobIndexBuilder builder("", 0);
+  BlobIndex index;
+  ASSERT_TRUE(index.ParseFromString(builder.Finish()));
+  EXPECT_EQ(index.format_version(), kBlobIndexFormatVersion);
+  EXPECT_EQ(index.blob_size(), 0);
+  EXPECT_EQ(index.total_bytes(), 0);
+  EXPECT_FALSE(index.files_listed());
 }
 
 TEST(BlobIndexTest, ValidationNamesWhatIsWrong) {

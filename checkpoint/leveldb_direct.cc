@@ -107,6 +107,13 @@ class LevelDbDirect final : public DB {
       status_ = AddInOrder(key, sequence, value);
       return status_;
     }
+    if (value.size() >= tuning_.block_size) {
+      // A value of a block or more is written from the caller's memory
+      // (TableWriter::Add), never copied: the blob index of 100,000 blobs
+      // is megabytes and comes last, out of order.
+      status_ = WriteOutOfOrder(Entry{key, sequence, value});
+      return status_;
+    }
     auto [it, inserted] = out_of_order_.try_emplace(std::string(key));
     if (!inserted) out_of_order_bytes_ -= key.size() + it->second.value.size();
     it->second.sequence = sequence;
@@ -180,13 +187,34 @@ class LevelDbDirect final : public DB {
     return absl::OkStatus();
   }
 
-  absl::Status WriteOutOfOrder() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (out_of_order_.empty()) return absl::OkStatus();
+  // An entry not kept: its key and value are the caller's.
+  struct Entry {
+    absl::string_view key;
+    uint64_t sequence = 0;
+    absl::string_view value;
+  };
+
+  // Writes the kept out-of-order entries, and `also` among them in key
+  // order (replacing a kept entry of its key, which is older), to a table.
+  absl::Status WriteOutOfOrder(std::optional<Entry> also = std::nullopt)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (out_of_order_.empty() && !also.has_value()) return absl::OkStatus();
     JG_ASSIGN_OR_RETURN(std::unique_ptr<TableWriter> table, NewTable());
+    auto add_also = [&]() -> absl::Status {
+      const Entry entry = *also;
+      also.reset();
+      return table->Add(InternalKey(entry.key, entry.sequence), entry.value);
+    };
     for (const auto& [key, pending] : out_of_order_) {
+      if (also.has_value() && also->key <= key) {
+        const bool replaces = also->key == key;
+        JG_RETURN_IF_ERROR(add_also());
+        if (replaces) continue;
+      }
       JG_RETURN_IF_ERROR(
           table->Add(InternalKey(key, pending.sequence), pending.value));
     }
+    if (also.has_value()) JG_RETURN_IF_ERROR(add_also());
     out_of_order_.clear();
     out_of_order_bytes_ = 0;
     return FinishTable(std::move(table), /*in_order=*/false);

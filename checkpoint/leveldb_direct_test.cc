@@ -198,6 +198,28 @@ TEST(LevelDbDirectTest, KeysOutOfOrderAndRepeatedKeysReadAsLevelDbWould) {
   EXPECT_THAT(view.files_per_level, ElementsAre(1, 0, 0, 0, 0, 0, 1));
 }
 
+// An out-of-order value of a block or more (a save's blob index) is written
+// at once with the entries kept so far, in key order, instead of being copied.
+TEST(LevelDbDirectTest, LargeOutOfOrderValuesAreWrittenWithTheKeptEntries) {
+  TempDir dir;
+  const std::string big1 = Value(7, 64 << 10);
+  const std::string big2 = Value(8, 100 << 10);
+  std::vector<std::pair<std::string, std::string>> puts = {
+      {"m", "1"},  {"z", "2"},                  // in order
+      {"c", "k"},  {"q", "k"},     {"a", "k"},  // kept
+      {"c", big1},                  // replaces kept "c": table [a, c, q]
+      {"b", "k"},  {"q", "newer"},  // kept again
+      {"e", big2},                  // between them: table [b, e, q]
+      {"f", "k"},                   // kept until the close: table [f]
+  };
+  const Entries expected = ExpectedEntries(puts);
+  ASSERT_EQ(expected.at("c"), big1);
+  ASSERT_EQ(expected.at("q"), "newer");
+  LevelDbView view;
+  ASSERT_NO_FATAL_FAILURE(view = WriteAndReadBack(dir, puts));
+  EXPECT_THAT(view.files_per_level, ElementsAre(3, 0, 0, 0, 0, 0, 1));
+}
+
 TEST(LevelDbDirectTest, OutOfOrderEntriesPastTheBufferBecomeTables) {
   TempDir dir;
   LevelDbOptions tuning;

@@ -144,16 +144,16 @@ absl::StatusOr<int64_t> WriteBlobs(DB* db, const std::vector<BlobToSave>& blobs,
                                        return writer->Put(key, value);
                                      }));
   }
-  std::string bytes;
-  if (!builder.index().SerializeToString(&bytes)) {
-    return absl::InternalError("cannot serialize the database's blob index");
+  const int64_t total_bytes = builder.total_bytes();
+  {
+    const std::string bytes = builder.Finish();
+    // Last, so that its presence proves every value before it was written.
+    JG_RETURN_IF_ERROR(writer->Put(kBlobIndexKey, bytes));
   }
-  // Last, so that its presence proves every value before it was written.
-  JG_RETURN_IF_ERROR(writer->Put(kBlobIndexKey, bytes));
   JG_RETURN_IF_ERROR(writer->Flush());
   writer.reset();
   JG_RETURN_IF_ERROR(db->Close());
-  return builder.index().total_bytes();
+  return total_bytes;
 }
 
 absl::StatusOr<int64_t> OpenAndWrite(const DbType& type,

@@ -196,7 +196,7 @@ std::vector<ArchiveEntry> DatabaseEntries(int64_t chunk_bytes,
       entries.push_back({key, value});
     }
   }
-  *index = builder.index();
+  FUZZ_CHECK(index->ParseFromString(builder.Finish()), "blob index");
   return entries;
 }
 
