@@ -84,6 +84,7 @@ void BlobIndexBuilder::AddValue(absl::string_view key,
 void BlobIndexBuilder::EncodeCurrent() {
   // Field 4 (`blob`), length-delimited: tag, varint length, message.
   constexpr uint8_t kBlobTag = (BlobIndex::kBlobFieldNumber << 3) | 2;
+  const size_t head_size = encoded_.size();
   encoded_.push_back(static_cast<char>(kBlobTag));
   uint64_t size = current_.ByteSizeLong();
   while (size >= 0x80) {
@@ -93,6 +94,10 @@ void BlobIndexBuilder::EncodeCurrent() {
   encoded_.push_back(static_cast<char>(size));
   // ByteSizeLong cached the sizes that this serialization uses.
   CHECK(current_.AppendPartialToString(&encoded_));
+  if (++encoded_blobs_ == 1 && expected_blobs_ > 1) {
+    const size_t entry = encoded_.size() - head_size;
+    encoded_.reserve(encoded_.size() + (expected_blobs_ - 1) * 2 * entry);
+  }
 }
 
 std::string BlobIndexBuilder::Finish() {

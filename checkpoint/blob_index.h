@@ -59,6 +59,11 @@ class BlobIndexBuilder {
   void AddValue(absl::string_view key, absl::string_view value);
   // Records that the database lists its own files (DB::ListsFiles()).
   void SetFilesListed(bool listed) { files_listed_ = listed; }
+  // Says that about `count` blobs will be added. Once the first entry is
+  // encoded, room for all of them (at twice its size) is reserved, so the
+  // bytes are not copied as they grow; reserved room never written costs
+  // address space, not memory.
+  void ExpectBlobs(size_t count) { expected_blobs_ = count; }
 
   // Sum of the sizes of the values added so far.
   int64_t total_bytes() const { return total_bytes_; }
@@ -75,6 +80,8 @@ class BlobIndexBuilder {
   CheckpointBlobInfo current_;  // re-used: Clear() keeps its capacity
   bool has_current_ = false;
   bool finished_ = false;
+  size_t expected_blobs_ = 0;
+  size_t encoded_blobs_ = 0;
   bool files_listed_ = false;
   int64_t total_bytes_ = 0;
   const int64_t created_unix_micros_;

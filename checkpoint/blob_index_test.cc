@@ -58,6 +58,7 @@ TEST(BlobIndexTest, BuilderRecordsSizesAndChecksums) {
 TEST(BlobIndexTest, BuilderBytesAreTheIndexSerialized) {
   BlobIndexBuilder builder("ps_1", -3);
   builder.SetFilesListed(true);
+  builder.ExpectBlobs(2);  // room reserved after the first entry
   CheckpointBlobInfo* a = builder.StartBlob();
   a->set_name("a");
   a->set_type("Tensor");

@@ -114,7 +114,7 @@ namespace jobgraph {
 
 // One blob to write and the name to store it under.
 struct BlobToSave {
-  std::string name;
+  absl::string_view name;      // not owned; outlives the save
   const Blob* blob = nullptr;  // not owned
 };
 

@@ -136,6 +136,7 @@ absl::StatusOr<int64_t> WriteBlobs(DB* db, const std::vector<BlobToSave>& blobs,
   JG_ASSIGN_OR_RETURN(std::unique_ptr<Writer> writer, db->NewWriter());
   BlobIndexBuilder builder(options.node, options.epoch);
   builder.SetFilesListed(db->ListsFiles());
+  builder.ExpectBlobs(blobs.size());
   for (const BlobToSave& b : blobs) {
     DescribeBlob(b.name, *b.blob, builder.StartBlob());
     JG_RETURN_IF_ERROR(SerializeBlob(b.name, *b.blob, options.serialization,
@@ -321,21 +322,26 @@ class SaveOp final : public OperatorBase {
                      absl::StrCat("blob_name_overrides has ", overrides.size(),
                                   " names for ", InputSize(), " inputs"));
       }
-      names_ = overrides;
+      renamed_ = overrides;
+      names_.assign(renamed_.begin(), renamed_.end());
     } else {
+      // Views of the input names (or of their ends): a save of 100,000
+      // blobs keeps no second copy of their names.
+      names_.reserve(InputSize());
       for (int i = 0; i < InputSize(); ++i) {
-        std::string name = InputName(i);
-        const size_t pos =
-            strip_prefix.empty() ? std::string::npos : name.find(strip_prefix);
-        if (pos != std::string::npos) {
-          name = name.substr(pos + strip_prefix.size());
+        absl::string_view name = InputName(i);
+        const size_t pos = strip_prefix.empty() ? absl::string_view::npos
+                                                : name.find(strip_prefix);
+        if (pos != absl::string_view::npos) {
+          name.remove_prefix(pos + strip_prefix.size());
         }
-        names_.push_back(std::move(name));
+        names_.push_back(name);
       }
     }
     absl::flat_hash_map<absl::string_view, int> first_input;
+    first_input.reserve(InputSize());
     for (int i = 0; i < InputSize(); ++i) {
-      const std::string& name = names_[i];
+      const absl::string_view name = names_[i];
       absl::string_view problem;
       if (name.empty()) {
         problem = "an empty name";
@@ -364,7 +370,9 @@ class SaveOp final : public OperatorBase {
   std::string db_;
   std::string db_type_;
   CheckpointDbOptions options_;
-  std::vector<std::string> names_;
+  // The stored name of each input: views of InputName(i) or of renamed_.
+  std::vector<absl::string_view> names_;
+  std::vector<std::string> renamed_;  // blob_name_overrides
 };
 
 JG_REGISTER_OPERATOR(Save, SaveOp);
