@@ -72,13 +72,15 @@ CheckpointBlobInfo* BlobIndexBuilder::StartBlob() {
   return &current_;
 }
 
-void BlobIndexBuilder::AddValue(absl::string_view key,
-                                absl::string_view value) {
+uint32_t BlobIndexBuilder::AddValue(absl::string_view key,
+                                    absl::string_view value) {
   CHECK(has_current_) << "AddValue before StartBlob";
+  const uint32_t crc = Crc32c(value);
   current_.add_key(key.data(), key.size());
   current_.add_value_bytes(static_cast<int64_t>(value.size()));
-  current_.add_value_crc32c(Crc32c(value));
+  current_.add_value_crc32c(crc);
   total_bytes_ += static_cast<int64_t>(value.size());
+  return crc;
 }
 
 void BlobIndexBuilder::EncodeCurrent() {

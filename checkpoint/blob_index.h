@@ -56,7 +56,8 @@ class BlobIndexBuilder {
   // until the next StartBlob or Finish.
   CheckpointBlobInfo* StartBlob();
   // Records one value of the current blob: its key, size and CRC-32C.
-  void AddValue(absl::string_view key, absl::string_view value);
+  // Returns the CRC-32C (for Writer::PutWithCrc).
+  uint32_t AddValue(absl::string_view key, absl::string_view value);
   // Records that the database lists its own files (DB::ListsFiles()).
   void SetFilesListed(bool listed) { files_listed_ = listed; }
   // Says that about `count` blobs will be added. Once the first entry is

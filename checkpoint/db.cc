@@ -81,6 +81,18 @@ class DB::TrackedWriter final : public Writer {
   }
 
   absl::Status Put(absl::string_view key, absl::string_view value) override {
+    if (absl::Status size = CheckSize(key, value); !size.ok()) return size;
+    return Check(inner_->Put(key, value));
+  }
+  absl::Status PutWithCrc(absl::string_view key, absl::string_view value,
+                          uint32_t value_crc32c) override {
+    if (absl::Status size = CheckSize(key, value); !size.ok()) return size;
+    return Check(inner_->PutWithCrc(key, value, value_crc32c));
+  }
+  absl::Status Flush() override { return Check(inner_->Flush()); }
+
+ private:
+  absl::Status CheckSize(absl::string_view key, absl::string_view value) {
     if (key.size() + value.size() > kMaxDbEntryBytes) {
       // Not recorded in the DB: nothing was written, and the caller sees it.
       return absl::InvalidArgumentError(absl::StrCat(
@@ -88,11 +100,8 @@ class DB::TrackedWriter final : public Writer {
           "' has ", key.size() + value.size(), " bytes, more than the ",
           kMaxDbEntryBytes, " one entry may hold; chunk the value"));
     }
-    return Check(inner_->Put(key, value));
+    return absl::OkStatus();
   }
-  absl::Status Flush() override { return Check(inner_->Flush()); }
-
- private:
   absl::Status Check(absl::Status status) {
     if (!status.ok()) db_->RecordWriteError(status);
     return status;

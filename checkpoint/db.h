@@ -123,6 +123,14 @@ class Writer {
   // Later Puts of the same key replace earlier ones. InvalidArgument if
   // key.size() + value.size() > kMaxDbEntryBytes.
   virtual absl::Status Put(absl::string_view key, absl::string_view value) = 0;
+  // Put(key, value) for a caller that has the CRC-32C of `value` already
+  // (Save checksums every value for its blob index): a DB that checksums
+  // what it writes uses it instead of reading the value a second time.
+  virtual absl::Status PutWithCrc(absl::string_view key,
+                                  absl::string_view value,
+                                  uint32_t value_crc32c) {
+    return Put(key, value);
+  }
   // Writes the buffered batch, if any.
   virtual absl::Status Flush() = 0;
 };

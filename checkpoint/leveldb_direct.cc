@@ -53,6 +53,8 @@ class DirectWriter final : public Writer {
  public:
   explicit DirectWriter(LevelDbDirect* db) : db_(db) {}
   absl::Status Put(absl::string_view key, absl::string_view value) override;
+  absl::Status PutWithCrc(absl::string_view key, absl::string_view value,
+                          uint32_t value_crc32c) override;
   // Entries go to their files as they are Put; nothing waits for a flush.
   absl::Status Flush() override;
 
@@ -98,20 +100,22 @@ class LevelDbDirect final : public DB {
     return absl::OkStatus();
   }
 
-  absl::Status Put(absl::string_view key, absl::string_view value)
+  // `value_crc`: the CRC-32C of `value` when the caller has it.
+  absl::Status Put(absl::string_view key, absl::string_view value,
+                   std::optional<uint32_t> value_crc = std::nullopt)
       ABSL_LOCKS_EXCLUDED(mu_) {
     std::lock_guard<std::mutex> lock(mu_);
     JG_RETURN_IF_ERROR(status_);
     const uint64_t sequence = ++last_sequence_;
     if (!has_last_key_ || key > last_key_) {
-      status_ = AddInOrder(key, sequence, value);
+      status_ = AddInOrder(key, sequence, value, value_crc);
       return status_;
     }
     if (value.size() >= tuning_.block_size) {
       // A value of a block or more is written from the caller's memory
       // (TableWriter::Add), never copied: the blob index of 100,000 blobs
       // is megabytes and comes last, out of order.
-      status_ = WriteOutOfOrder(Entry{key, sequence, value});
+      status_ = WriteOutOfOrder(Entry{key, sequence, value, value_crc});
       return status_;
     }
     auto [it, inserted] = out_of_order_.try_emplace(std::string(key));
@@ -173,14 +177,16 @@ class LevelDbDirect final : public DB {
   }
 
   absl::Status AddInOrder(absl::string_view key, uint64_t sequence,
-                          absl::string_view value)
+                          absl::string_view value,
+                          std::optional<uint32_t> value_crc)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (current_ == nullptr) {
       JG_ASSIGN_OR_RETURN(current_, NewTable());
     }
     last_key_.assign(key.data(), key.size());
     has_last_key_ = true;
-    JG_RETURN_IF_ERROR(current_->Add(InternalKey(key, sequence), value));
+    JG_RETURN_IF_ERROR(
+        current_->Add(InternalKey(key, sequence), value, value_crc));
     if (current_->file().size() >= tuning_.max_file_size) {
       return FinishTable(std::move(current_));
     }
@@ -192,6 +198,7 @@ class LevelDbDirect final : public DB {
     absl::string_view key;
     uint64_t sequence = 0;
     absl::string_view value;
+    std::optional<uint32_t> value_crc;
   };
 
   // Writes the kept out-of-order entries, and `also` among them in key
@@ -203,7 +210,8 @@ class LevelDbDirect final : public DB {
     auto add_also = [&]() -> absl::Status {
       const Entry entry = *also;
       also.reset();
-      return table->Add(InternalKey(entry.key, entry.sequence), entry.value);
+      return table->Add(InternalKey(entry.key, entry.sequence), entry.value,
+                        entry.value_crc);
     };
     for (const auto& [key, pending] : out_of_order_) {
       if (also.has_value() && also->key <= key) {
@@ -348,6 +356,12 @@ class LevelDbDirect final : public DB {
 
 absl::Status DirectWriter::Put(absl::string_view key, absl::string_view value) {
   return db_->Put(key, value);
+}
+
+absl::Status DirectWriter::PutWithCrc(absl::string_view key,
+                                      absl::string_view value,
+                                      uint32_t value_crc32c) {
+  return db_->Put(key, value, value_crc32c);
 }
 
 absl::Status DirectWriter::Flush() { return db_->status(); }

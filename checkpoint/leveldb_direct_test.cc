@@ -12,6 +12,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "checkpoint/crc32c.h"
 #include "checkpoint/db.h"
 #include "checkpoint/file_util.h"
 #include "checkpoint/io_faults.h"
@@ -218,6 +219,49 @@ TEST(LevelDbDirectTest, LargeOutOfOrderValuesAreWrittenWithTheKeptEntries) {
   LevelDbView view;
   ASSERT_NO_FATAL_FAILURE(view = WriteAndReadBack(dir, puts));
   EXPECT_THAT(view.files_per_level, ElementsAre(3, 0, 0, 0, 0, 0, 1));
+}
+
+// Save passes each value's CRC-32C (PutWithCrc), which a value with a block
+// of its own uses instead of reading the value again: with the right one the
+// database reads as LevelDB wrote it, in and out of order; a wrong one is
+// what its block records (so the hint is used, and LevelDB finds it).
+TEST(LevelDbDirectTest, PutWithCrcUsesTheGivenChecksum) {
+  TempDir dir;
+  const std::string big = Value(9, 80 << 10);
+  const std::string path = dir.Join("db");
+  {
+    std::unique_ptr<DB> db =
+        LevelDbType().Open(path, DbMode::kNew, WriteOnly()).value();
+    std::unique_ptr<Writer> writer = db->NewWriter().value();
+    ASSERT_TRUE(writer->PutWithCrc("b", big, Crc32c(big)).ok());
+    ASSERT_TRUE(writer->PutWithCrc("c", "small", Crc32c("small")).ok());
+    ASSERT_TRUE(writer->PutWithCrc("a", big, Crc32c(big)).ok());  // early
+    writer.reset();
+    ASSERT_TRUE(db->Close().ok());
+  }
+  const Entries expected = {{"a", big}, {"b", big}, {"c", "small"}};
+  EXPECT_TRUE(ReadThroughAdapter(path) == expected);
+  EXPECT_TRUE(ReadWithLevelDb(path, dir.Join("copy")).entries == expected);
+
+  const std::string wrong = dir.Join("wrong");
+  {
+    std::unique_ptr<DB> db =
+        LevelDbType().Open(wrong, DbMode::kNew, WriteOnly()).value();
+    std::unique_ptr<Writer> writer = db->NewWriter().value();
+    ASSERT_TRUE(writer->PutWithCrc("b", big, Crc32c(big) ^ 1).ok());
+    writer.reset();
+    ASSERT_TRUE(db->Close().ok());
+  }
+  leveldb::Options options;
+  options.paranoid_checks = true;
+  leveldb::DB* raw = nullptr;
+  ASSERT_TRUE(leveldb::DB::Open(options, wrong, &raw).ok());
+  std::unique_ptr<leveldb::DB> db(raw);
+  leveldb::ReadOptions read_options;
+  read_options.verify_checksums = true;
+  std::string got;
+  const leveldb::Status status = db->Get(read_options, "b", &got);
+  EXPECT_EQ(status.ToString(), "Corruption: block checksum mismatch");
 }
 
 TEST(LevelDbDirectTest, OutOfOrderEntriesPastTheBufferBecomeTables) {

@@ -214,7 +214,8 @@ TableWriter::TableWriter(std::unique_ptr<OutputFile> file, uint64_t number,
 
 TableWriter::~TableWriter() = default;
 
-absl::Status TableWriter::Add(absl::string_view key, absl::string_view value) {
+absl::Status TableWriter::Add(absl::string_view key, absl::string_view value,
+                              std::optional<uint32_t> value_crc32c) {
   if (smallest_.empty()) smallest_.assign(key.data(), key.size());
   largest_.assign(key.data(), key.size());
   if (value.size() < block_size_) {
@@ -233,7 +234,8 @@ absl::Status TableWriter::Add(absl::string_view key, absl::string_view value) {
   std::string tail;
   PutFixed32(&tail, 0);  // the one restart point
   PutFixed32(&tail, 1);
-  const uint32_t value_crc = Crc32c(value);
+  const uint32_t value_crc =
+      value_crc32c.has_value() ? *value_crc32c : Crc32c(value);
   uint32_t block_crc = crc32c::Combine(Crc32c(head), value_crc, value.size());
   block_crc = crc32c::Extend(block_crc, tail.data(), tail.size());
   const BlockHandle handle{file_->size(),

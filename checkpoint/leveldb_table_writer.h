@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -64,7 +65,10 @@ class TableWriter {
               size_t block_size);
   ~TableWriter();
 
-  absl::Status Add(absl::string_view key, absl::string_view value);
+  // `value_crc`, when given, is the CRC-32C of `value`; a value with a block
+  // of its own is then not read to checksum it.
+  absl::Status Add(absl::string_view key, absl::string_view value,
+                   std::optional<uint32_t> value_crc = std::nullopt);
   // Writes the last data block, the (empty) metaindex block, the index
   // block and the footer, and closes the file. Not synced.
   absl::Status Finish();

@@ -139,11 +139,14 @@ absl::StatusOr<int64_t> WriteBlobs(DB* db, const std::vector<BlobToSave>& blobs,
   builder.ExpectBlobs(blobs.size());
   for (const BlobToSave& b : blobs) {
     DescribeBlob(b.name, *b.blob, builder.StartBlob());
-    JG_RETURN_IF_ERROR(SerializeBlob(b.name, *b.blob, options.serialization,
-                                     [&](std::string key, std::string value) {
-                                       builder.AddValue(key, value);
-                                       return writer->Put(key, value);
-                                     }));
+    JG_RETURN_IF_ERROR(
+        SerializeBlob(b.name, *b.blob, options.serialization,
+                      [&](std::string key, std::string value) {
+                        // Checksummed once, for the index
+                        // and the database's own blocks.
+                        const uint32_t crc = builder.AddValue(key, value);
+                        return writer->PutWithCrc(key, value, crc);
+                      }));
   }
   const int64_t total_bytes = builder.total_bytes();
   {
