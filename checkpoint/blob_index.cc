@@ -6,7 +6,10 @@
 #include <limits>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <string>
+#include <system_error>
+#include <thread>  // NOLINT(build/c++11)
 #include <utility>
 #include <vector>
 
@@ -48,6 +51,115 @@ int64_t CreationTimeMicros() {
     return seconds * 1000000;
   }
   return absl::ToUnixMicros(absl::Now());
+}
+
+// Reads a varint at *p (before end); false if it is cut short or too long.
+bool ReadVarint(const char** p, const char* end, uint64_t* value) {
+  *value = 0;
+  for (int shift = 0; shift < 64 && *p < end; shift += 7) {
+    const uint8_t byte = static_cast<uint8_t>(*(*p)++);
+    *value |= static_cast<uint64_t>(byte & 0x7f) << shift;
+    if ((byte & 0x80) == 0) return true;
+  }
+  return false;
+}
+
+// Splits a serialized BlobIndex into the payloads of its `blob` fields and
+// the bytes of all its other fields. False for anything but plain varint,
+// fixed and length-delimited fields that fit (ParseFromString then decides).
+bool SplitBlobEntries(absl::string_view bytes,
+                      std::vector<absl::string_view>* entries,
+                      std::string* rest) {
+  const char* p = bytes.data();
+  const char* const end = p + bytes.size();
+  while (p < end) {
+    const char* const field = p;
+    uint64_t tag = 0;
+    uint64_t value = 0;
+    if (!ReadVarint(&p, end, &tag)) return false;
+    switch (tag & 7) {
+      case 0:
+        if (!ReadVarint(&p, end, &value)) return false;
+        break;
+      case 1:
+      case 5: {
+        const size_t size = (tag & 7) == 1 ? 8 : 4;
+        if (static_cast<size_t>(end - p) < size) return false;
+        p += size;
+        break;
+      }
+      case 2:
+        if (!ReadVarint(&p, end, &value) ||
+            value > static_cast<uint64_t>(end - p)) {
+          return false;
+        }
+        if ((tag >> 3) == BlobIndex::kBlobFieldNumber) {
+          entries->emplace_back(p, value);
+          p += value;
+          continue;
+        }
+        p += value;
+        break;
+      default:
+        return false;
+    }
+    rest->append(field, p - field);
+  }
+  return true;
+}
+
+// Parses the serialized BlobIndex `bytes` into `index` (cleared). An index
+// of many blobs has its entries parsed by two threads into messages of
+// index's arena (or the heap), then attached in order: half the serial
+// time of a load of 100,000 small blobs is parsing its index.
+bool ParseBlobIndex(absl::string_view bytes, BlobIndex* index) {
+  constexpr size_t kEntriesToSplit = 8192;
+  std::vector<absl::string_view> entries;
+  std::string rest;
+  if (!SplitBlobEntries(bytes, &entries, &rest) ||
+      entries.size() < kEntriesToSplit) {
+    return index->ParseFromArray(bytes.data(), static_cast<int>(bytes.size()));
+  }
+  if (!index->ParseFromString(rest)) return false;
+  google::protobuf::Arena* const arena = index->GetArena();
+  std::vector<CheckpointBlobInfo*> parsed(entries.size(), nullptr);
+  auto parse = [&](size_t begin, size_t end) {
+    for (size_t i = begin; i < end; ++i) {
+      parsed[i] =
+          google::protobuf::Arena::CreateMessage<CheckpointBlobInfo>(arena);
+      if (!parsed[i]->ParseFromArray(entries[i].data(),
+                                     static_cast<int>(entries[i].size()))) {
+        return false;
+      }
+    }
+    return true;
+  };
+  const size_t half = entries.size() / 2;
+  bool first_ok = false;
+  std::optional<std::thread> helper;
+  try {
+    helper.emplace([&] { first_ok = parse(0, half); });
+  } catch (const std::system_error&) {
+    first_ok = parse(0, half);  // no thread to be had: parse it here
+  }
+  const bool second_ok = parse(half, entries.size());
+  if (helper.has_value()) helper->join();
+  if (!first_ok || !second_ok) {
+    if (arena == nullptr) {
+      for (CheckpointBlobInfo* info : parsed) delete info;
+    }
+    return false;
+  }
+  auto* blobs = index->mutable_blob();
+  blobs->Reserve(static_cast<int>(parsed.size()));
+  for (CheckpointBlobInfo* info : parsed) {
+    if (arena != nullptr) {
+      blobs->UnsafeArenaAddAllocated(info);  // already on index's arena
+    } else {
+      blobs->AddAllocated(info);
+    }
+  }
+  return true;
 }
 
 }  // namespace
@@ -121,8 +233,14 @@ absl::Status ValidateBlobIndex(const BlobIndex& index, absl::string_view path) {
         "checkpoint ", path, " has format version ", index.format_version(),
         "; this build reads version ", kBlobIndexFormatVersion));
   }
+  // Save writes blobs sorted by name; strictly increasing names are unique
+  // without a set of 100,000 of them.
+  bool sorted = true;
+  for (int b = 1; b < index.blob_size() && sorted; ++b) {
+    sorted = index.blob(b - 1).name() < index.blob(b).name();
+  }
   absl::flat_hash_set<absl::string_view> names;
-  names.reserve(index.blob_size());
+  if (!sorted) names.reserve(index.blob_size());
   // Keys are unique across blobs once each belongs to its blob (ParseBlobKey)
   // and names are unique; within a blob they are checked here.
   absl::flat_hash_set<absl::string_view> keys;
@@ -134,7 +252,7 @@ absl::Status ValidateBlobIndex(const BlobIndex& index, absl::string_view path) {
     auto where = [&blob] {
       return absl::StrCat("the blob index's entry of blob '", blob.name(), "'");
     };
-    if (!names.insert(blob.name()).second) {
+    if (!sorted && !names.insert(blob.name()).second) {
       return Damaged(path, absl::StrCat("the blob index lists blob '",
                                         blob.name(), "' twice"));
     }
@@ -197,7 +315,7 @@ absl::Status ReadBlobIndex(DB* db, BlobIndex* index) {
                      "jobgraph's Save"));
   }
   if (!bytes.ok()) return bytes.status();
-  if (!index->ParseFromString(*bytes)) {
+  if (!ParseBlobIndex(*bytes, index)) {
     return Damaged(db->path(), "its blob index does not parse");
   }
   return ValidateBlobIndex(*index, db->path());

@@ -9,12 +9,14 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "checkpoint/crc32c.h"
 #include "checkpoint/db.h"
 #include "checkpoint/db_registry.h"
 #include "checkpoint/memory_db.h"
 #include "glog/logging.h"
 #include "gmock/gmock.h"
+#include "google/protobuf/arena.h"
 #include "gtest/gtest.h"
 #include "proto/jobgraph.pb.h"
 
@@ -246,6 +248,49 @@ TEST_F(BlobIndexDbTest, MissingOrGarbledManifest) {
   EXPECT_EQ(read.status().message(),
             "checkpoint garbled: its blob index does not parse; the "
             "database is damaged");
+}
+
+// An index of many blobs has its entries parsed by two threads, on an arena
+// (Load) or the heap (ReadBlobIndex); either way it is the message one parse
+// gives, and a damaged entry among them is damage.
+TEST_F(BlobIndexDbTest, AnIndexOfManyBlobsReadsAsOneParse) {
+  BlobIndexBuilder builder("trainer_0", 3);
+  std::vector<std::pair<std::string, std::string>> pairs;
+  for (int i = 0; i < 10000; ++i) {
+    const std::string name = absl::StrFormat("blob_%05d", i);
+    CheckpointBlobInfo* info = builder.StartBlob();
+    info->set_name(name);
+    info->set_type("Tensor");
+    info->add_dims(i % 7);
+    builder.AddValue(name, absl::StrCat("v", i));
+  }
+  const std::string bytes = builder.Finish();
+  BlobIndex expected;
+  ASSERT_TRUE(expected.ParseFromString(bytes));
+  std::unique_ptr<DB> db = MakeDb("many", {{kBlobIndexKey, bytes}});
+  absl::StatusOr<BlobIndex> read = ReadBlobIndex(db.get());
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->blob_size(), 10000);
+  EXPECT_EQ(read->blob(9999).name(), "blob_09999");
+  EXPECT_EQ(read->SerializeAsString(), bytes);
+  google::protobuf::Arena arena;
+  BlobIndex* on_arena =
+      google::protobuf::Arena::CreateMessage<BlobIndex>(&arena);
+  ASSERT_TRUE(ReadBlobIndex(db.get(), on_arena).ok());
+  EXPECT_EQ(on_arena->SerializeAsString(), bytes);
+
+  // One more entry whose payload is a cut-off tag: the entries split, that
+  // one does not parse.
+  db = MakeDb("many_bad",
+              {{kBlobIndexKey, bytes + std::string("\x22\x01\xff")}});
+  for (BlobIndex* into : {static_cast<BlobIndex*>(nullptr), on_arena}) {
+    absl::Status status = into == nullptr ? ReadBlobIndex(db.get()).status()
+                                          : ReadBlobIndex(db.get(), into);
+    EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
+    EXPECT_EQ(status.message(),
+              "checkpoint many_bad: its blob index does not parse; the "
+              "database is damaged");
+  }
 }
 
 }  // namespace
