@@ -181,10 +181,11 @@ class LoadOp final : public OperatorBase {
     std::vector<std::unique_ptr<BlobAssembler>> assemblers;
     // Loaded name -> the database it came from, to reject duplicates.
     absl::flat_hash_map<std::string, std::string> source_db;
+    // Which wanted names (by output index) some database holds.
+    std::vector<bool> found(load_all_ ? 0 : wanted_names_.size(), false);
     for (const std::string& path : dbs_) {
-      JG_RETURN_IF_ERROR(LoadDb(path, &assemblers, &source_db));
+      JG_RETURN_IF_ERROR(LoadDb(path, &assemblers, &source_db, &found));
     }
-    int num_complete = 0;
     for (const auto& assembler : assemblers) {
       if (absl::Status status = assembler->Finish(); !status.ok()) {
         return absl::Status(
@@ -192,20 +193,13 @@ class LoadOp final : public OperatorBase {
             absl::StrCat("loading from ", absl::StrJoin(dbs_, ", "), ": ",
                          status.message()));
       }
-      num_complete += assembler->num_complete();
     }
     if (load_all_ || allow_incomplete_) return absl::OkStatus();
-    // Only wanted blobs were started, and Finish found every started one
-    // complete.
-    if (num_complete == static_cast<int>(wanted_names_.size())) {
-      return absl::OkStatus();
-    }
+    // Every blob found was read in full: each of its listed values was
+    // added, and Finish (or AddWhole) found it complete.
     std::vector<std::string> missing;
-    for (absl::string_view name : wanted_names_) {
-      if (std::none_of(assemblers.begin(), assemblers.end(),
-                       [&](const auto& a) { return a->IsComplete(name); })) {
-        missing.emplace_back(name);
-      }
+    for (size_t i = 0; i < wanted_names_.size(); ++i) {
+      if (!found[i]) missing.emplace_back(wanted_names_[i]);
     }
     if (missing.empty()) return absl::OkStatus();
     return absl::NotFoundError(
@@ -234,10 +228,10 @@ class LoadOp final : public OperatorBase {
         std::clamp<int64_t>(by_size, 1, std::min<int64_t>(cores, 4)));
   }
 
-  absl::Status LoadDb(
-      const std::string& path,
-      std::vector<std::unique_ptr<BlobAssembler>>* assemblers,
-      absl::flat_hash_map<std::string, std::string>* source_db) {
+  absl::Status LoadDb(const std::string& path,
+                      std::vector<std::unique_ptr<BlobAssembler>>* assemblers,
+                      absl::flat_hash_map<std::string, std::string>* source_db,
+                      std::vector<bool>* found) {
     DbOptions options;
     // Every value is checked against the blob index's CRC-32C, end to end;
     // LevelDB's block checksums would check the same bytes again, 4x slower.
@@ -282,6 +276,7 @@ class LoadOp final : public OperatorBase {
         auto it = wanted_.find(name);
         if (it == wanted_.end()) continue;
         target = OutputBlob(it->second);
+        (*found)[it->second] = true;
       }
       // Stored names are unique (ValidateBlobIndex) and add_prefix keeps
       // them so: only strip_prefix can make two of them one.
@@ -335,12 +330,18 @@ class LoadOp final : public OperatorBase {
     }
     auto read_part = [&](size_t i) {
       BlobAssembler& assembler = *(*assemblers)[first + i];
-      assembler.Reserve(static_cast<int>(spans[i].size()));
+      // A blob of one value needs no state between values (AddWhole).
+      assembler.Reserve(static_cast<int>(
+          std::count_if(spans[i].begin(), spans[i].end(),
+                        [&](int b) { return index.blob(b).key_size() > 1; })));
       statuses[i] = ScanDbValues(
           db.get(), index, spans[i], verify_checksums_,
           [&](int b, int, absl::string_view value) -> absl::Status {
             absl::Status status =
-                assembler.Add(names[b], value, targets[b], blob_bytes[b]);
+                index.blob(b).key_size() == 1
+                    ? assembler.AddWhole(names[b], value, targets[b],
+                                         blob_bytes[b])
+                    : assembler.Add(names[b], value, targets[b], blob_bytes[b]);
             if (status.ok()) return status;
             return absl::Status(
                 status.code(),

@@ -33,10 +33,7 @@ absl::Status BlobAssembler::Add(absl::string_view name, absl::string_view value,
                                 Blob* target, int64_t blob_bytes) {
   CHECK(target != nullptr);
   ScannedBlobProto& scanned = *scratch_;
-  if (absl::Status s = ScanBlobProto(value, &scanned); !s.ok()) {
-    return absl::DataLossError(
-        absl::StrCat("blob '", name, "': ", s.message()));
-  }
+  JG_RETURN_IF_ERROR(Scan(name, value));
   const bool is_tensor = scanned.header.type() == kTensorTypeName;
 
   auto [it, first] = blobs_.try_emplace(std::string(name));
@@ -48,14 +45,44 @@ absl::Status BlobAssembler::Add(absl::string_view name, absl::string_view value,
     CHECK_EQ(it->second.target, target)
         << "pieces of blob '" << name << "' sent to two different targets";
   }
-  State& state = it->second;
-  if (state.is_tensor != is_tensor) {
+  return AddPiece(name, first, blob_bytes, &it->second);
+}
+
+absl::Status BlobAssembler::AddWhole(absl::string_view name,
+                                     absl::string_view value, Blob* target,
+                                     int64_t blob_bytes) {
+  CHECK(target != nullptr);
+  JG_RETURN_IF_ERROR(Scan(name, value));
+  State state;
+  state.target = target;
+  state.is_tensor = scratch_->header.type() == kTensorTypeName;
+  target->Reset();
+  JG_RETURN_IF_ERROR(AddPiece(name, /*first=*/true, blob_bytes, &state));
+  if (!state.complete) return IncompleteError(name, state);
+  ++num_whole_;
+  return absl::OkStatus();
+}
+
+absl::Status BlobAssembler::Scan(absl::string_view name,
+                                 absl::string_view value) {
+  if (absl::Status s = ScanBlobProto(value, scratch_.get()); !s.ok()) {
+    return absl::DataLossError(
+        absl::StrCat("blob '", name, "': ", s.message()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status BlobAssembler::AddPiece(absl::string_view name, bool first,
+                                     int64_t blob_bytes, State* state) {
+  ScannedBlobProto& scanned = *scratch_;
+  const bool is_tensor = scanned.header.type() == kTensorTypeName;
+  if (state->is_tensor != is_tensor) {
     return absl::DataLossError(
         absl::StrCat("blob '", name, "': a piece of type '",
                      scanned.header.type(), "' after pieces of another type"));
   }
   if (is_tensor) {
-    return AddTensorPiece(name, scanned, first, blob_bytes, &state);
+    return AddTensorPiece(name, scanned, first, blob_bytes, state);
   }
   if (!first) {
     return absl::DataLossError(absl::StrCat("blob '", name, "' (type '",
@@ -79,10 +106,20 @@ absl::Status BlobAssembler::Add(absl::string_view name, absl::string_view value,
     proto.mutable_tensor()->add_string_data(s.data(), s.size());
   }
   proto.set_name(std::string(name));
-  JG_RETURN_IF_ERROR(serializer->Deserialize(proto, target));
-  state.complete = true;
+  JG_RETURN_IF_ERROR(serializer->Deserialize(proto, state->target));
+  state->complete = true;
   ++num_complete_;
   return absl::OkStatus();
+}
+
+absl::Status BlobAssembler::IncompleteError(absl::string_view name,
+                                            const State& state) {
+  return absl::DataLossError(
+      state.is_tensor
+          ? absl::StrCat("blob '", name, "' is incomplete: got ",
+                         state.received, " of ", state.numel, " elements")
+          : absl::StrCat("blob '", name,
+                         "' is incomplete: its value could not be read"));
 }
 
 absl::Status BlobAssembler::AddTensorPiece(absl::string_view name,
@@ -180,7 +217,8 @@ std::vector<std::string> BlobAssembler::CompleteBlobs() const {
 }
 
 absl::Status BlobAssembler::Finish() const {
-  const int incomplete = static_cast<int>(blobs_.size()) - num_complete_;
+  const int incomplete =
+      static_cast<int>(blobs_.size()) - (num_complete_ - num_whole_);
   if (incomplete == 0) return absl::OkStatus();
   // The first by name, so that the message does not depend on hashing.
   const std::pair<const std::string, State>* first = nullptr;
@@ -192,17 +230,10 @@ absl::Status BlobAssembler::Finish() const {
   }
   CHECK(first != nullptr) << incomplete << " incomplete blobs not found";
   const auto& [name, state] = *first;
-  std::string message =
-      state.is_tensor
-          ? absl::StrCat("blob '", name, "' is incomplete: got ",
-                         state.received, " of ", state.numel, " elements")
-          : absl::StrCat("blob '", name,
-                         "' is incomplete: its value could not be read");
-  if (incomplete > 1) {
-    absl::StrAppend(&message, " (and ", incomplete - 1,
-                    " more incomplete blobs)");
-  }
-  return absl::DataLossError(message);
+  const absl::Status status = IncompleteError(name, state);
+  if (incomplete == 1) return status;
+  return absl::DataLossError(absl::StrCat(
+      status.message(), " (and ", incomplete - 1, " more incomplete blobs)"));
 }
 
 absl::Status DeserializeBlob(absl::string_view name, absl::string_view value,

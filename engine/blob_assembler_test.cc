@@ -108,6 +108,48 @@ TEST(BlobAssemblerTest, MissingChunkMakesFinishFail) {
       absl::DataLossError("blob 'x' is incomplete: got 3 of 10 elements"));
 }
 
+// AddWhole: a blob the caller knows is one value (Load, from the blob
+// index) is deserialized without state kept by name, and must be whole.
+TEST(BlobAssemblerTest, AddWholeTakesOneCompleteValueAndKeepsNoState) {
+  const Tensor t = Tensor::Iota<float>(6);
+  const Pairs whole = SerializeOrDie("w", t, 1 << 20);
+  ASSERT_EQ(whole.size(), 1u);
+  Blob str;
+  str.Reset(std::make_unique<std::string>("v"));
+  absl::StatusOr<Pairs> str_pairs = SerializeBlobToPairs("s", str);
+  ASSERT_TRUE(str_pairs.ok());
+  const Pairs chunks = SerializeOrDie("x", Tensor::Iota<double>(10), 24);
+  ASSERT_EQ(chunks.size(), 4u);
+
+  BlobAssembler assembler;
+  Blob w, s, x, garbled;
+  w.Reset(std::make_unique<std::string>("replaced"));
+  ASSERT_TRUE(assembler.AddWhole("w", whole[0].second, &w).ok());
+  ASSERT_TRUE(assembler.AddWhole("s", (*str_pairs)[0].second, &s).ok());
+  EXPECT_TRUE(w.Get<Tensor>().BitwiseEquals(t));
+  EXPECT_EQ(s.Get<std::string>(), "v");
+  EXPECT_EQ(assembler.num_complete(), 2);
+  EXPECT_FALSE(assembler.IsStarted("w"));
+  EXPECT_THAT(assembler.CompleteBlobs(), ElementsAre());
+  // A piece of a tensor of several is not the whole blob.
+  EXPECT_EQ(
+      assembler.AddWhole("x", chunks[2].second, &x),
+      absl::DataLossError("blob 'x' is incomplete: got 3 of 10 elements"));
+  EXPECT_EQ(assembler.AddWhole("g", "\xff", &garbled).code(),
+            absl::StatusCode::kDataLoss);
+  EXPECT_EQ(assembler.num_complete(), 2);
+  // Whole blobs are not counted as started ones that Finish checks.
+  ASSERT_TRUE(assembler.Add("x", chunks[0].second, &x).ok());
+  EXPECT_EQ(
+      assembler.Finish(),
+      absl::DataLossError("blob 'x' is incomplete: got 3 of 10 elements"));
+  for (int k : {1, 2, 3}) {
+    ASSERT_TRUE(assembler.Add("x", chunks[k].second, &x).ok());
+  }
+  EXPECT_TRUE(assembler.Finish().ok());
+  EXPECT_EQ(assembler.num_complete(), 3);
+}
+
 TEST(BlobAssemblerTest, PieceAfterCompletionIsDataLoss) {
   const Pairs pairs = SerializeOrDie("x", Tensor::Iota<float>(0), 8);
   Blob target;

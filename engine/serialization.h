@@ -210,6 +210,14 @@ class BlobAssembler {
   // small multiple of the bytes it read.
   absl::Status Add(absl::string_view name, absl::string_view value,
                    Blob* target, int64_t blob_bytes = -1);
+  // Add for a blob that the caller knows has this one value and no other (a
+  // blob index lists one key for it): the value must hold the whole blob
+  // (else DataLoss, "blob 'x' is incomplete: ..."), and nothing is kept of
+  // it by name, so IsComplete, IsStarted and CompleteBlobs do not list it;
+  // num_complete() counts it. A load of 100,000 small blobs keeps no state
+  // for each.
+  absl::Status AddWhole(absl::string_view name, absl::string_view value,
+                        Blob* target, int64_t blob_bytes = -1);
 
   // True once blob `name` has received all its pieces.
   bool IsComplete(absl::string_view name) const;
@@ -244,6 +252,13 @@ class BlobAssembler {
     int64_t numel = 0;
   };
 
+  // Scans `value` into scratch_; DataLoss naming `name` if it is no BlobProto.
+  absl::Status Scan(absl::string_view name, absl::string_view value);
+  // Adds the piece in scratch_ to `state`'s blob.
+  absl::Status AddPiece(absl::string_view name, bool first, int64_t blob_bytes,
+                        State* state);
+  static absl::Status IncompleteError(absl::string_view name,
+                                      const State& state);
   absl::Status AddTensorPiece(
       absl::string_view name,
       const serialization_internal::ScannedBlobProto& piece, bool first,
@@ -252,6 +267,7 @@ class BlobAssembler {
   // Hashed: a load of 100,000 small blobs looks each up several times.
   absl::flat_hash_map<std::string, State> blobs_;
   int num_complete_ = 0;
+  int num_whole_ = 0;  // of num_complete_, those added by AddWhole
   // Re-used by every Add, so that parsing a piece's header allocates only
   // when it needs more room than an earlier one.
   std::unique_ptr<serialization_internal::ScannedBlobProto> scratch_;
