@@ -363,8 +363,12 @@ TEST_P(RandomKillTest, KillAtRandomMomentsThenResumeLatest) {
     for (size_t i = 1; i < now.size(); ++i) {
       EXPECT_EQ(now[i], now[i - 1] + 1) << absl::StrJoin(now, ",");
     }
-    if (!now.empty() && keep_last == 0) EXPECT_EQ(now.front(), 0);
-    if (keep_last > 0) EXPECT_LE(now.size(), keep_last + 1u);
+    if (!now.empty() && keep_last == 0) {
+      EXPECT_EQ(now.front(), 0);
+    }
+    if (keep_last > 0) {
+      EXPECT_LE(now.size(), keep_last + 1u);
+    }
     committed = now;
   }
   ResumeAndCheck(dir, keep_last, committed);

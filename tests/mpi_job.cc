@@ -41,6 +41,11 @@ ABSL_FLAG(std::string, fail_node, "",
           "rank reports the error), or with --fail_in_epoch in its epoch task "
           "before any collective (the MPI job is aborted).");
 ABSL_FLAG(bool, fail_in_epoch, false, "See --fail_node.");
+ABSL_FLAG(bool, check_run_hosted, false,
+          "Instead of running the job, every rank runs the init group with "
+          "Session::RunHosted (its own nodes' tasks only, no agreement) and "
+          "then the epoch group (collectives: refused), and prints "
+          "\"rank <r> init: <status>\" and \"rank <r> epoch: <status>\".");
 
 namespace jobgraph {
 namespace {
@@ -106,6 +111,15 @@ int Main(int argc, char** argv) {
       examples::MakeSession(job, *common);
   if (!made.ok()) return examples::UsageError(made.status());
   Session& session = **made;
+  if (absl::GetFlag(FLAGS_check_run_hosted)) {
+    const absl::Status init = session.RunHosted(job.init_group());
+    const absl::Status epoch = session.RunHosted(job.epoch_group());
+    std::printf("rank %d init: %s\nrank %d epoch: %s\n", session.rank(),
+                init.ToString().c_str(), session.rank(),
+                epoch.ToString().c_str());
+    std::fflush(stdout);
+    return 0;
+  }
   absl::StatusOr<int64_t> epochs = examples::RunJob(job, *common, session);
   if (!epochs.ok()) {
     std::fprintf(stderr, "rank %d error: %s\n", session.rank(),

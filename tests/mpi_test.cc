@@ -207,6 +207,27 @@ TEST(MpiTest, AFailingOpGivesTheSameErrorOnEveryRank) {
   }
 }
 
+// RunHosted (what a save runs) runs only this rank's tasks and does not
+// agree on the outcome, so a group with collectives, which needs every rank,
+// is refused on every rank before anything runs.
+TEST(MpiTest, RunHostedRunsOwnTasksAndRefusesCollectives) {
+  ChildRun run =
+      Mpirun(2, MpiJob(),
+             {"--nodes=2", "--fail_node=trainer_1", "--check_run_hosted"});
+  const std::vector<std::string> lines = Output(run);
+  const std::string refused =
+      "INVALID_ARGUMENT: group 'epoch' uses collective operators, so every "
+      "rank must run it: use Run";
+  EXPECT_THAT(
+      lines,
+      ::testing::UnorderedElementsAre(
+          "rank 0 init: OK",
+          "rank 1 init: INTERNAL: node 'trainer_1': net "
+          "'init/trainer_1/task': op AlwaysFail( -> ): deliberate failure",
+          "rank 0 epoch: " + refused, "rank 1 epoch: " + refused))
+      << run.Describe();
+}
+
 // One rank's save fails (a file is in the way of trainer_1's database of
 // epoch 2), after the run's first save, so on the path where each rank's
 // failure reaches the others only through the save's one agreement: every
