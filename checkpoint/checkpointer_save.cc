@@ -1,0 +1,286 @@
+// The Checkpointer's save path: the ready round, synchronous, background and
+// preemption saves, and the commit (see checkpointer.h and FORMAT.md 3).
+
+#include <functional>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "checkpoint/checkpointer.h"
+#include "checkpoint/checkpointer_internal.h"
+#include "checkpoint/commit_log.h"
+#include "checkpoint/save_load_ops.h"
+#include "engine/collectives.h"
+#include "engine/status_macros.h"
+#include "engine/task.h"
+#include "glog/logging.h"
+
+namespace jobgraph {
+
+using checkpointer_internal::MicrosSince;
+using checkpointer_internal::PrepareDirectory;
+using checkpointer_internal::SaveThread;
+
+absl::Status Checkpointer::PrepareSave(int64_t epoch, bool* agreed) {
+  absl::Status local = PrepareDirectory(options_.directory);
+  if (local.ok()) local = LockNodes();
+  *agreed = !listed_bound_.has_value() || epoch <= *listed_bound_;
+  if (!*agreed) return local;
+  const bool committer = ranks_ == nullptr || ranks_->rank() == 0;
+  int64_t newest = -1;  // of the job's entries left in the log
+  if (local.ok() && committer) {
+    // Before any database is in place: databases without a commit log are
+    // then always damage, never a crash before the first commit.
+    local = CreateCommitLogIfMissing(options_.directory, options_.db_type);
+    // The log must never list an epoch over databases being replaced.
+    if (local.ok()) {
+      absl::StatusOr<int64_t> left =
+          ForgetEpoch(options_.directory, epoch, FileNames());
+      if (left.ok()) newest = *left;
+      local = left.status();
+    }
+  }
+  if (ranks_ != nullptr) {
+    // The failures and rank 0's newest epoch in one small all-reduce.
+    JG_ASSIGN_OR_RETURN(
+        std::vector<int64_t> sums,
+        ranks_->AllReduceSum({local.ok() ? 0 : 1, committer ? newest + 1 : 0}));
+    if (sums[0] > 0) return Agree(local);
+    newest = sums[1] - 1;
+  }
+  JG_RETURN_IF_ERROR(local);
+  listed_bound_ = newest;
+  return absl::OkStatus();
+}
+
+void Checkpointer::NoteCommitAttempt(int64_t epoch, bool committed) {
+  if (!listed_bound_.has_value()) return;
+  // A commit drops the job's later entries; a failed one may still have
+  // listed the epoch (say, the log was renamed in place and then its
+  // directory's fsync failed).
+  listed_bound_ = committed ? epoch : std::max(*listed_bound_, epoch);
+}
+
+absl::StatusOr<CheckpointStats> Checkpointer::SaveEpoch(Session& session,
+                                                        int64_t epoch) {
+  if (!blobs_fixed_) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cannot save epoch ", epoch,
+        ": the checkpointed blobs are not fixed yet (call CaptureBlobNames "
+        "or Restore first)"));
+  }
+  if (options_.async) return SaveEpochInBackground(session, epoch);
+  WaitForBackgroundSave();
+  std::vector<std::vector<std::string>> blobs;
+  for (const NodeState& state : nodes_) blobs.push_back(state.blobs);
+  return SaveAndCommit(session, epoch, blobs, std::nullopt);
+}
+
+absl::StatusOr<CheckpointStats> Checkpointer::SaveEpochInBackground(
+    Session& session, int64_t epoch) {
+  const absl::Time start = absl::Now();
+  WaitForBackgroundSave();
+  const int64_t waited = MicrosSince(start);
+  bool agreed = false;  // one process: the status is the only one
+  JG_RETURN_IF_ERROR(PrepareSave(epoch, &agreed));
+  // What the background thread writes: each node's database path and name,
+  // and its frozen blobs.
+  struct NodeSnapshot {
+    std::string path;
+    std::string file_name;
+    std::vector<BlobSnapshot> blobs;
+  };
+  std::vector<NodeSnapshot> snapshots;
+  for (const NodeState& state : nodes_) {
+    JG_ASSIGN_OR_RETURN(std::vector<BlobSnapshot> blobs,
+                        session.SnapshotBlobs(state.node, state.blobs));
+    snapshots.push_back(
+        {DbPathOf(state, epoch), state.file_name, std::move(blobs)});
+  }
+  const absl::Time snapshot_taken = absl::Now();
+  if (save_thread_ == nullptr) {
+    save_thread_ = std::make_unique<checkpointer_internal::SaveThread>();
+  }
+  // std::function needs a copyable callable: the snapshot is shared.
+  auto frozen =
+      std::make_shared<std::vector<NodeSnapshot>>(std::move(snapshots));
+  save_thread_->Start([this, epoch, snapshot_taken,
+                       snapshots_ptr =
+                           std::move(frozen)]() -> BackgroundSaveResult {
+    const std::vector<NodeSnapshot>& snapshots = *snapshots_ptr;
+    BackgroundSaveResult result;
+    result.epoch = epoch;
+    auto save = [&]() -> absl::StatusOr<CheckpointStats> {
+      CheckpointStats stats;
+      stats.epoch = epoch;
+      stats.num_dbs = static_cast<int>(snapshots.size());
+      for (const NodeSnapshot& node : snapshots) {
+        std::vector<BlobToSave> blobs;
+        for (const BlobSnapshot& b : node.blobs) {
+          blobs.push_back({b.name, b.blob.get()});
+        }
+        CheckpointDbOptions db_options;
+        db_options.node = node.file_name;
+        db_options.epoch = epoch;
+        db_options.serialization.chunk_bytes = options_.chunk_bytes;
+        JG_ASSIGN_OR_RETURN(
+            int64_t bytes,
+            WriteCheckpointDb(options_.db_type, node.path, blobs, db_options));
+        stats.bytes += bytes;
+      }
+      absl::Status committed =
+          Commit(epoch, stats.bytes, snapshot_taken, std::nullopt);
+      NoteCommitAttempt(epoch, committed.ok());
+      JG_RETURN_IF_ERROR(committed);
+      stats.wall_micros = MicrosSince(snapshot_taken);
+      return stats;
+    };
+    result.stats = save();
+    return result;
+  });
+  CheckpointStats stats;
+  stats.epoch = epoch;
+  stats.num_dbs = static_cast<int>(nodes_.size());
+  stats.in_background = true;
+  stats.waited_micros = waited;
+  stats.wall_micros = MicrosSince(start);
+  return stats;
+}
+
+absl::StatusOr<CheckpointStats> Checkpointer::SavePreempted(
+    Session& session, int64_t epoch, const Preemption& preemption) {
+  WaitForBackgroundSave();
+  if (nodes_.empty()) {
+    return absl::FailedPreconditionError(
+        "Checkpointer::SavePreempted before Start: the nodes are unknown");
+  }
+  std::vector<std::vector<std::string>> blobs;
+  for (const NodeState& state : nodes_) {
+    absl::StatusOr<Tensor> value =
+        session.FetchBlob(state.node, kPlanPositionBlob);
+    PlanPosition position;
+    if (!value.ok() || value->dtype() != STRING || value->numel() != 1 ||
+        !position.ParseFromString(value->data<std::string>()[0])) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "node '", state.node, "' holds no plan position of a stopped run (",
+          value.ok() ? "damaged" : value.status().message(),
+          "); only a run stopped on request can be saved mid-epoch"));
+    }
+    if (!position.cannot_save().empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the state of node '", state.node,
+          "' at the stop cannot be saved: ", position.cannot_save()));
+    }
+    std::vector<std::string> names;
+    for (const std::string& name : position.root_blob()) {
+      // The byte count of an earlier save describes that save only.
+      if (name != kSavedBytesBlob) names.push_back(name);
+    }
+    blobs.push_back(std::move(names));
+  }
+  return SaveAndCommit(session, epoch, blobs, preemption);
+}
+
+absl::Status Checkpointer::MarkLoopFinished(int64_t epoch,
+                                            const Preemption& preemption) {
+  WaitForBackgroundSave();
+  return OnCommitter([&] {
+    return MarkEpochLoopFinished(options_.directory, epoch, FileNames(),
+                                 preemption);
+  });
+}
+
+absl::StatusOr<CheckpointStats> Checkpointer::SaveAndCommit(
+    Session& session, int64_t epoch,
+    const std::vector<std::vector<std::string>>& blobs,
+    const std::optional<Preemption>& preemption) {
+  const absl::Time start = absl::Now();
+  bool agreed = false;
+  const absl::Status ready = PrepareSave(epoch, &agreed);
+  if (agreed) JG_RETURN_IF_ERROR(ready);
+  TaskGroup group("checkpoint_save", GLOBAL);
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    const NodeState& state = nodes_[i];
+    std::vector<BlobRef> inputs(blobs[i].begin(), blobs[i].end());
+    Task& task = group.NewTask(Node(state.node), {.name = "checkpoint_save"});
+    task.net().Op(
+        "Save", inputs, {BlobRef(kSavedBytesBlob)},
+        {MakeArg("db", DbPathOf(state, epoch)),
+         MakeArg("db_type", options_.db_type), MakeArg("absolute_path", 1),
+         MakeArg("chunk_bytes", options_.chunk_bytes),
+         MakeArg("node", state.file_name), MakeArg("epoch", epoch)});
+    task.AddOutput(BlobRef(kSavedBytesBlob, state.node));
+  }
+  // Each rank saves its own nodes and adds up their bytes; the ranks then
+  // agree once on everything (readiness, saves, bytes) in one exchange.
+  auto local_bytes = [&]() -> absl::StatusOr<int64_t> {
+    JG_RETURN_IF_ERROR(ready);
+    JG_RETURN_IF_ERROR(session.RunHosted(group));
+    int64_t total = 0;
+    for (const NodeState& state : nodes_) {
+      if (!Hosts(state)) continue;
+      JG_ASSIGN_OR_RETURN(Tensor bytes,
+                          session.FetchHostedBlob(state.node, kSavedBytesBlob));
+      if (bytes.dtype() != INT64 || bytes.numel() != 1) {
+        return absl::InternalError(absl::StrCat(
+            "the save of node '", state.node, "' reported ",
+            bytes.DebugString(4), " instead of its size in bytes"));
+      }
+      total += bytes.scalar<int64_t>();
+    }
+    return total;
+  };
+  CheckpointStats stats;
+  stats.epoch = epoch;
+  stats.num_dbs = static_cast<int>(nodes_.size());
+  absl::StatusOr<int64_t> mine = local_bytes();
+  const absl::Time written = absl::Now();
+  stats.write_micros = absl::ToInt64Microseconds(written - start);
+  if (ranks_ == nullptr) {
+    JG_ASSIGN_OR_RETURN(stats.bytes, std::move(mine));
+  } else {
+    // The total and the count of failures in one small all-reduce; the
+    // messages only after a failure.
+    JG_ASSIGN_OR_RETURN(
+        std::vector<int64_t> sums,
+        ranks_->AllReduceSum({mine.ok() ? *mine : 0, mine.ok() ? 0 : 1}));
+    if (sums[1] > 0) JG_RETURN_IF_ERROR(Agree(mine.status()));
+    stats.bytes = sums[0];
+  }
+  const absl::Time agreed_at = absl::Now();
+  stats.agree_micros = absl::ToInt64Microseconds(agreed_at - written);
+  // Every rank's databases are durable now (the agreed outcome): the epoch
+  // is committed by one rank, for all.
+  const absl::Status committed = OnCommitter(
+      [&] { return Commit(epoch, stats.bytes, start, preemption); });
+  NoteCommitAttempt(epoch, committed.ok());
+  JG_RETURN_IF_ERROR(committed);
+  stats.commit_micros = MicrosSince(agreed_at);
+  stats.wall_micros = MicrosSince(start);
+  return stats;
+}
+
+absl::Status Checkpointer::Commit(int64_t epoch, int64_t bytes,
+                                  absl::Time start,
+                                  const std::optional<Preemption>& preemption) {
+  EpochCommit commit;
+  commit.epoch = epoch;
+  commit.nodes = FileNames();
+  commit.total_bytes = bytes;
+  commit.save_micros = MicrosSince(start);
+  commit.preemption = preemption;
+  JG_RETURN_IF_ERROR(CommitEpoch(options_.directory, options_.db_type, commit));
+  // The epoch is committed now; a failure to drop old epochs must not turn
+  // it into a failed save. It is logged, and the next commit tries again.
+  absl::Status retention =
+      ApplyRetention(options_.directory, options_.retention, commit.nodes,
+                     /*background=*/true)
+          .status();
+  if (!retention.ok()) {
+    LOG(ERROR) << "epoch " << epoch << " is committed in " << options_.directory
+               << ", but retention failed: " << retention;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace jobgraph
