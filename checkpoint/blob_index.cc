@@ -209,8 +209,13 @@ void BlobIndexBuilder::EncodeCurrent() {
   // ByteSizeLong cached the sizes that this serialization uses.
   CHECK(current_.AppendPartialToString(&encoded_));
   if (++encoded_blobs_ == 1 && expected_blobs_ > 1) {
+    // Capped: a first blob of many chunks (a long entry) must not reserve
+    // gigabytes for 100,000 small ones after it; past the cap the bytes
+    // grow as a string does.
+    constexpr size_t kMaxReserve = size_t{256} << 20;
     const size_t entry = encoded_.size() - head_size;
-    encoded_.reserve(encoded_.size() + (expected_blobs_ - 1) * 2 * entry);
+    encoded_.reserve(encoded_.size() +
+                     std::min(kMaxReserve, (expected_blobs_ - 1) * 2 * entry));
   }
 }
 

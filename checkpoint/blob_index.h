@@ -61,9 +61,9 @@ class BlobIndexBuilder {
   // Records that the database lists its own files (DB::ListsFiles()).
   void SetFilesListed(bool listed) { files_listed_ = listed; }
   // Says that about `count` blobs will be added. Once the first entry is
-  // encoded, room for all of them (at twice its size) is reserved, so the
-  // bytes are not copied as they grow; reserved room never written costs
-  // address space, not memory.
+  // encoded, room for all of them (at twice its size, up to 256 MiB) is
+  // reserved, so the bytes are not copied as they grow; reserved room never
+  // written costs address space, not memory.
   void ExpectBlobs(size_t count) { expected_blobs_ = count; }
 
   // Sum of the sizes of the values added so far.

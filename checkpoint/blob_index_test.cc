@@ -98,6 +98,25 @@ TEST(BlobIndexTest, BuilderBytesAreTheIndexSerialized) {
   EXPECT_TRUE(ValidateBlobIndex(index, "p").ok());
 }
 
+// The room reserved after the first entry is capped: an expected count far
+// beyond any real save (or a long first entry) must not ask for terabytes.
+TEST(BlobIndexTest, ExpectingManyBlobsReservesABoundedRoom) {
+  BlobIndexBuilder builder("n", 1);
+  builder.ExpectBlobs(size_t{1} << 40);
+  CheckpointBlobInfo* info = builder.StartBlob();
+  info->set_name("a");
+  for (int k = 0; k < 1000; ++k) {
+    builder.AddValue(absl::StrCat("a#%", k), "x");
+  }
+  builder.StartBlob()->set_name("b");
+  builder.AddValue("b", "y");
+  BlobIndex index;
+  ASSERT_TRUE(index.ParseFromString(builder.Finish()));
+  EXPECT_EQ(index.blob_size(), 2);
+  EXPECT_EQ(index.blob(0).key_size(), 1000);
+  EXPECT_EQ(index.total_bytes(), 1001);
+}
+
 TEST(BlobIndexTest, BuilderOfNoBlobsIsTheHeaderAndTotals) {
   BlobIndexBuilder builder("", 0);
   BlobIndex index;
