@@ -3,12 +3,14 @@
 
 #include <functional>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "checkpoint/checkpointer.h"
 #include "checkpoint/checkpointer_internal.h"
 #include "checkpoint/commit_log.h"
+#include "checkpoint/retention.h"
 #include "checkpoint/save_load_ops.h"
 #include "engine/collectives.h"
 #include "engine/status_macros.h"
@@ -269,13 +271,18 @@ absl::Status Checkpointer::Commit(int64_t epoch, int64_t bytes,
   commit.total_bytes = bytes;
   commit.save_micros = MicrosSince(start);
   commit.preemption = preemption;
+  // The epochs that retention retires leave the log in the commit's own
+  // write: one write, and a crash never leaves them listed beside the new
+  // epoch. Their databases go once the log no longer lists them.
+  std::vector<CommittedEpoch> retired;
+  commit.also = [&](CommitLog& log) {
+    retired = RetireEpochs(log, options_.retention, commit.nodes);
+  };
   JG_RETURN_IF_ERROR(CommitEpoch(options_.directory, options_.db_type, commit));
-  // The epoch is committed now; a failure to drop old epochs must not turn
-  // it into a failed save. It is logged, and the next commit tries again.
+  // The epoch is committed now; a failure to delete old databases must not
+  // turn it into a failed save. It is logged; `ckpt gc` finds what is left.
   absl::Status retention =
-      ApplyRetention(options_.directory, options_.retention, commit.nodes,
-                     /*background=*/true)
-          .status();
+      DeleteRetired(options_.directory, retired, /*background=*/true).status();
   if (!retention.ok()) {
     LOG(ERROR) << "epoch " << epoch << " is committed in " << options_.directory
                << ", but retention failed: " << retention;

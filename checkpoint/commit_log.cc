@@ -318,6 +318,7 @@ absl::Status CommitEpoch(const std::string& dir, const std::string& db_type,
                          [](const CommittedEpoch* a, const CommittedEpoch* b) {
                            return a->epoch() < b->epoch();
                          });
+        if (commit.also) commit.also(log);
         return true;
       });
 }

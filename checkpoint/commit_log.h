@@ -102,6 +102,10 @@ struct EpochCommit {
   int64_t save_micros = 0;
   // Set for a preemption checkpoint: where the run stopped.
   std::optional<Preemption> preemption;
+  // Applied to the log in the same write, after the commit's own edit: the
+  // Checkpointer's retention (RetireEpochs), so that an epoch is listed and
+  // the epochs it retires are unlisted at once. May be empty.
+  std::function<void(CommitLog&)> also;
 };
 
 // Commits `commit.epoch` in the commit log of `dir` (creating the log if it

@@ -87,6 +87,42 @@ TEST(CommitLogTest, RetentionDropsOnlyTheJobsOwnEntries) {
               ElementsAre("0:b", "1:b", "2:b", "3:a", "3:b"));
 }
 
+// The Checkpointer's commit retires old epochs in its own write
+// (EpochCommit::also): one write lists the new epoch and drops the retired
+// ones, so the previous copy is the log before the commit, and no crash
+// can leave the log listing more than keep_last of the job's epochs.
+TEST(CommitLogTest, ACommitRetiresEpochsInItsOwnWrite) {
+  TempDir dir;
+  for (int e = 0; e <= 2; ++e) {
+    Commit(dir.path(), e, {"a"});
+    Commit(dir.path(), e, {"b"});
+  }
+  const std::string before = ReadFileToString(LogPath(dir)).value();
+  std::vector<CommittedEpoch> retired;
+  EpochCommit commit;
+  commit.epoch = 3;
+  commit.nodes = {"a"};
+  commit.also = [&](CommitLog& log) {
+    retired = RetireEpochs(log, {.keep_last = 2}, {"a"});
+  };
+  ASSERT_TRUE(CommitEpoch(dir.path(), "leveldb", commit).ok());
+  ASSERT_EQ(retired.size(), 2u);
+  EXPECT_EQ(retired[0].epoch(), 0);
+  EXPECT_EQ(retired[1].epoch(), 1);
+  EXPECT_THAT(Entries(dir.path()),
+              ElementsAre("0:b", "1:b", "2:a", "2:b", "3:a"));
+  EXPECT_EQ(ReadFileToString(LogPath(dir) + ".prev").value(), before);
+  // Nothing to retire: the log keeps its entries as they were.
+  commit.epoch = 4;
+  commit.also = [&](CommitLog& log) {
+    retired = RetireEpochs(log, {.keep_last = 5}, {"a"});
+  };
+  ASSERT_TRUE(CommitEpoch(dir.path(), "leveldb", commit).ok());
+  EXPECT_TRUE(retired.empty());
+  EXPECT_THAT(Entries(dir.path()),
+              ElementsAre("0:b", "1:b", "2:a", "2:b", "3:a", "4:a"));
+}
+
 Preemption MidEpoch() {
   Preemption p;
   p.set_group("epoch");

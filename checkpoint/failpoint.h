@@ -72,11 +72,13 @@ inline constexpr FailpointInfo kKnownFailpoints[] = {
     // old commit log is still the valid one.
     {"commit.after_manifest_tmp",
      "commit: temporary commit log written and synced, before its rename"},
-    // The commit: the commit log listing the epoch is in place and synced.
+    // The commit: the commit log listing the epoch, and no longer the epochs
+    // that retention retires (the same write), is in place and synced.
     {"commit.after_manifest",
-     "commit: commit log listing the epoch in place and synced"},
-    // Retention: old epochs were removed from the commit log, their databases
-    // still exist on disk.
+     "commit: commit log listing the epoch (without the epochs retention "
+     "retires) in place and synced"},
+    // Retention: the retired epochs are out of the commit log (the commit's
+    // own write, or `ckpt gc`'s), their databases still exist on disk.
     {"retention.after_manifest",
      "retention: epochs removed from the commit log, their databases not yet "
      "deleted"},

@@ -1,6 +1,8 @@
 #include "checkpoint/retention.h"
 
+#include <algorithm>
 #include <utility>
+#include <vector>
 
 #include "checkpoint/background_delete.h"
 #include "checkpoint/checkpoint_paths.h"
@@ -11,54 +13,56 @@
 
 namespace jobgraph {
 
-absl::StatusOr<std::vector<int64_t>> ApplyRetention(
-    const std::string& dir, const RetentionOptions& retention,
-    absl::Span<const std::string> nodes, bool background) {
-  std::vector<int64_t> dropped;
-  if (retention.keep_last <= 0) return dropped;
+std::vector<CommittedEpoch> RetireEpochs(CommitLog& log,
+                                         const RetentionOptions& retention,
+                                         absl::Span<const std::string> nodes) {
   std::vector<CommittedEpoch> removed;
-  JG_RETURN_IF_ERROR(UpdateCommitLog(
-      dir, /*is_commit=*/false, [&](CommitLog& log) -> absl::StatusOr<bool> {
-        // Only the job's own entries count and go; others' stay as they are.
-        const JobNodes job(nodes);
-        std::vector<int> own;
-        for (int i = 0; i < log.epoch_size(); ++i) {
-          if (job.Owns(log.epoch(i))) own.push_back(i);
-        }
-        const int n = static_cast<int>(own.size());
-        // While the newest entry is a mid-group preemption checkpoint, the
-        // newest ordinary epoch stays too: the fallback if the preemption
-        // checkpoint cannot be continued (damage, a changed plan).
-        int newest_ordinary = -1;
-        for (int k = n - 1; k >= 0; --k) {
-          const CommittedEpoch& e = log.epoch(own[k]);
-          if (!e.has_preemption() || e.preemption().group() == "download") {
-            newest_ordinary = k;
-            break;
-          }
-        }
-        std::vector<bool> drop(log.epoch_size(), false);
-        for (int k = 0; k < n; ++k) {
-          const CommittedEpoch& e = log.epoch(own[k]);
-          const bool newest = k == n - 1 || k == newest_ordinary;
-          const bool recent = k >= n - retention.keep_last;
-          const bool milestone =
-              retention.keep_every > 0 && e.epoch() % retention.keep_every == 0;
-          drop[own[k]] = !(newest || recent || milestone);
-        }
-        std::vector<CommittedEpoch> kept;
-        for (int i = 0; i < log.epoch_size(); ++i) {
-          (drop[i] ? removed : kept).push_back(log.epoch(i));
-        }
-        if (removed.empty()) return false;
-        log.clear_epoch();
-        for (CommittedEpoch& e : kept) *log.add_epoch() = std::move(e);
-        return true;
-      }));
-  if (removed.empty()) return dropped;
+  if (retention.keep_last <= 0) return removed;
+  // Only the job's own entries count and go; others' stay as they are.
+  const JobNodes job(nodes);
+  std::vector<int> own;
+  for (int i = 0; i < log.epoch_size(); ++i) {
+    if (job.Owns(log.epoch(i))) own.push_back(i);
+  }
+  const int n = static_cast<int>(own.size());
+  // While the newest entry is a mid-group preemption checkpoint, the
+  // newest ordinary epoch stays too: the fallback if the preemption
+  // checkpoint cannot be continued (damage, a changed plan).
+  int newest_ordinary = -1;
+  for (int k = n - 1; k >= 0; --k) {
+    const CommittedEpoch& e = log.epoch(own[k]);
+    if (!e.has_preemption() || e.preemption().group() == "download") {
+      newest_ordinary = k;
+      break;
+    }
+  }
+  std::vector<bool> drop(log.epoch_size(), false);
+  for (int k = 0; k < n; ++k) {
+    const CommittedEpoch& e = log.epoch(own[k]);
+    const bool newest = k == n - 1 || k == newest_ordinary;
+    const bool recent = k >= n - retention.keep_last;
+    const bool milestone =
+        retention.keep_every > 0 && e.epoch() % retention.keep_every == 0;
+    drop[own[k]] = !(newest || recent || milestone);
+  }
+  if (std::find(drop.begin(), drop.end(), true) == drop.end()) return removed;
+  std::vector<CommittedEpoch> kept;
+  for (int i = 0; i < log.epoch_size(); ++i) {
+    (drop[i] ? removed : kept).push_back(std::move(*log.mutable_epoch(i)));
+  }
+  log.clear_epoch();
+  for (CommittedEpoch& e : kept) *log.add_epoch() = std::move(e);
+  return removed;
+}
+
+absl::StatusOr<std::vector<int64_t>> DeleteRetired(
+    const std::string& dir, const std::vector<CommittedEpoch>& retired,
+    bool background) {
+  std::vector<int64_t> dropped;
+  if (retired.empty()) return dropped;
   JG_RETURN_IF_ERROR(Failpoint("retention.after_manifest"));
   bool first = true;
-  for (const CommittedEpoch& e : removed) {
+  for (const CommittedEpoch& e : retired) {
     for (const std::string& node : e.node()) {
       const std::string path = CheckpointDbPath(dir, node, e.epoch());
       JG_ASSIGN_OR_RETURN(bool exists, PathExists(path));
@@ -76,6 +80,19 @@ absl::StatusOr<std::vector<int64_t>> ApplyRetention(
     dropped.push_back(e.epoch());
   }
   return dropped;
+}
+
+absl::StatusOr<std::vector<int64_t>> ApplyRetention(
+    const std::string& dir, const RetentionOptions& retention,
+    absl::Span<const std::string> nodes, bool background) {
+  std::vector<CommittedEpoch> retired;
+  if (retention.keep_last <= 0) return std::vector<int64_t>();
+  JG_RETURN_IF_ERROR(UpdateCommitLog(
+      dir, /*is_commit=*/false, [&](CommitLog& log) -> absl::StatusOr<bool> {
+        retired = RetireEpochs(log, retention, nodes);
+        return !retired.empty();
+      }));
+  return DeleteRetired(dir, retired, background);
 }
 
 }  // namespace jobgraph

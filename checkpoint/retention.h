@@ -19,6 +19,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "proto/jobgraph.pb.h"
 
 namespace jobgraph {
 
@@ -28,6 +29,21 @@ struct RetentionOptions {
   // Also keep every epoch divisible by `keep_every`; 0 keeps none extra.
   int keep_every = 0;
 };
+
+// Takes the epochs that `retention` drops out of `log`, among the entries
+// that belong to the job of `nodes` (every entry if empty), and returns
+// them; other jobs' entries stay. No I/O: the Checkpointer runs it inside the
+// commit's own write of the log (EpochCommit::also).
+std::vector<CommittedEpoch> RetireEpochs(CommitLog& log,
+                                         const RetentionOptions& retention,
+                                         absl::Span<const std::string> nodes);
+
+// Deletes the databases in `dir` of the `retired` entries, which the commit
+// log no longer lists (RetireEpochs), in the background when `background`
+// is true. Returns their epochs.
+absl::StatusOr<std::vector<int64_t>> DeleteRetired(
+    const std::string& dir, const std::vector<CommittedEpoch>& retired,
+    bool background);
 
 // Applies `retention` to the entries of the commit log of `dir` that belong
 // to the job of `nodes` (every entry if empty; BelongsToJob), then deletes the
