@@ -53,10 +53,12 @@ int64_t CreationTimeMicros() {
   return absl::ToUnixMicros(absl::Now());
 }
 
-// Reads a varint at *p (before end); false if it is cut short or too long.
-bool ReadVarint(const char** p, const char* end, uint64_t* value) {
+// Reads a varint of at most `max_bytes` at *p (before end); false if it is
+// cut short or longer.
+bool ReadVarint(const char** p, const char* end, uint64_t* value,
+                int max_bytes = 10) {
   *value = 0;
-  for (int shift = 0; shift < 64 && *p < end; shift += 7) {
+  for (int i = 0, shift = 0; i < max_bytes && *p < end; ++i, shift += 7) {
     const uint8_t byte = static_cast<uint8_t>(*(*p)++);
     *value |= static_cast<uint64_t>(byte & 0x7f) << shift;
     if ((byte & 0x80) == 0) return true;
@@ -76,7 +78,11 @@ bool SplitBlobEntries(absl::string_view bytes,
     const char* const field = p;
     uint64_t tag = 0;
     uint64_t value = 0;
-    if (!ReadVarint(&p, end, &tag)) return false;
+    // As protobuf's parser: a tag is a varint of at most 5 bytes (32 bits)
+    // with a field number.
+    if (!ReadVarint(&p, end, &tag, 5) || tag > 0xffffffffu || (tag >> 3) == 0) {
+      return false;
+    }
     switch (tag & 7) {
       case 0:
         if (!ReadVarint(&p, end, &value)) return false;
@@ -89,8 +95,10 @@ bool SplitBlobEntries(absl::string_view bytes,
         break;
       }
       case 2:
-        if (!ReadVarint(&p, end, &value) ||
-            value > static_cast<uint64_t>(end - p)) {
+        if (!ReadVarint(&p, end, &value, 5) ||
+            value > static_cast<uint64_t>(end - p) ||
+            value >
+                static_cast<uint64_t>(std::numeric_limits<int32_t>::max())) {
           return false;
         }
         if ((tag >> 3) == BlobIndex::kBlobFieldNumber) {
@@ -199,14 +207,19 @@ void BlobIndexBuilder::EncodeCurrent() {
   // Field 4 (`blob`), length-delimited: tag, varint length, message.
   constexpr uint8_t kBlobTag = (BlobIndex::kBlobFieldNumber << 3) | 2;
   const size_t head_size = encoded_.size();
-  encoded_.push_back(static_cast<char>(kBlobTag));
   uint64_t size = current_.ByteSizeLong();
+  if (too_large_ ||
+      size > static_cast<uint64_t>(std::numeric_limits<int32_t>::max())) {
+    too_large_ = true;  // protobuf serializes at most 2 GiB
+    return;
+  }
+  encoded_.push_back(static_cast<char>(kBlobTag));
   while (size >= 0x80) {
     encoded_.push_back(static_cast<char>(size | 0x80));
     size >>= 7;
   }
   encoded_.push_back(static_cast<char>(size));
-  // ByteSizeLong cached the sizes that this serialization uses.
+  // Under 2 GiB (checked above), serialization cannot fail.
   CHECK(current_.AppendPartialToString(&encoded_));
   if (++encoded_blobs_ == 1 && expected_blobs_ > 1) {
     // Capped: a first blob of many chunks (a long entry) must not reserve
@@ -219,11 +232,16 @@ void BlobIndexBuilder::EncodeCurrent() {
   }
 }
 
-std::string BlobIndexBuilder::Finish() {
+absl::StatusOr<std::string> BlobIndexBuilder::Finish() {
   CHECK(!finished_) << "Finish called twice";
   finished_ = true;
   if (has_current_) EncodeCurrent();
   has_current_ = false;
+  if (too_large_) {
+    return absl::InternalError(
+        "cannot serialize the database's blob index: a blob's entry is over "
+        "2 GiB (too many chunks; raise chunk_bytes)");
+  }
   BlobIndex tail;
   tail.set_total_bytes(total_bytes_);
   tail.set_created_unix_micros(created_unix_micros_);

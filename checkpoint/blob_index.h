@@ -70,8 +70,10 @@ class BlobIndexBuilder {
   int64_t total_bytes() const { return total_bytes_; }
 
   // The serialized BlobIndex: the same bytes as BlobIndex::SerializeToString
-  // of the index built. Call once; the builder is spent after.
-  std::string Finish();
+  // of the index built. InternalError if an entry could not be serialized
+  // (one over 2 GiB: a blob of some hundred million chunks). Call once; the
+  // builder is spent after.
+  absl::StatusOr<std::string> Finish();
 
  private:
   // Appends the current entry to encoded_ as field `blob`.
@@ -84,6 +86,7 @@ class BlobIndexBuilder {
   size_t expected_blobs_ = 0;
   size_t encoded_blobs_ = 0;
   bool files_listed_ = false;
+  bool too_large_ = false;  // an entry did not serialize
   int64_t total_bytes_ = 0;
   const int64_t created_unix_micros_;
 };

@@ -278,9 +278,30 @@ absl::Status Checkpointer::Commit(int64_t epoch, int64_t bytes,
   commit.also = [&](CommitLog& log) {
     retired = RetireEpochs(log, options_.retention, commit.nodes);
   };
-  JG_RETURN_IF_ERROR(CommitEpoch(options_.directory, options_.db_type, commit));
+  if (absl::Status committed =
+          CommitEpoch(options_.directory, options_.db_type, commit);
+      !committed.ok()) {
+    // The new log may be in place all the same (say, the directory's fsync
+    // failed after the rename): then the retired epochs are unlisted, and no
+    // later commit would see them again. Delete those the log does not list.
+    if (!retired.empty()) {
+      absl::StatusOr<CommitLog> log = ReadCommitLog(options_.directory);
+      if (log.ok()) {
+        std::vector<CommittedEpoch> unlisted;
+        for (CommittedEpoch& e : retired) {
+          if (FindCommittedEpoch(*log, e.epoch(), commit.nodes) == nullptr) {
+            unlisted.push_back(std::move(e));
+          }
+        }
+        DeleteRetired(options_.directory, unlisted, /*background=*/true)
+            .IgnoreError();
+      }
+    }
+    return committed;
+  }
   // The epoch is committed now; a failure to delete old databases must not
-  // turn it into a failed save. It is logged; `ckpt gc` finds what is left.
+  // turn it into a failed save. It is logged; those databases stay on disk,
+  // unlisted (`ckpt list` shows them as uncommitted, `ckpt gc` counts them).
   absl::Status retention =
       DeleteRetired(options_.directory, retired, /*background=*/true).status();
   if (!retention.ok()) {

@@ -37,6 +37,8 @@ using leveldb_format::PutVarint64;
 // start from the last level.
 constexpr int kLastLevel = 6;
 constexpr uint64_t kManifestNumber = 1;
+// An out-of-order value of this size or more is written at once.
+constexpr size_t kWriteAtOnceBytes = size_t{1} << 20;
 
 // A finished table, as the descriptor lists it.
 struct TableInfo {
@@ -111,10 +113,12 @@ class LevelDbDirect final : public DB {
       status_ = AddInOrder(key, sequence, value, value_crc);
       return status_;
     }
-    if (value.size() >= tuning_.block_size) {
-      // A value of a block or more is written from the caller's memory
-      // (TableWriter::Add), never copied: the blob index of 100,000 blobs
-      // is megabytes and comes last, out of order.
+    if (value.size() >= kWriteAtOnceBytes) {
+      // A large value is written from the caller's memory (TableWriter::Add)
+      // with whatever is kept, never copied: the blob index of 100,000 blobs
+      // is megabytes and comes last, out of order. (Save's chunks arrive in
+      // key order; a writer that puts many large values out of order gets a
+      // level-0 table of at least this size for each.)
       status_ = WriteOutOfOrder(Entry{key, sequence, value, value_crc});
       return status_;
     }

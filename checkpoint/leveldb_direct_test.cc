@@ -199,12 +199,12 @@ TEST(LevelDbDirectTest, KeysOutOfOrderAndRepeatedKeysReadAsLevelDbWould) {
   EXPECT_THAT(view.files_per_level, ElementsAre(1, 0, 0, 0, 0, 0, 1));
 }
 
-// An out-of-order value of a block or more (a save's blob index) is written
+// An out-of-order value of 1 MiB or more (a save's blob index) is written
 // at once with the entries kept so far, in key order, instead of being copied.
 TEST(LevelDbDirectTest, LargeOutOfOrderValuesAreWrittenWithTheKeptEntries) {
   TempDir dir;
-  const std::string big1 = Value(7, 64 << 10);
-  const std::string big2 = Value(8, 100 << 10);
+  const std::string big1 = Value(7, 1 << 20);
+  const std::string big2 = Value(8, 3 << 19);
   std::vector<std::pair<std::string, std::string>> puts = {
       {"m", "1"},  {"z", "2"},                  // in order
       {"c", "k"},  {"q", "k"},     {"a", "k"},  // kept
@@ -227,7 +227,7 @@ TEST(LevelDbDirectTest, LargeOutOfOrderValuesAreWrittenWithTheKeptEntries) {
 // what its block records (so the hint is used, and LevelDB finds it).
 TEST(LevelDbDirectTest, PutWithCrcUsesTheGivenChecksum) {
   TempDir dir;
-  const std::string big = Value(9, 80 << 10);
+  const std::string big = Value(9, 1 << 20);
   const std::string path = dir.Join("db");
   {
     std::unique_ptr<DB> db =

@@ -150,7 +150,7 @@ absl::StatusOr<int64_t> WriteBlobs(DB* db, const std::vector<BlobToSave>& blobs,
   }
   const int64_t total_bytes = builder.total_bytes();
   {
-    const std::string bytes = builder.Finish();
+    JG_ASSIGN_OR_RETURN(const std::string bytes, builder.Finish());
     // Last, so that its presence proves every value before it was written.
     JG_RETURN_IF_ERROR(writer->Put(kBlobIndexKey, bytes));
   }

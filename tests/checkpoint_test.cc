@@ -16,6 +16,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "checkpoint/background_delete.h"
 #include "checkpoint/checkpointer.h"
 #include "checkpoint/commit_log.h"
 #include "checkpoint/db.h"
@@ -723,6 +724,39 @@ TEST(CheckpointTest, ReSavingAListedEpochUnlistsItBeforeItsDatabasesChange) {
   EXPECT_EQ(failed.status().code(), absl::StatusCode::kAborted);
   EXPECT_EQ(listed(), "0, 2");
   manager.End();
+}
+
+// Retention leaves the log in the commit's own write. When that commit
+// fails after its log is in place (here the failpoint after the rename
+// returns an error; a failed fsync of the directory does the same), the
+// retired epochs are unlisted all the same, and their databases are deleted
+// then, since no later commit would see them again.
+TEST(CheckpointTest, ACommitFailingAfterItsLogLandedStillDeletesWhatItRetired) {
+  const std::string dir = NewTempDir("retire_failed");
+  TaskGroup init("init", GLOBAL);
+  init.NewTask(Node("trainer_0")).net().Const(Tensor::Scalar<int64_t>(7), "w");
+  LocalSession session;
+  MultiNodeCheckpointManager manager(
+      {.directory = dir, .retention = {.keep_last = 1}});
+  ASSERT_EQ(
+      manager.Start(session, {"trainer_0"}, ResumeFrom::Scratch()).value(),
+      std::nullopt);
+  ASSERT_TRUE(session.Run(init).ok());
+  ASSERT_TRUE(manager.CaptureBlobNames(session).ok());
+  ASSERT_TRUE(manager.SaveEpoch(session, 0).ok());
+  ASSERT_TRUE(manager.SaveEpoch(session, 1).ok());
+  ASSERT_TRUE(
+      Failpoints::Enable("commit.after_manifest", FailpointAction::kError)
+          .ok());
+  absl::StatusOr<CheckpointStats> failed = manager.SaveEpoch(session, 2);
+  Failpoints::DisableAll();
+  EXPECT_EQ(failed.status().code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(CommittedEpochList(ReadCommitLog(dir).value()), "2");
+  manager.End();
+  WaitForBackgroundDeletes();
+  EXPECT_THAT(ListDir(dir).value(),
+              ElementsAre("MANIFEST.jobgraph", "MANIFEST.jobgraph.prev",
+                          "trainer_0.2"));
 }
 
 // keep_last=2 with keep_every=2 keeps the two newest epochs and the even

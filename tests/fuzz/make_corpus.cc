@@ -196,7 +196,7 @@ std::vector<ArchiveEntry> DatabaseEntries(int64_t chunk_bytes,
       entries.push_back({key, value});
     }
   }
-  FUZZ_CHECK(index->ParseFromString(builder.Finish()), "blob index");
+  FUZZ_CHECK(index->ParseFromString(builder.Finish().value()), "blob index");
   return entries;
 }
 

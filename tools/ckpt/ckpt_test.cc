@@ -800,7 +800,7 @@ TEST_F(CkptTest, DumpNamesTheTypeOfABlobItCannotShow) {
     info.set_type("Mystery");
     manifest.StartBlob(info);
     manifest.AddValue("mystery", value);
-    ASSERT_TRUE(writer->Put(kBlobIndexKey, manifest.Finish()).ok());
+    ASSERT_TRUE(writer->Put(kBlobIndexKey, manifest.Finish().value()).ok());
     writer.reset();
     ASSERT_TRUE((*db)->Close().ok());
   }
