@@ -27,6 +27,7 @@
 #include "engine/serialization.h"
 #include "engine/status_macros.h"
 #include "glog/logging.h"
+#include "google/protobuf/io/coded_stream.h"
 
 namespace jobgraph {
 namespace {
@@ -54,7 +55,9 @@ int64_t CreationTimeMicros() {
 }
 
 // Reads a varint of at most `max_bytes` at *p (before end); false if it is
-// cut short or longer.
+// cut short or longer. (The project's other varint readers belong to the
+// LevelDB adapter and the serialization library, and the protobuf API's
+// CodedInputStream takes tags longer than its parser does.)
 bool ReadVarint(const char** p, const char* end, uint64_t* value,
                 int max_bytes = 10) {
   *value = 0;
@@ -121,10 +124,13 @@ bool SplitBlobEntries(absl::string_view bytes,
 // index's arena (or the heap), then attached in order: half the serial
 // time of a load of 100,000 small blobs is parsing its index.
 bool ParseBlobIndex(absl::string_view bytes, BlobIndex* index) {
-  constexpr size_t kEntriesToSplit = 8192;
+  // An index under this size (some 8,000 small blobs) is parsed at once.
+  constexpr size_t kBytesToSplit = 256 << 10;
+  constexpr size_t kEntriesToSplit = 4096;
   std::vector<absl::string_view> entries;
   std::string rest;
-  if (!SplitBlobEntries(bytes, &entries, &rest) ||
+  if (bytes.size() < kBytesToSplit ||
+      !SplitBlobEntries(bytes, &entries, &rest) ||
       entries.size() < kEntriesToSplit) {
     return index->ParseFromArray(bytes.data(), static_cast<int>(bytes.size()));
   }
@@ -204,32 +210,31 @@ uint32_t BlobIndexBuilder::AddValue(absl::string_view key,
 }
 
 void BlobIndexBuilder::EncodeCurrent() {
-  // Field 4 (`blob`), length-delimited: tag, varint length, message.
-  constexpr uint8_t kBlobTag = (BlobIndex::kBlobFieldNumber << 3) | 2;
-  const size_t head_size = encoded_.size();
-  uint64_t size = current_.ByteSizeLong();
+  const size_t size = current_.ByteSizeLong();
   if (too_large_ ||
-      size > static_cast<uint64_t>(std::numeric_limits<int32_t>::max())) {
+      size > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
     too_large_ = true;  // protobuf serializes at most 2 GiB
     return;
   }
-  encoded_.push_back(static_cast<char>(kBlobTag));
-  while (size >= 0x80) {
-    encoded_.push_back(static_cast<char>(size | 0x80));
-    size >>= 7;
-  }
-  encoded_.push_back(static_cast<char>(size));
-  // Under 2 GiB (checked above), serialization cannot fail.
-  CHECK(current_.AppendPartialToString(&encoded_));
-  if (++encoded_blobs_ == 1 && expected_blobs_ > 1) {
+  // Field `blob`, length-delimited: tag, length, message.
+  uint8_t head[10];
+  uint8_t* end = google::protobuf::io::CodedOutputStream::WriteTagToArray(
+      (BlobIndex::kBlobFieldNumber << 3) | 2, head);
+  end = google::protobuf::io::CodedOutputStream::WriteVarint32ToArray(
+      static_cast<uint32_t>(size), end);
+  const size_t entry = (end - head) + size;
+  if (!reserved_ && expected_blobs_ > 1) {
     // Capped: a first blob of many chunks (a long entry) must not reserve
     // gigabytes for 100,000 small ones after it; past the cap the bytes
     // grow as a string does.
     constexpr size_t kMaxReserve = size_t{256} << 20;
-    const size_t entry = encoded_.size() - head_size;
     encoded_.reserve(encoded_.size() +
-                     std::min(kMaxReserve, (expected_blobs_ - 1) * 2 * entry));
+                     std::min(kMaxReserve, expected_blobs_ * 2 * entry));
+    reserved_ = true;
   }
+  encoded_.append(reinterpret_cast<const char*>(head), end - head);
+  // Under 2 GiB (checked above), serialization cannot fail.
+  CHECK(current_.AppendPartialToString(&encoded_));
 }
 
 absl::StatusOr<std::string> BlobIndexBuilder::Finish() {

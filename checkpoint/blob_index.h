@@ -84,7 +84,7 @@ class BlobIndexBuilder {
   bool has_current_ = false;
   bool finished_ = false;
   size_t expected_blobs_ = 0;
-  size_t encoded_blobs_ = 0;
+  bool reserved_ = false;  // room for expected_blobs_ reserved
   bool files_listed_ = false;
   bool too_large_ = false;  // an entry did not serialize
   int64_t total_bytes_ = 0;

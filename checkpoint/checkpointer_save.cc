@@ -18,6 +18,28 @@
 #include "glog/logging.h"
 
 namespace jobgraph {
+namespace {
+
+// After a commit that failed: its new log may be in place all the same
+// (say, the directory's fsync failed after the rename). Then the epochs it
+// retired are unlisted, and no later commit would see them again: their
+// databases are deleted here. Those the log still lists stay.
+void DeleteIfUnlisted(const std::string& dir,
+                      std::vector<CommittedEpoch> retired,
+                      absl::Span<const std::string> nodes) {
+  if (retired.empty()) return;
+  absl::StatusOr<CommitLog> log = ReadCommitLog(dir);
+  if (!log.ok()) return;
+  std::vector<CommittedEpoch> unlisted;
+  for (CommittedEpoch& e : retired) {
+    if (FindCommittedEpoch(*log, e.epoch(), nodes) == nullptr) {
+      unlisted.push_back(std::move(e));
+    }
+  }
+  DeleteRetired(dir, unlisted, /*background=*/true).IgnoreError();
+}
+
+}  // namespace
 
 using checkpointer_internal::MicrosSince;
 using checkpointer_internal::PrepareDirectory;
@@ -281,22 +303,7 @@ absl::Status Checkpointer::Commit(int64_t epoch, int64_t bytes,
   if (absl::Status committed =
           CommitEpoch(options_.directory, options_.db_type, commit);
       !committed.ok()) {
-    // The new log may be in place all the same (say, the directory's fsync
-    // failed after the rename): then the retired epochs are unlisted, and no
-    // later commit would see them again. Delete those the log does not list.
-    if (!retired.empty()) {
-      absl::StatusOr<CommitLog> log = ReadCommitLog(options_.directory);
-      if (log.ok()) {
-        std::vector<CommittedEpoch> unlisted;
-        for (CommittedEpoch& e : retired) {
-          if (FindCommittedEpoch(*log, e.epoch(), commit.nodes) == nullptr) {
-            unlisted.push_back(std::move(e));
-          }
-        }
-        DeleteRetired(options_.directory, unlisted, /*background=*/true)
-            .IgnoreError();
-      }
-    }
+    DeleteIfUnlisted(options_.directory, std::move(retired), commit.nodes);
     return committed;
   }
   // The epoch is committed now; a failure to delete old databases must not

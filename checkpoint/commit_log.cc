@@ -301,16 +301,10 @@ absl::Status CommitEpoch(const std::string& dir, const std::string& db_type,
       dir, /*is_commit=*/true, [&](CommitLog& log) -> absl::StatusOr<bool> {
         log.set_db_type(db_type);
         entry.set_committed_unix_micros(absl::ToUnixMicros(absl::Now()));
-        // In place, moving pointers only: the log may hold many entries.
+        TakeEntries(log, [&](const CommittedEpoch& e) {
+          return e.epoch() >= commit.epoch && own.Owns(e);
+        });
         auto* epochs = log.mutable_epoch();
-        int kept = 0;
-        for (int i = 0; i < epochs->size(); ++i) {
-          const CommittedEpoch& e = epochs->Get(i);
-          if (e.epoch() >= commit.epoch && own.Owns(e)) continue;
-          if (kept != i) epochs->SwapElements(kept, i);
-          ++kept;
-        }
-        epochs->DeleteSubrange(kept, epochs->size() - kept);
         *epochs->Add() = std::move(entry);
         // Increasing epochs; entries of one epoch (several jobs) stay in
         // commit order.
@@ -329,19 +323,13 @@ absl::StatusOr<int64_t> ForgetEpoch(const std::string& dir, int64_t epoch,
   int64_t newest = -1;
   JG_RETURN_IF_ERROR(UpdateCommitLog(
       dir, /*is_commit=*/false, [&](CommitLog& log) -> absl::StatusOr<bool> {
-        auto* epochs = log.mutable_epoch();
-        int kept = 0;
-        for (int i = 0; i < epochs->size(); ++i) {
-          const CommittedEpoch& e = epochs->Get(i);
-          const bool ours = own.Owns(e);
-          if (ours && e.epoch() == epoch) continue;
-          if (ours) newest = std::max(newest, e.epoch());
-          if (kept != i) epochs->SwapElements(kept, i);
-          ++kept;
+        const bool taken = !TakeEntries(log, [&](const CommittedEpoch& e) {
+                              return e.epoch() == epoch && own.Owns(e);
+                            }).empty();
+        for (const CommittedEpoch& e : log.epoch()) {
+          if (own.Owns(e)) newest = std::max(newest, e.epoch());
         }
-        if (kept == epochs->size()) return false;
-        epochs->DeleteSubrange(kept, epochs->size() - kept);
-        return true;
+        return taken;
       }));
   return newest;
 }
@@ -370,6 +358,23 @@ absl::Status MarkEpochLoopFinished(const std::string& dir, int64_t epoch,
             "epoch ", epoch, " is not committed in ", dir,
             ", so it cannot be marked as the last epoch of a preempted run"));
       });
+}
+
+std::vector<CommittedEpoch> TakeEntries(
+    CommitLog& log, absl::FunctionRef<bool(const CommittedEpoch&)> drop) {
+  auto* epochs = log.mutable_epoch();
+  std::vector<CommittedEpoch> taken;
+  int kept = 0;
+  for (int i = 0; i < epochs->size(); ++i) {
+    if (drop(epochs->Get(i))) {
+      taken.push_back(std::move(*epochs->Mutable(i)));
+      continue;
+    }
+    if (kept != i) epochs->SwapElements(kept, i);
+    ++kept;
+  }
+  epochs->DeleteSubrange(kept, epochs->size() - kept);
+  return taken;
 }
 
 const CommittedEpoch* FindCommittedEpoch(const CommitLog& log, int64_t epoch,

@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -150,6 +151,12 @@ class JobNodes {
  private:
   absl::flat_hash_set<absl::string_view> nodes_;
 };
+
+// Takes the entries of `log` for which `drop` is true out of it, keeping the
+// others in their order (moving pointers only: a log may hold many entries),
+// and returns them in their order.
+std::vector<CommittedEpoch> TakeEntries(
+    CommitLog& log, absl::FunctionRef<bool(const CommittedEpoch&)> drop);
 
 // The entry of `epoch` that belongs to the job of `nodes` (all entries if
 // `nodes` is empty), or null.

@@ -123,6 +123,21 @@ TEST(CommitLogTest, ACommitRetiresEpochsInItsOwnWrite) {
               ElementsAre("0:b", "1:b", "2:a", "2:b", "3:a", "4:a"));
 }
 
+TEST(CommitLogTest, TakeEntriesKeepsTheOrderOfBoth) {
+  CommitLog log;
+  for (int e : {0, 1, 2, 3, 4, 5}) log.add_epoch()->set_epoch(e);
+  std::vector<CommittedEpoch> taken = TakeEntries(
+      log, [](const CommittedEpoch& e) { return e.epoch() % 2 == 1; });
+  std::vector<int64_t> left, out;
+  for (const CommittedEpoch& e : log.epoch()) left.push_back(e.epoch());
+  for (const CommittedEpoch& e : taken) out.push_back(e.epoch());
+  EXPECT_THAT(left, ElementsAre(0, 2, 4));
+  EXPECT_THAT(out, ElementsAre(1, 3, 5));
+  EXPECT_TRUE(
+      TakeEntries(log, [](const CommittedEpoch&) { return false; }).empty());
+  EXPECT_EQ(log.epoch_size(), 3);
+}
+
 Preemption MidEpoch() {
   Preemption p;
   p.set_group("epoch");

@@ -115,11 +115,12 @@ class LevelDbDirect final : public DB {
     }
     if (value.size() >= kWriteAtOnceBytes) {
       // A large value is written from the caller's memory (TableWriter::Add)
-      // with whatever is kept, never copied: the blob index of 100,000 blobs
-      // is megabytes and comes last, out of order. (Save's chunks arrive in
-      // key order; a writer that puts many large values out of order gets a
-      // level-0 table of at least this size for each.)
-      status_ = WriteOutOfOrder(Entry{key, sequence, value, value_crc});
+      // into a table of its own, after the entries kept so far (older), never
+      // copied: the blob index of 100,000 blobs is megabytes and comes last,
+      // out of order. (Save's chunks arrive in key order; a writer that puts
+      // many large values out of order gets a level-0 table for each.)
+      status_ = WriteOutOfOrder();
+      if (status_.ok()) status_ = WriteAlone(key, sequence, value, value_crc);
       return status_;
     }
     auto [it, inserted] = out_of_order_.try_emplace(std::string(key));
@@ -197,36 +198,25 @@ class LevelDbDirect final : public DB {
     return absl::OkStatus();
   }
 
-  // An entry not kept: its key and value are the caller's.
-  struct Entry {
-    absl::string_view key;
-    uint64_t sequence = 0;
-    absl::string_view value;
-    std::optional<uint32_t> value_crc;
-  };
-
-  // Writes the kept out-of-order entries, and `also` among them in key
-  // order (replacing a kept entry of its key, which is older), to a table.
-  absl::Status WriteOutOfOrder(std::optional<Entry> also = std::nullopt)
+  // Writes one out-of-order entry into a table of its own.
+  absl::Status WriteAlone(absl::string_view key, uint64_t sequence,
+                          absl::string_view value,
+                          std::optional<uint32_t> value_crc)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (out_of_order_.empty() && !also.has_value()) return absl::OkStatus();
     JG_ASSIGN_OR_RETURN(std::unique_ptr<TableWriter> table, NewTable());
-    auto add_also = [&]() -> absl::Status {
-      const Entry entry = *also;
-      also.reset();
-      return table->Add(InternalKey(entry.key, entry.sequence), entry.value,
-                        entry.value_crc);
-    };
+    JG_RETURN_IF_ERROR(
+        table->Add(InternalKey(key, sequence), value, value_crc));
+    return FinishTable(std::move(table), /*in_order=*/false);
+  }
+
+  // Writes the kept out-of-order entries to a table.
+  absl::Status WriteOutOfOrder() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (out_of_order_.empty()) return absl::OkStatus();
+    JG_ASSIGN_OR_RETURN(std::unique_ptr<TableWriter> table, NewTable());
     for (const auto& [key, pending] : out_of_order_) {
-      if (also.has_value() && also->key <= key) {
-        const bool replaces = also->key == key;
-        JG_RETURN_IF_ERROR(add_also());
-        if (replaces) continue;
-      }
       JG_RETURN_IF_ERROR(
           table->Add(InternalKey(key, pending.sequence), pending.value));
     }
-    if (also.has_value()) JG_RETURN_IF_ERROR(add_also());
     out_of_order_.clear();
     out_of_order_bytes_ = 0;
     return FinishTable(std::move(table), /*in_order=*/false);

@@ -200,25 +200,26 @@ TEST(LevelDbDirectTest, KeysOutOfOrderAndRepeatedKeysReadAsLevelDbWould) {
 }
 
 // An out-of-order value of 1 MiB or more (a save's blob index) is written
-// at once with the entries kept so far, in key order, instead of being copied.
-TEST(LevelDbDirectTest, LargeOutOfOrderValuesAreWrittenWithTheKeptEntries) {
+// at once into a table of its own, after the entries kept so far, instead of
+// being copied; the newer value of a key wins across those tables.
+TEST(LevelDbDirectTest, LargeOutOfOrderValuesAreWrittenAtOnce) {
   TempDir dir;
   const std::string big1 = Value(7, 1 << 20);
   const std::string big2 = Value(8, 3 << 19);
   std::vector<std::pair<std::string, std::string>> puts = {
       {"m", "1"},  {"z", "2"},                  // in order
       {"c", "k"},  {"q", "k"},     {"a", "k"},  // kept
-      {"c", big1},                  // replaces kept "c": table [a, c, q]
-      {"b", "k"},  {"q", "newer"},  // kept again
-      {"e", big2},                  // between them: table [b, e, q]
-      {"f", "k"},                   // kept until the close: table [f]
+      {"c", big1},                              // tables [a, c, q], then [c]
+      {"b", "k"},  {"q", "newer"},              // kept again
+      {"e", big2},                              // tables [b, q], then [e]
+      {"f", "k"},  // kept until the close: table [f]
   };
   const Entries expected = ExpectedEntries(puts);
   ASSERT_EQ(expected.at("c"), big1);
   ASSERT_EQ(expected.at("q"), "newer");
   LevelDbView view;
   ASSERT_NO_FATAL_FAILURE(view = WriteAndReadBack(dir, puts));
-  EXPECT_THAT(view.files_per_level, ElementsAre(3, 0, 0, 0, 0, 0, 1));
+  EXPECT_THAT(view.files_per_level, ElementsAre(5, 0, 0, 0, 0, 0, 1));
 }
 
 // Save passes each value's CRC-32C (PutWithCrc), which a value with a block

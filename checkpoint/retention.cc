@@ -1,9 +1,9 @@
 #include "checkpoint/retention.h"
 
-#include <algorithm>
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "checkpoint/background_delete.h"
 #include "checkpoint/checkpoint_paths.h"
 #include "checkpoint/commit_log.h"
@@ -16,8 +16,7 @@ namespace jobgraph {
 std::vector<CommittedEpoch> RetireEpochs(CommitLog& log,
                                          const RetentionOptions& retention,
                                          absl::Span<const std::string> nodes) {
-  std::vector<CommittedEpoch> removed;
-  if (retention.keep_last <= 0) return removed;
+  if (retention.keep_last <= 0) return {};
   // Only the job's own entries count and go; others' stay as they are.
   const JobNodes job(nodes);
   std::vector<int> own;
@@ -36,23 +35,17 @@ std::vector<CommittedEpoch> RetireEpochs(CommitLog& log,
       break;
     }
   }
-  std::vector<bool> drop(log.epoch_size(), false);
+  absl::flat_hash_set<const CommittedEpoch*> drop;
   for (int k = 0; k < n; ++k) {
     const CommittedEpoch& e = log.epoch(own[k]);
     const bool newest = k == n - 1 || k == newest_ordinary;
     const bool recent = k >= n - retention.keep_last;
     const bool milestone =
         retention.keep_every > 0 && e.epoch() % retention.keep_every == 0;
-    drop[own[k]] = !(newest || recent || milestone);
+    if (!(newest || recent || milestone)) drop.insert(&e);
   }
-  if (std::find(drop.begin(), drop.end(), true) == drop.end()) return removed;
-  std::vector<CommittedEpoch> kept;
-  for (int i = 0; i < log.epoch_size(); ++i) {
-    (drop[i] ? removed : kept).push_back(std::move(*log.mutable_epoch(i)));
-  }
-  log.clear_epoch();
-  for (CommittedEpoch& e : kept) *log.add_epoch() = std::move(e);
-  return removed;
+  return TakeEntries(
+      log, [&](const CommittedEpoch& e) { return drop.contains(&e); });
 }
 
 absl::StatusOr<std::vector<int64_t>> DeleteRetired(

@@ -59,7 +59,6 @@ absl::Status BlobAssembler::AddWhole(absl::string_view name,
   target->Reset();
   JG_RETURN_IF_ERROR(AddPiece(name, /*first=*/true, blob_bytes, &state));
   if (!state.complete) return IncompleteError(name, state);
-  ++num_whole_;
   return absl::OkStatus();
 }
 
@@ -217,8 +216,10 @@ std::vector<std::string> BlobAssembler::CompleteBlobs() const {
 }
 
 absl::Status BlobAssembler::Finish() const {
-  const int incomplete =
-      static_cast<int>(blobs_.size()) - (num_complete_ - num_whole_);
+  // Only blobs of several pieces are kept (AddWhole keeps none).
+  const int incomplete = static_cast<int>(
+      std::count_if(blobs_.begin(), blobs_.end(),
+                    [](const auto& entry) { return !entry.second.complete; }));
   if (incomplete == 0) return absl::OkStatus();
   // The first by name, so that the message does not depend on hashing.
   const std::pair<const std::string, State>* first = nullptr;

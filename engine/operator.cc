@@ -20,13 +20,9 @@ OperatorBase::OperatorBase(const OperatorDef& def, Workspace* ws)
                            << "' must be checked by OperatorRegistry::Create";
     inputs_.push_back(blob);
   }
-  if (def.output_size() == 1) {
-    outputs_.push_back(ws->CreateBlob(def.output(0)));
-  } else if (def.output_size() > 1) {
-    const std::vector<absl::string_view> names(def.output().begin(),
-                                               def.output().end());
-    outputs_ = ws->CreateBlobs(names);
-  }
+  const std::vector<absl::string_view> names(def.output().begin(),
+                                             def.output().end());
+  outputs_ = ws->CreateBlobs(names);
 }
 
 namespace {

@@ -267,7 +267,6 @@ class BlobAssembler {
   // Hashed: a load of 100,000 small blobs looks each up several times.
   absl::flat_hash_map<std::string, State> blobs_;
   int num_complete_ = 0;
-  int num_whole_ = 0;  // of num_complete_, those added by AddWhole
   // Re-used by every Add, so that parsing a piece's header allocates only
   // when it needs more room than an earlier one.
   std::unique_ptr<serialization_internal::ScannedBlobProto> scratch_;
