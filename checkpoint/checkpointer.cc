@@ -1,7 +1,10 @@
 #include "checkpoint/checkpointer.h"
 
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <functional>
@@ -64,6 +67,18 @@ absl::Status PrepareDirectory(const std::string& dir) {
                      " is not writable: ", std::strerror(errno)));
   }
   return absl::OkStatus();
+}
+
+void LowerPriority() {
+  const pid_t thread = static_cast<pid_t>(::syscall(SYS_gettid));
+  errno = 0;
+  const int nice = ::getpriority(PRIO_PROCESS, thread);
+  if (errno != 0) return;
+  if (::setpriority(PRIO_PROCESS, thread, std::min(nice + 10, 19)) != 0) {
+    LOG(WARNING) << "cannot lower the priority of the background save "
+                    "thread: "
+                 << std::strerror(errno);
+  }
 }
 
 }  // namespace checkpointer_internal
@@ -169,13 +184,19 @@ void Checkpointer::End() {
 }
 
 void Checkpointer::WaitForBackgroundSave() {
+  if (in_flight_.has_value() || pending_commit_.has_value()) {
+    SettleRankSaves(/*drain=*/true);
+    return;
+  }
   if (save_thread_ == nullptr) return;
   std::optional<BackgroundSaveResult> result = save_thread_->Wait();
   if (result.has_value()) finished_.push_back(*std::move(result));
 }
 
 std::vector<BackgroundSaveResult> Checkpointer::TakeFinishedSaves() {
-  if (save_thread_ != nullptr) {
+  // On several ranks only agreed outcomes are known (SettleRankSaves): a
+  // save seen done here may still run on another rank.
+  if (save_thread_ != nullptr && !in_flight_.has_value()) {
     std::optional<BackgroundSaveResult> result = save_thread_->TakeIfDone();
     if (result.has_value()) finished_.push_back(*std::move(result));
   }
@@ -196,13 +217,6 @@ absl::StatusOr<std::optional<int64_t>> Checkpointer::Start(
   WaitForBackgroundSave();
   ranks_ = session.num_ranks() > 1 ? &session : nullptr;
   JG_RETURN_IF_ERROR(SetNodes(nodes));
-  if (options_.async && ranks_ != nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "asynchronous checkpoints (CheckpointOptions::async, "
-        "--async_checkpoint) are not supported on ",
-        session.num_ranks(),
-        " MPI ranks yet: save synchronously (drop --async_checkpoint)"));
-  }
   return ChooseStart(&session, resume);
 }
 

@@ -48,7 +48,9 @@
 //
 // Not thread-safe; used by one JobRunner at a time. With
 // CheckpointOptions::async a save runs on a thread of its own, which reads
-// the snapshot, the options and the node names (fixed during a run); a
+// the snapshot, the options and the node names (fixed during a run), and on
+// several ranks also writes rank 0's commit of the previous epoch (the
+// thread never calls MPI: the ranks agree on the job's thread); a
 // snapshot is freed by that thread when the next save starts (or with the
 // Checkpointer), never while the epoch in which its save ended runs.
 
@@ -65,6 +67,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "checkpoint/node_lock.h"
 #include "checkpoint/resume_from.h"
 #include "checkpoint/retention.h"
@@ -109,6 +112,14 @@ struct CheckpointOptions {
   // SavePreempted, MarkLoopFinished, LoadBlobs and End.
   // A crash before the background commit leaves the previous epoch as the
   // newest committed one.
+  // On several ranks (MpiSession) each rank writes its own nodes' databases
+  // on its thread; the ranks agree on the outcome at the next SaveEpoch (or
+  // any call that waits), and rank 0 then commits that epoch on its thread,
+  // before it writes the next epoch's databases, its status agreed on at the
+  // save after. A save's outcome (TakeFinishedSaves) is thus known one save
+  // later, or two for the commit log's status, the same on every rank; an
+  // epoch costs one small all-reduce, and no rank waits for the commit-log
+  // write. A crash loses at most the epochs not committed yet.
   bool async = false;
 };
 
@@ -257,6 +268,21 @@ class Checkpointer {
     std::string file_name;           // what the databases are named after
     std::vector<std::string> blobs;  // fixed by CaptureBlobNames / Restore
   };
+  // An epoch whose databases every rank wrote, not committed yet.
+  struct PendingCommit {
+    int64_t epoch = 0;
+    int64_t bytes = 0;          // of every rank's databases
+    absl::Time snapshot_taken;  // when its save started
+  };
+  // A save on this rank's thread (several ranks, async): it first commits
+  // `commit` (rank 0 does, setting *commit_status), then writes the
+  // databases of `epoch` that this rank hosts.
+  struct RankSaveInFlight {
+    int64_t epoch = 0;
+    absl::Time snapshot_taken;
+    std::optional<PendingCommit> commit;
+    std::shared_ptr<absl::Status> commit_status;
+  };
 
   absl::Status SetNodes(const std::vector<std::string>& nodes);
   // Takes the lock of every node this rank hosts unless this run holds them
@@ -303,6 +329,38 @@ class Checkpointer {
   // The asynchronous SaveEpoch.
   absl::StatusOr<CheckpointStats> SaveEpochInBackground(Session& session,
                                                         int64_t epoch);
+  // The asynchronous SaveEpoch on several ranks (CheckpointOptions::async).
+  absl::StatusOr<CheckpointStats> SaveEpochOnRanksInBackground(Session& session,
+                                                               int64_t epoch);
+  // On several ranks: waits for this rank's save in flight, and the ranks
+  // agree (one all-reduce) on its databases and on the commit its thread
+  // ran; their outcomes go to finished_. An epoch whose databases every
+  // rank wrote is then committed now (`drain`: rank 0 writes the log, every
+  // rank gets its status) or left in pending_commit_ for the next save's
+  // thread. Collective; nothing to do (and no exchange) when no save is in
+  // flight.
+  void SettleRankSaves(bool drain);
+  // Commits pending_commit_, if any, now (collective).
+  void CommitPendingNow();
+  // Records the agreed `status` of the commit of `commit` (finished_).
+  void FinishCommit(const PendingCommit& commit, const absl::Status& status);
+  // What a background save writes for one node.
+  struct NodeSnapshot {
+    std::string node;
+    std::string path;       // of its database of the epoch
+    std::string file_name;  // NodeState::file_name
+    std::vector<BlobSnapshot> blobs;
+  };
+  // The checkpointed blobs of every node this rank hosts, frozen.
+  absl::StatusOr<std::vector<NodeSnapshot>> SnapshotHostedNodes(
+      Session& session, int64_t epoch) const;
+  // Writes each snapshot's database of `epoch` durably; the bytes of blob
+  // data written. Errors name the node.
+  absl::StatusOr<int64_t> WriteSnapshots(
+      const std::vector<NodeSnapshot>& snapshots, int64_t epoch) const;
+  // Whether a save of `epoch` must first take an entry of it out of the
+  // commit log (see PrepareSave).
+  bool MayBeListed(int64_t epoch) const;
   // Records the epoch in the commit log, then applies retention.
   absl::Status Commit(int64_t epoch, int64_t bytes, absl::Time start,
                       const std::optional<Preemption>& preemption);
@@ -337,6 +395,10 @@ class Checkpointer {
   // finished saves not yet taken.
   std::unique_ptr<checkpointer_internal::SaveThread> save_thread_;
   std::vector<BackgroundSaveResult> finished_;
+  // On several ranks with async: an epoch every rank wrote, to be committed.
+  std::optional<PendingCommit> pending_commit_;
+  // On several ranks with async: the save on this rank's thread.
+  std::optional<RankSaveInFlight> in_flight_;
   std::vector<std::unique_ptr<NodeLock>> locks_;  // empty outside a run
   // The session of the run (Start), for its ranks; null: one process.
   const Session* ranks_ = nullptr;

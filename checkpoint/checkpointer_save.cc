@@ -41,6 +41,7 @@ void DeleteIfUnlisted(const std::string& dir,
 
 }  // namespace
 
+using checkpointer_internal::Annotate;
 using checkpointer_internal::MicrosSince;
 using checkpointer_internal::PrepareDirectory;
 using checkpointer_internal::SaveThread;
@@ -48,7 +49,7 @@ using checkpointer_internal::SaveThread;
 absl::Status Checkpointer::PrepareSave(int64_t epoch, bool* agreed) {
   absl::Status local = PrepareDirectory(options_.directory);
   if (local.ok()) local = LockNodes();
-  *agreed = !listed_bound_.has_value() || epoch <= *listed_bound_;
+  *agreed = MayBeListed(epoch);
   if (!*agreed) return local;
   const bool committer = ranks_ == nullptr || ranks_->rank() == 0;
   int64_t newest = -1;  // of the job's entries left in the log
@@ -102,25 +103,14 @@ absl::StatusOr<CheckpointStats> Checkpointer::SaveEpoch(Session& session,
 
 absl::StatusOr<CheckpointStats> Checkpointer::SaveEpochInBackground(
     Session& session, int64_t epoch) {
+  if (ranks_ != nullptr) return SaveEpochOnRanksInBackground(session, epoch);
   const absl::Time start = absl::Now();
   WaitForBackgroundSave();
   const int64_t waited = MicrosSince(start);
   bool agreed = false;  // one process: the status is the only one
   JG_RETURN_IF_ERROR(PrepareSave(epoch, &agreed));
-  // What the background thread writes: each node's database path and name,
-  // and its frozen blobs.
-  struct NodeSnapshot {
-    std::string path;
-    std::string file_name;
-    std::vector<BlobSnapshot> blobs;
-  };
-  std::vector<NodeSnapshot> snapshots;
-  for (const NodeState& state : nodes_) {
-    JG_ASSIGN_OR_RETURN(std::vector<BlobSnapshot> blobs,
-                        session.SnapshotBlobs(state.node, state.blobs));
-    snapshots.push_back(
-        {DbPathOf(state, epoch), state.file_name, std::move(blobs)});
-  }
+  JG_ASSIGN_OR_RETURN(std::vector<NodeSnapshot> snapshots,
+                      SnapshotHostedNodes(session, epoch));
   const absl::Time snapshot_taken = absl::Now();
   if (save_thread_ == nullptr) {
     save_thread_ = std::make_unique<checkpointer_internal::SaveThread>();
@@ -131,27 +121,13 @@ absl::StatusOr<CheckpointStats> Checkpointer::SaveEpochInBackground(
   save_thread_->Start([this, epoch, snapshot_taken,
                        snapshots_ptr =
                            std::move(frozen)]() -> BackgroundSaveResult {
-    const std::vector<NodeSnapshot>& snapshots = *snapshots_ptr;
     BackgroundSaveResult result;
     result.epoch = epoch;
     auto save = [&]() -> absl::StatusOr<CheckpointStats> {
       CheckpointStats stats;
       stats.epoch = epoch;
-      stats.num_dbs = static_cast<int>(snapshots.size());
-      for (const NodeSnapshot& node : snapshots) {
-        std::vector<BlobToSave> blobs;
-        for (const BlobSnapshot& b : node.blobs) {
-          blobs.push_back({b.name, b.blob.get()});
-        }
-        CheckpointDbOptions db_options;
-        db_options.node = node.file_name;
-        db_options.epoch = epoch;
-        db_options.serialization.chunk_bytes = options_.chunk_bytes;
-        JG_ASSIGN_OR_RETURN(
-            int64_t bytes,
-            WriteCheckpointDb(options_.db_type, node.path, blobs, db_options));
-        stats.bytes += bytes;
-      }
+      stats.num_dbs = static_cast<int>(snapshots_ptr->size());
+      JG_ASSIGN_OR_RETURN(stats.bytes, WriteSnapshots(*snapshots_ptr, epoch));
       absl::Status committed =
           Commit(epoch, stats.bytes, snapshot_taken, std::nullopt);
       NoteCommitAttempt(epoch, committed.ok());
@@ -169,6 +145,193 @@ absl::StatusOr<CheckpointStats> Checkpointer::SaveEpochInBackground(
   stats.waited_micros = waited;
   stats.wall_micros = MicrosSince(start);
   return stats;
+}
+
+absl::StatusOr<std::vector<Checkpointer::NodeSnapshot>>
+Checkpointer::SnapshotHostedNodes(Session& session, int64_t epoch) const {
+  std::vector<NodeSnapshot> snapshots;
+  for (const NodeState& state : nodes_) {
+    if (!Hosts(state)) continue;
+    JG_ASSIGN_OR_RETURN(std::vector<BlobSnapshot> blobs,
+                        session.SnapshotBlobs(state.node, state.blobs));
+    snapshots.push_back({state.node, DbPathOf(state, epoch), state.file_name,
+                         std::move(blobs)});
+  }
+  return snapshots;
+}
+
+absl::StatusOr<int64_t> Checkpointer::WriteSnapshots(
+    const std::vector<NodeSnapshot>& snapshots, int64_t epoch) const {
+  int64_t total = 0;
+  for (const NodeSnapshot& node : snapshots) {
+    std::vector<BlobToSave> blobs;
+    blobs.reserve(node.blobs.size());
+    for (const BlobSnapshot& b : node.blobs) {
+      blobs.push_back({b.name, b.blob.get()});
+    }
+    CheckpointDbOptions db_options;
+    db_options.node = node.file_name;
+    db_options.epoch = epoch;
+    db_options.serialization.chunk_bytes = options_.chunk_bytes;
+    absl::StatusOr<int64_t> bytes =
+        WriteCheckpointDb(options_.db_type, node.path, blobs, db_options);
+    if (!bytes.ok()) {
+      return Annotate(bytes.status(), absl::StrCat("node '", node.node, "'"));
+    }
+    total += *bytes;
+  }
+  return total;
+}
+
+bool Checkpointer::MayBeListed(int64_t epoch) const {
+  return !listed_bound_.has_value() || epoch <= *listed_bound_;
+}
+
+absl::StatusOr<CheckpointStats> Checkpointer::SaveEpochOnRanksInBackground(
+    Session& session, int64_t epoch) {
+  const absl::Time start = absl::Now();
+  // The previous save's outcome, agreed on; if every rank wrote it, its
+  // commit goes to this save's thread.
+  SettleRankSaves(/*drain=*/false);
+  const int64_t waited = MicrosSince(start);
+  if (MayBeListed(epoch)) {
+    // The ranks prepare together (PrepareSave), and the log they edit must
+    // hold the pending commit already.
+    CommitPendingNow();
+    bool agreed = false;
+    JG_RETURN_IF_ERROR(PrepareSave(epoch, &agreed));
+    CHECK(agreed);
+  }
+  // Otherwise the run holds its locks (the first save took them), and the
+  // directory is checked on the thread, off the job's path. An error from
+  // here on is this rank's own: it becomes the outcome of its save, agreed
+  // on at the next settling like a failed write.
+  absl::Status local;
+  std::vector<NodeSnapshot> snapshots;
+  {
+    absl::StatusOr<std::vector<NodeSnapshot>> taken =
+        SnapshotHostedNodes(session, epoch);
+    if (taken.ok()) {
+      snapshots = *std::move(taken);
+    } else {
+      local = taken.status();
+    }
+  }
+  RankSaveInFlight flight;
+  flight.epoch = epoch;
+  flight.snapshot_taken = absl::Now();
+  flight.commit = std::exchange(pending_commit_, std::nullopt);
+  flight.commit_status = std::make_shared<absl::Status>();
+  if (save_thread_ == nullptr) {
+    save_thread_ = std::make_unique<checkpointer_internal::SaveThread>();
+  }
+  auto frozen =
+      std::make_shared<std::vector<NodeSnapshot>>(std::move(snapshots));
+  const bool committer = ranks_->rank() == 0;
+  save_thread_->Start(
+      [this, epoch, local, committer, commit = flight.commit,
+       commit_status = flight.commit_status,
+       snapshots_ptr = std::move(frozen)]() -> BackgroundSaveResult {
+        // The earlier epoch first: its commit must not wait for this one's
+        // databases.
+        if (commit.has_value() && committer) {
+          *commit_status = Commit(commit->epoch, commit->bytes,
+                                  commit->snapshot_taken, std::nullopt);
+        }
+        BackgroundSaveResult result;
+        result.epoch = epoch;
+        absl::Status ready = local;
+        if (ready.ok()) ready = PrepareDirectory(options_.directory);
+        if (!ready.ok()) {
+          result.stats = ready;
+          return result;
+        }
+        absl::StatusOr<int64_t> bytes = WriteSnapshots(*snapshots_ptr, epoch);
+        if (!bytes.ok()) {
+          result.stats = bytes.status();
+          return result;
+        }
+        CheckpointStats stats;
+        stats.epoch = epoch;
+        stats.bytes = *bytes;  // this rank's; the settling adds up all
+        result.stats = stats;
+        return result;
+      });
+  in_flight_ = std::move(flight);
+  CheckpointStats stats;
+  stats.epoch = epoch;
+  stats.num_dbs = static_cast<int>(nodes_.size());
+  stats.in_background = true;
+  stats.waited_micros = waited;
+  stats.wall_micros = MicrosSince(start);
+  return stats;
+}
+
+void Checkpointer::SettleRankSaves(bool drain) {
+  if (in_flight_.has_value()) {
+    RankSaveInFlight flight = *std::move(in_flight_);
+    in_flight_.reset();
+    std::optional<BackgroundSaveResult> written = save_thread_->Wait();
+    CHECK(written.has_value() && written->epoch == flight.epoch)
+        << "the save thread lost the save of epoch " << flight.epoch;
+    const absl::Status& write = written->stats.status();
+    const absl::Status commit = *flight.commit_status;
+    // Three figures in one all-reduce: this rank's write failed, its bytes,
+    // and (rank 0) the commit on its thread failed.
+    absl::StatusOr<std::vector<int64_t>> sums = ranks_->AllReduceSum(
+        {write.ok() ? 0 : 1, write.ok() ? written->stats->bytes : 0,
+         commit.ok() ? 0 : 1});
+    if (flight.commit.has_value()) {
+      const PendingCommit& c = *flight.commit;
+      // Rank 0's status, as a commit made at once reports it.
+      absl::Status agreed = !sums.ok() ? sums.status()
+                            : (*sums)[2] > 0
+                                ? OnCommitter([&] { return commit; })
+                                : absl::OkStatus();
+      FinishCommit(c, agreed);
+    }
+    absl::Status agreed = !sums.ok()       ? sums.status()
+                          : (*sums)[0] > 0 ? Agree(write)
+                                           : absl::OkStatus();
+    if (!agreed.ok()) {
+      finished_.push_back({flight.epoch, agreed});
+    } else {
+      pending_commit_ =
+          PendingCommit{flight.epoch, (*sums)[1], flight.snapshot_taken};
+      // An upper bound while the commit is in flight (PrepareSave). The
+      // run's first save made it known.
+      if (listed_bound_.has_value()) {
+        listed_bound_ = std::max(*listed_bound_, flight.epoch);
+      }
+    }
+  }
+  if (drain) CommitPendingNow();
+}
+
+void Checkpointer::CommitPendingNow() {
+  if (!pending_commit_.has_value()) return;
+  const PendingCommit c = *std::exchange(pending_commit_, std::nullopt);
+  const absl::Status committed = OnCommitter(
+      [&] { return Commit(c.epoch, c.bytes, c.snapshot_taken, std::nullopt); });
+  FinishCommit(c, committed);
+}
+
+void Checkpointer::FinishCommit(const PendingCommit& commit,
+                                const absl::Status& status) {
+  NoteCommitAttempt(commit.epoch, status.ok());
+  BackgroundSaveResult result;
+  result.epoch = commit.epoch;
+  if (status.ok()) {
+    CheckpointStats stats;
+    stats.epoch = commit.epoch;
+    stats.num_dbs = static_cast<int>(nodes_.size());
+    stats.bytes = commit.bytes;
+    stats.wall_micros = MicrosSince(commit.snapshot_taken);
+    result.stats = stats;
+  } else {
+    result.stats = status;
+  }
+  finished_.push_back(std::move(result));
 }
 
 absl::StatusOr<CheckpointStats> Checkpointer::SavePreempted(

@@ -111,6 +111,16 @@ std::vector<std::string> Output(const ChildRun& run) {
   return run.lines;
 }
 
+// How often `needle` occurs in `text`.
+size_t Count(const std::string& text, const std::string& needle) {
+  size_t count = 0;
+  for (size_t at = text.find(needle); at != std::string::npos;
+       at = text.find(needle, at + 1)) {
+    ++count;
+  }
+  return count;
+}
+
 TEST(MpiTest, SumPipelineEqualsOneProcessOn1To4Ranks) {
   const std::string local =
       RunBinary(SumPipeline(), {"--nodes=4", "--session=local"})
@@ -242,14 +252,11 @@ TEST(MpiTest, ASaveFailingOnOneRankIsTheSameFailureOnEveryRank) {
   EXPECT_EQ(Output(run),
             std::vector<std::string>{"result: epochs=4 totals=145,145"});
   // Rank 1 hosts trainer_1; both ranks log its failure, named once each.
-  const std::string failure = absl::StrCat(
-      "unable to write checkpoint for epoch 2: rank 1: node 'trainer_1': ");
-  size_t count = 0;
-  for (size_t at = run.log.find(failure); at != std::string::npos;
-       at = run.log.find(failure, at + 1)) {
-    ++count;
-  }
-  EXPECT_EQ(count, 2u) << run.log;
+  EXPECT_EQ(Count(run.log,
+                  "unable to write checkpoint for epoch 2: rank 1: "
+                  "node 'trainer_1': "),
+            2u)
+      << run.log;
   EXPECT_THAT(run.log, HasSubstr(in_the_way)) << run.log;
   absl::StatusOr<CommitLog> log = ReadCommitLog(dir);
   ASSERT_TRUE(log.ok()) << log.status();
@@ -259,6 +266,100 @@ TEST(MpiTest, ASaveFailingOnOneRankIsTheSameFailureOnEveryRank) {
   std::string text;
   std::getline(kept, text);
   EXPECT_EQ(text, "not a database");
+}
+
+// Asynchronous saves on several ranks: each rank writes its databases on its
+// own thread, the ranks agree at the next save, rank 0 commits on its thread.
+// Every epoch ends up committed, and the directory resumes.
+TEST(MpiTest, AsyncSavesOnRanksCommitEveryEpochAndResume) {
+  for (int ranks : {2, 4}) {
+    const std::string dir = NewTempDir(absl::StrCat("async", ranks));
+    ChildRun run =
+        Mpirun(ranks, SumPipeline(),
+               {"--nodes=4", "--checkpoint_dir=" + dir, "--async_checkpoint"});
+    EXPECT_EQ(
+        Output(run),
+        std::vector<std::string>{"result: epochs=4 totals=145,145,145,145"})
+        << ranks;
+    // Rank 0 logs each commit once (other ranks log warnings and errors
+    // only).
+    for (int epoch = 0; epoch <= 4; ++epoch) {
+      EXPECT_EQ(Count(run.log, absl::StrCat("epoch ", epoch,
+                                            ": background checkpoint "
+                                            "committed in ")),
+                1u)
+          << ranks << " ranks, epoch " << epoch << ": " << run.log;
+    }
+    absl::StatusOr<CommitLog> log = ReadCommitLog(dir);
+    ASSERT_TRUE(log.ok()) << log.status();
+    EXPECT_EQ(CommittedEpochList(*log), "0, 1, 2, 3, 4") << ranks;
+    ChildRun verify = RunBinary(Ckpt(), {"verify", dir});
+    EXPECT_TRUE(verify.exited_ok()) << verify.Describe();
+    ChildRun resumed =
+        Mpirun(ranks, SumPipeline(),
+               {"--nodes=4", "--checkpoint_dir=" + dir, "--async_checkpoint",
+                "--resume_from_epoch=latest"});
+    EXPECT_EQ(
+        Output(resumed),
+        std::vector<std::string>{"result: epochs=5 totals=145,145,145,145"})
+        << ranks;
+    EXPECT_THAT(resumed.log, HasSubstr("resumed from epoch 4"));
+  }
+}
+
+// As ASaveFailingOnOneRankIsTheSameFailureOnEveryRank, with the databases
+// written in the background: the failure reaches every rank at the next
+// save's agreement.
+TEST(MpiTest, AnAsyncSaveFailingOnOneRankIsTheSameFailureOnEveryRank) {
+  const std::string dir = NewTempDir("async_save_fails_on_rank_1");
+  const std::string in_the_way = dir + "/trainer_1.2";
+  { std::ofstream(in_the_way) << "not a database"; }
+  ChildRun run =
+      Mpirun(2, SumPipeline(),
+             {"--nodes=2", "--checkpoint_dir=" + dir, "--async_checkpoint"});
+  EXPECT_EQ(Output(run),
+            std::vector<std::string>{"result: epochs=4 totals=145,145"});
+  EXPECT_EQ(Count(run.log,
+                  "unable to write checkpoint for epoch 2 (in the "
+                  "background): rank 1: node 'trainer_1': saving checkpoint " +
+                      in_the_way + ": "),
+            2u)
+      << run.log;
+  EXPECT_EQ(Count(run.log, "unable to write checkpoint"), 2u) << run.log;
+  absl::StatusOr<CommitLog> log = ReadCommitLog(dir);
+  ASSERT_TRUE(log.ok()) << log.status();
+  EXPECT_EQ(CommittedEpochList(*log), "0, 1, 3, 4");
+  std::ifstream kept(in_the_way);
+  std::string text;
+  std::getline(kept, text);
+  EXPECT_EQ(text, "not a database");
+}
+
+// Rank 0's commit-log write fails for every epoch: the commits that ran on
+// its thread (epochs 0 to 3) and the last one, made when the run ends, are
+// each reported as the same failure on every rank, and the job still ends
+// with the exact result.
+TEST(MpiTest, AnAsyncCommitFailingOnRankZeroIsTheSameFailureOnEveryRank) {
+  const std::string dir = NewTempDir("async_commit_fails");
+  ChildRun run =
+      Mpirun(2, SumPipeline(),
+             {"--nodes=2", "--checkpoint_dir=" + dir, "--async_checkpoint"},
+             {"JOBGRAPH_FAILPOINT=commit.before_manifest:error"});
+  EXPECT_EQ(Output(run),
+            std::vector<std::string>{"result: epochs=4 totals=145,145"});
+  for (int epoch = 0; epoch <= 4; ++epoch) {
+    EXPECT_EQ(Count(run.log, absl::StrCat("unable to write checkpoint for "
+                                          "epoch ",
+                                          epoch,
+                                          " (in the background): failpoint "
+                                          "commit.before_manifest")),
+              2u)
+        << "epoch " << epoch << ": " << run.log;
+  }
+  EXPECT_EQ(Count(run.log, "unable to write checkpoint"), 10u) << run.log;
+  absl::StatusOr<CommitLog> log = ReadCommitLog(dir);
+  ASSERT_TRUE(log.ok()) << log.status();
+  EXPECT_EQ(CommittedEpochList(*log), "none");
 }
 
 TEST(MpiTest, AFailureInAGroupWithCollectivesAbortsTheJob) {
@@ -304,10 +405,14 @@ TEST(MpiTest, SigkillOfOneRankAtRandomMomentsThenResumeLatest) {
     // Rank 0 logs one "record done" per record: 10 per node, spread over
     // init-free epochs, with saves in between.
     const int at_record = 1 + static_cast<int>(random() % 10);
+    // Every other trial saves in the background: a kill then may land while
+    // a rank writes, or while rank 0 commits on its thread.
+    const std::string saves =
+        trial % 2 == 1 ? "--async_checkpoint" : "--async_checkpoint=false";
     ChildRun run = RunBinaryWithHookAt(
         kMpirun,
         {"--allow-run-as-root", "--oversubscribe", "-np", "4", SumPipeline(),
-         "--nodes=4", "--checkpoint_dir=" + dir, "--record_delay_ms=1"},
+         "--nodes=4", "--checkpoint_dir=" + dir, "--record_delay_ms=1", saves},
         MpiEnv(), "record done", at_record, [&](pid_t mpirun) {
           std::vector<pid_t> ranks = RankPids(mpirun);
           if (static_cast<size_t>(victim) < ranks.size() && ranks[victim] > 0 &&
@@ -325,14 +430,14 @@ TEST(MpiTest, SigkillOfOneRankAtRandomMomentsThenResumeLatest) {
     ChildRun verify = RunBinary(Ckpt(), {"verify", dir});
     EXPECT_TRUE(verify.exited_ok())
         << "trial " << trial << ": " << verify.Describe();
-    ChildRun resumed = Mpirun(
-        4, SumPipeline(),
-        {"--nodes=4", "--checkpoint_dir=" + dir, "--resume_from_epoch=latest"});
+    ChildRun resumed = Mpirun(4, SumPipeline(),
+                              {"--nodes=4", "--checkpoint_dir=" + dir,
+                               "--resume_from_epoch=latest", saves});
     const std::string result = resumed.Result().value_or("(none)");
     EXPECT_TRUE(result == "result: epochs=4 totals=145,145,145,145" ||
                 result == "result: epochs=5 totals=145,145,145,145")
         << "trial " << trial << " (rank " << victim << " at record "
-        << at_record << "): " << resumed.Describe();
+        << at_record << ", " << saves << "): " << resumed.Describe();
   }
   // The kills must have happened, or this tests nothing.
   EXPECT_GE(killed, 8);
@@ -405,26 +510,32 @@ TEST(MpiTest, SixtyFourRanksOversubscribedThenResumeLatest) {
 }
 
 TEST(MpiTest, PreemptedMidEpochBySigusr1ThroughMpirunThenResumed) {
-  for (int at_record : {2, 5}) {
-    const std::string dir = NewTempDir(absl::StrCat("preempt", at_record));
+  // With background saves, the one in flight is agreed on and committed
+  // before the mid-epoch state is.
+  for (const auto& [at_record, saves] :
+       std::vector<std::pair<int, std::string>>{{2, "--async_checkpoint=false"},
+                                                {5, "--async_checkpoint=false"},
+                                                {5, "--async_checkpoint"}}) {
+    const std::string dir = NewTempDir(absl::StrCat(
+        "preempt", at_record, saves == "--async_checkpoint" ? "_async" : ""));
     // mpirun forwards SIGUSR1 to every rank; each stops at its next point
     // between nets, the ranks agree, and the mid-epoch state is committed.
-    ChildRun run = RunBinarySignalledAt(
-        kMpirun,
-        MpirunArgs(
-            2, SumPipeline(),
-            {"--nodes=2", "--checkpoint_dir=" + dir, "--record_delay_ms=20"}),
-        "record done", at_record, SIGUSR1, MpiEnv());
+    ChildRun run =
+        RunBinarySignalledAt(kMpirun,
+                             MpirunArgs(2, SumPipeline(),
+                                        {"--nodes=2", "--checkpoint_dir=" + dir,
+                                         "--record_delay_ms=20", saves}),
+                             "record done", at_record, SIGUSR1, MpiEnv());
     EXPECT_EQ(run.exit_code(), 75) << run.Describe();
     EXPECT_THAT(run.log, HasSubstr("preempted by SIGUSR1"));
     ChildRun verify = RunBinary(Ckpt(), {"verify", dir});
     EXPECT_TRUE(verify.exited_ok()) << verify.Describe();
-    ChildRun resumed = Mpirun(
-        2, SumPipeline(),
-        {"--nodes=2", "--checkpoint_dir=" + dir, "--resume_from_epoch=latest"});
+    ChildRun resumed = Mpirun(2, SumPipeline(),
+                              {"--nodes=2", "--checkpoint_dir=" + dir,
+                               "--resume_from_epoch=latest", saves});
     EXPECT_EQ(Output(resumed),
               std::vector<std::string>{"result: epochs=4 totals=145,145"})
-        << at_record;
+        << at_record << " " << saves;
   }
 }
 

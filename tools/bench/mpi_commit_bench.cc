@@ -7,6 +7,7 @@
 // under `mpirun --oversubscribe -np N` for N in --ranks (default 2, 8, 32)
 // and prints each run's line, then
 //   mpi_commit_bench: commit_vs_barrier_at_8=<r> commit_vs_barrier_at_32=<r>
+//       async_commit_vs_barrier_at_8=<r> async_commit_vs_barrier_at_32=<r>
 // Under mpirun (started by the driver, or by hand with --worker) every rank
 // hosts one node holding one small tensor; a Checkpointer with the "memory"
 // database (so writing a database costs nothing) and its commit log in
@@ -21,7 +22,10 @@
 // over one barrier. Rank 0's commit is also split as CheckpointStats splits it:
 // writing its own database ("write"), waiting for the slowest rank's outcome
 // ("agree"), and the commit-log write with its status reaching every rank
-// ("log").
+// ("log"). Last, the same saves with CheckpointOptions::async, each after an
+// epoch that is a sleep of --async_epoch_us: what SaveEpoch then blocks for
+// (one all-reduce on the previous save, and the snapshot), next to one
+// barrier after the same sleep.
 //
 //   ./tools/bazel run -c opt //tools/bench:mpi_commit_bench
 
@@ -59,6 +63,8 @@ ABSL_FLAG(std::string, dir, "",
           "Directory for the commit log; default: a fresh one under /dev/shm "
           "(or the system temp directory without /dev/shm).");
 ABSL_FLAG(bool, worker, false, "Run as an MPI rank (the driver sets it).");
+ABSL_FLAG(int, async_epoch_us, 5000,
+          "The length of an epoch between asynchronous saves (a sleep).");
 
 namespace {
 
@@ -177,6 +183,50 @@ int Worker() {
     barrier_us.push_back(MicrosSince(start) / kBarriers);
   }
   checkpointer.End();
+  // The same saves in the background (CheckpointOptions::async): each rank
+  // writes on its thread, the ranks agree at the next save, and rank 0
+  // commits on its thread. The job blocks for the agreement and the
+  // snapshot only, provided the epoch outlasts the background work: here an
+  // epoch is a sleep of --async_epoch_us on every rank, which leaves the
+  // cores to the save threads. Timed: SaveEpoch, from the moment every rank
+  // has called it.
+  std::vector<double> async_us;
+  std::vector<double> after_sleep_us;   // one barrier, timed as the saves
+  std::vector<double> async_settle_us;  // of async_us: the agreement
+  long async_per_epoch = 0;
+  {
+    Checkpointer background(
+        {.directory = dir + "/async", .db_type = "memory", .async = true});
+    Check(background.Start(session, nodes, ResumeFrom::Scratch()).status());
+    Check(background.CaptureBlobNames(session));
+    for (int epoch = 1; epoch <= epochs; ++epoch) {
+      // One barrier after the same sleep: what a single collective costs
+      // when the ranks have just woken up, not in a loop.
+      usleep(absl::GetFlag(FLAGS_async_epoch_us));
+      PMPI_Barrier(MPI_COMM_WORLD);
+      const Clock::time_point barrier_start = Clock::now();
+      PMPI_Barrier(MPI_COMM_WORLD);
+      after_sleep_us.push_back(MicrosSince(barrier_start));
+      usleep(absl::GetFlag(FLAGS_async_epoch_us));
+      PMPI_Barrier(MPI_COMM_WORLD);
+      const long before = collectives.load();
+      const Clock::time_point start = Clock::now();
+      absl::StatusOr<CheckpointStats> saved =
+          background.SaveEpoch(session, epoch);
+      async_us.push_back(MicrosSince(start));
+      Check(saved.status());
+      async_settle_us.push_back(saved->waited_micros);
+      async_per_epoch = collectives.load() - before;
+      for (const BackgroundSaveResult& r : background.TakeFinishedSaves()) {
+        Check(r.stats.status());
+      }
+    }
+    background.WaitForBackgroundSave();
+    for (const BackgroundSaveResult& r : background.TakeFinishedSaves()) {
+      Check(r.stats.status());
+    }
+    background.End();
+  }
   // The commit's exchanges alone (no save group, no commit-log write): the
   // protocol's share.
   std::vector<double> protocol_us;
@@ -193,12 +243,18 @@ int Worker() {
     const double commit = Median(commit_us);
     const double barrier = Median(barrier_us);
     const double protocol = Median(protocol_us);
+    const double async = Median(async_us);
     std::printf(
         "ranks=%d commit_us=%.1f (write %.1f agree %.1f log %.1f) "
         "protocol_us=%.1f barrier_us=%.1f protocol_vs_barrier=%.2f "
-        "collectives_per_epoch=%ld ratio=%.2f\n",
+        "collectives_per_epoch=%ld ratio=%.2f async_commit_us=%.1f "
+        "(agree %.1f) async_collectives_per_epoch=%ld "
+        "barrier_after_sleep_us=%.1f "
+        "async_ratio=%.2f\n",
         size, commit, Median(write_us), Median(agree_us), Median(log_us),
-        protocol, barrier, protocol / barrier, per_epoch, commit / barrier);
+        protocol, barrier, protocol / barrier, per_epoch, commit / barrier,
+        async, Median(async_settle_us), async_per_epoch, Median(after_sleep_us),
+        async / barrier);
     std::fflush(stdout);
     if (absl::GetFlag(FLAGS_dir).empty()) {
       std::system(absl::StrCat("rm -rf '", dir, "'").c_str());
@@ -207,14 +263,27 @@ int Worker() {
   return 0;
 }
 
+// The number after `key` in `line`.
+double Field(absl::string_view line, absl::string_view key) {
+  const size_t at = line.find(key);
+  CHECK(at != line.npos) << "no" << key << " in " << line;
+  absl::string_view value = line.substr(at + key.size());
+  value = value.substr(0, value.find_first_of(" \n"));
+  double r = 0;
+  CHECK(absl::SimpleAtod(value, &r)) << line;
+  return r;
+}
+
 int Driver(const char* self) {
   std::map<int, double> ratio;
+  std::map<int, double> async_ratio;
   for (absl::string_view n : absl::StrSplit(absl::GetFlag(FLAGS_ranks), ',')) {
     int ranks = 0;
     CHECK(absl::SimpleAtoi(n, &ranks) && ranks > 0) << "--ranks: " << n;
     const std::string command = absl::StrCat(
         "mpirun --allow-run-as-root --oversubscribe -np ", ranks, " '", self,
         "' --worker --epochs=", absl::GetFlag(FLAGS_epochs),
+        " --async_epoch_us=", absl::GetFlag(FLAGS_async_epoch_us),
         absl::GetFlag(FLAGS_dir).empty()
             ? ""
             : absl::StrCat(" --dir='", absl::GetFlag(FLAGS_dir), "'"));
@@ -227,19 +296,20 @@ int Driver(const char* self) {
       last = line;
     }
     CHECK_EQ(pclose(out), 0) << command;
-    const size_t at = last.find("ratio=");
-    CHECK(at != std::string::npos) << "no result from " << command;
-    double r = 0;
-    CHECK(absl::SimpleAtod(
-        absl::string_view(last).substr(at + 6, last.find(' ', at) - at - 6),
-        &r));
-    ratio[ranks] = r;
+    ratio[ranks] = Field(last, " ratio=");
+    async_ratio[ranks] = Field(last, " async_ratio=");
   }
   std::vector<std::string> parts;
   for (int ranks : {8, 32}) {
     if (ratio.count(ranks)) {
       parts.push_back(
           absl::StrFormat("commit_vs_barrier_at_%d=%.2f", ranks, ratio[ranks]));
+    }
+  }
+  for (int ranks : {8, 32}) {
+    if (async_ratio.count(ranks)) {
+      parts.push_back(absl::StrFormat("async_commit_vs_barrier_at_%d=%.2f",
+                                      ranks, async_ratio[ranks]));
     }
   }
   std::printf("mpi_commit_bench: %s\n", absl::StrJoin(parts, " ").c_str());
