@@ -1,10 +1,7 @@
 #include "checkpoint/checkpointer.h"
 
-#include <sys/resource.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <functional>
@@ -67,18 +64,6 @@ absl::Status PrepareDirectory(const std::string& dir) {
                      " is not writable: ", std::strerror(errno)));
   }
   return absl::OkStatus();
-}
-
-void LowerPriority() {
-  const pid_t thread = static_cast<pid_t>(::syscall(SYS_gettid));
-  errno = 0;
-  const int nice = ::getpriority(PRIO_PROCESS, thread);
-  if (errno != 0) return;
-  if (::setpriority(PRIO_PROCESS, thread, std::min(nice + 10, 19)) != 0) {
-    LOG(WARNING) << "cannot lower the priority of the background save "
-                    "thread: "
-                 << std::strerror(errno);
-  }
 }
 
 }  // namespace checkpointer_internal
@@ -205,8 +190,8 @@ std::vector<BackgroundSaveResult> Checkpointer::TakeFinishedSaves() {
 
 absl::StatusOr<std::optional<int64_t>> Checkpointer::Start(
     const std::vector<std::string>& nodes, const ResumeFrom& resume) {
+  WaitForBackgroundSave();  // on the ranks of the run it belongs to
   ranks_ = nullptr;
-  WaitForBackgroundSave();
   JG_RETURN_IF_ERROR(SetNodes(nodes));
   return ChooseStart(nullptr, resume);
 }

@@ -230,7 +230,9 @@ class Checkpointer {
   }
 
   // Ends the run: waits for a background save, releases the nodes' locks
-  // (also done by the destructor).
+  // (also done by the destructor). On several ranks with async, the wait is
+  // collective and runs on the run's session: call End while that session
+  // lives (a JobRunner does, at the end of every run).
   void End();
 
   // Waits until no save runs in the background.
@@ -271,17 +273,25 @@ class Checkpointer {
   // An epoch whose databases every rank wrote, not committed yet.
   struct PendingCommit {
     int64_t epoch = 0;
-    int64_t bytes = 0;          // of every rank's databases
-    absl::Time snapshot_taken;  // when its save started
+    int64_t bytes = 0;  // of every rank's databases
+    // This rank's time from the snapshot to its databases being durable:
+    // with the commit's own, the save's time (the wait for the next epoch
+    // boundary left out).
+    int64_t write_micros = 0;
+  };
+  // What rank 0's save thread reports of the commit it ran.
+  struct ThreadCommit {
+    absl::Status status;
+    int64_t micros = 0;
   };
   // A save on this rank's thread (several ranks, async): it first commits
-  // `commit` (rank 0 does, setting *commit_status), then writes the
+  // `commit` (rank 0 does, filling *commit_report), then writes the
   // databases of `epoch` that this rank hosts.
   struct RankSaveInFlight {
     int64_t epoch = 0;
     absl::Time snapshot_taken;
     std::optional<PendingCommit> commit;
-    std::shared_ptr<absl::Status> commit_status;
+    std::shared_ptr<ThreadCommit> commit_report;
   };
 
   absl::Status SetNodes(const std::vector<std::string>& nodes);
@@ -342,8 +352,13 @@ class Checkpointer {
   void SettleRankSaves(bool drain);
   // Commits pending_commit_, if any, now (collective).
   void CommitPendingNow();
-  // Records the agreed `status` of the commit of `commit` (finished_).
-  void FinishCommit(const PendingCommit& commit, const absl::Status& status);
+  // Commits `commit` (on rank 0, or in one process): its status, and the
+  // commit's time in *micros.
+  absl::Status CommitWritten(const PendingCommit& commit, int64_t* micros);
+  // Records the agreed `status` of the commit of `commit`, which took
+  // `commit_micros` (finished_).
+  void FinishCommit(const PendingCommit& commit, const absl::Status& status,
+                    int64_t commit_micros);
   // What a background save writes for one node.
   struct NodeSnapshot {
     std::string node;

@@ -26,13 +26,6 @@ namespace checkpointer_internal {
 
 int64_t MicrosSince(absl::Time start);
 
-// Lowers the calling thread's scheduling priority (nice +10, on Linux per
-// thread): a background save then runs on cycles the job leaves idle, and
-// slows the job's own threads (or, on a machine shared by several ranks,
-// the other ranks) little while they compute. Where the job waits for the
-// save, the cores are idle and it runs at full speed. Best effort.
-void LowerPriority();
-
 // Whether the committed `entry` (may be null) is a preemption checkpoint
 // taken in the middle of init, whose blob list is fixed only when init ends.
 bool StoppedInInit(const CommittedEpoch* entry);
@@ -89,7 +82,6 @@ class SaveThread {
 
  private:
   void Loop() {
-    LowerPriority();
     std::unique_lock<std::mutex> lock(mu_);
     while (true) {
       cv_.wait(lock, [this] { return quit_ || pending_; });

@@ -194,21 +194,23 @@ absl::StatusOr<CheckpointStats> Checkpointer::SaveEpochOnRanksInBackground(
   // commit goes to this save's thread.
   SettleRankSaves(/*drain=*/false);
   const int64_t waited = MicrosSince(start);
+  // A save that may take an entry out of the commit log prepares with the
+  // other ranks (PrepareSave), and the log it edits must hold the pending
+  // commit first. That commit may settle it: it drops the job's later
+  // entries, and PrepareSave then has nothing to take out (no exchange).
+  absl::Status local;
   if (MayBeListed(epoch)) {
-    // The ranks prepare together (PrepareSave), and the log they edit must
-    // hold the pending commit already.
     CommitPendingNow();
     bool agreed = false;
-    JG_RETURN_IF_ERROR(PrepareSave(epoch, &agreed));
-    CHECK(agreed);
+    local = PrepareSave(epoch, &agreed);
+    if (agreed) JG_RETURN_IF_ERROR(local);
   }
-  // Otherwise the run holds its locks (the first save took them), and the
-  // directory is checked on the thread, off the job's path. An error from
-  // here on is this rank's own: it becomes the outcome of its save, agreed
-  // on at the next settling like a failed write.
-  absl::Status local;
+  // Otherwise the run holds its locks (the save that made the bound known
+  // took them), and the directory is checked on the thread, off the job's
+  // path. An error from here on is this rank's own: it becomes the outcome
+  // of its save, agreed on at the next settling like a failed write.
   std::vector<NodeSnapshot> snapshots;
-  {
+  if (local.ok()) {
     absl::StatusOr<std::vector<NodeSnapshot>> taken =
         SnapshotHostedNodes(session, epoch);
     if (taken.ok()) {
@@ -221,7 +223,7 @@ absl::StatusOr<CheckpointStats> Checkpointer::SaveEpochOnRanksInBackground(
   flight.epoch = epoch;
   flight.snapshot_taken = absl::Now();
   flight.commit = std::exchange(pending_commit_, std::nullopt);
-  flight.commit_status = std::make_shared<absl::Status>();
+  flight.commit_report = std::make_shared<ThreadCommit>();
   if (save_thread_ == nullptr) {
     save_thread_ = std::make_unique<checkpointer_internal::SaveThread>();
   }
@@ -230,13 +232,13 @@ absl::StatusOr<CheckpointStats> Checkpointer::SaveEpochOnRanksInBackground(
   const bool committer = ranks_->rank() == 0;
   save_thread_->Start(
       [this, epoch, local, committer, commit = flight.commit,
-       commit_status = flight.commit_status,
+       commit_report = flight.commit_report, start = flight.snapshot_taken,
        snapshots_ptr = std::move(frozen)]() -> BackgroundSaveResult {
         // The earlier epoch first: its commit must not wait for this one's
         // databases.
         if (commit.has_value() && committer) {
-          *commit_status = Commit(commit->epoch, commit->bytes,
-                                  commit->snapshot_taken, std::nullopt);
+          commit_report->status =
+              CommitWritten(*commit, &commit_report->micros);
         }
         BackgroundSaveResult result;
         result.epoch = epoch;
@@ -254,6 +256,7 @@ absl::StatusOr<CheckpointStats> Checkpointer::SaveEpochOnRanksInBackground(
         CheckpointStats stats;
         stats.epoch = epoch;
         stats.bytes = *bytes;  // this rank's; the settling adds up all
+        stats.write_micros = MicrosSince(start);
         result.stats = stats;
         return result;
       });
@@ -275,29 +278,30 @@ void Checkpointer::SettleRankSaves(bool drain) {
     CHECK(written.has_value() && written->epoch == flight.epoch)
         << "the save thread lost the save of epoch " << flight.epoch;
     const absl::Status& write = written->stats.status();
-    const absl::Status commit = *flight.commit_status;
+    const absl::Status commit = flight.commit_report->status;
     // Three figures in one all-reduce: this rank's write failed, its bytes,
     // and (rank 0) the commit on its thread failed.
-    absl::StatusOr<std::vector<int64_t>> sums = ranks_->AllReduceSum(
+    // Open MPI's errors are fatal (MPI_ERRORS_ARE_FATAL): an error here
+    // would leave the ranks on different paths, so it must not return.
+    absl::StatusOr<std::vector<int64_t>> reduced = ranks_->AllReduceSum(
         {write.ok() ? 0 : 1, write.ok() ? written->stats->bytes : 0,
          commit.ok() ? 0 : 1});
+    CHECK(reduced.ok()) << "agreeing on the save of epoch " << flight.epoch
+                        << ": " << reduced.status();
+    const std::vector<int64_t>& sums = *reduced;
     if (flight.commit.has_value()) {
       const PendingCommit& c = *flight.commit;
       // Rank 0's status, as a commit made at once reports it.
-      absl::Status agreed = !sums.ok() ? sums.status()
-                            : (*sums)[2] > 0
-                                ? OnCommitter([&] { return commit; })
-                                : absl::OkStatus();
-      FinishCommit(c, agreed);
+      const absl::Status agreed =
+          sums[2] > 0 ? OnCommitter([&] { return commit; }) : absl::OkStatus();
+      FinishCommit(c, agreed, flight.commit_report->micros);
     }
-    absl::Status agreed = !sums.ok()       ? sums.status()
-                          : (*sums)[0] > 0 ? Agree(write)
-                                           : absl::OkStatus();
+    const absl::Status agreed = sums[0] > 0 ? Agree(write) : absl::OkStatus();
     if (!agreed.ok()) {
       finished_.push_back({flight.epoch, agreed});
     } else {
       pending_commit_ =
-          PendingCommit{flight.epoch, (*sums)[1], flight.snapshot_taken};
+          PendingCommit{flight.epoch, sums[1], written->stats->write_micros};
       // An upper bound while the commit is in flight (PrepareSave). The
       // run's first save made it known.
       if (listed_bound_.has_value()) {
@@ -311,13 +315,27 @@ void Checkpointer::SettleRankSaves(bool drain) {
 void Checkpointer::CommitPendingNow() {
   if (!pending_commit_.has_value()) return;
   const PendingCommit c = *std::exchange(pending_commit_, std::nullopt);
-  const absl::Status committed = OnCommitter(
-      [&] { return Commit(c.epoch, c.bytes, c.snapshot_taken, std::nullopt); });
-  FinishCommit(c, committed);
+  int64_t micros = 0;
+  const absl::Status committed =
+      OnCommitter([&] { return CommitWritten(c, &micros); });
+  FinishCommit(c, committed, micros);
+}
+
+absl::Status Checkpointer::CommitWritten(const PendingCommit& commit,
+                                         int64_t* micros) {
+  const absl::Time start = absl::Now();
+  // The log records the save's time: the databases' writing, then this
+  // commit, without the wait for the epoch boundary between them.
+  const absl::Status status =
+      Commit(commit.epoch, commit.bytes,
+             start - absl::Microseconds(commit.write_micros), std::nullopt);
+  *micros = MicrosSince(start);
+  return status;
 }
 
 void Checkpointer::FinishCommit(const PendingCommit& commit,
-                                const absl::Status& status) {
+                                const absl::Status& status,
+                                int64_t commit_micros) {
   NoteCommitAttempt(commit.epoch, status.ok());
   BackgroundSaveResult result;
   result.epoch = commit.epoch;
@@ -326,7 +344,11 @@ void Checkpointer::FinishCommit(const PendingCommit& commit,
     stats.epoch = commit.epoch;
     stats.num_dbs = static_cast<int>(nodes_.size());
     stats.bytes = commit.bytes;
-    stats.wall_micros = MicrosSince(commit.snapshot_taken);
+    // This rank's write; rank 0's commit (0 elsewhere: only its status
+    // reaches the others).
+    stats.write_micros = commit.write_micros;
+    stats.commit_micros = commit_micros;
+    stats.wall_micros = commit.write_micros + commit_micros;
     result.stats = stats;
   } else {
     result.stats = status;

@@ -304,6 +304,18 @@ TEST(MpiTest, AsyncSavesOnRanksCommitEveryEpochAndResume) {
         std::vector<std::string>{"result: epochs=5 totals=145,145,145,145"})
         << ranks;
     EXPECT_THAT(resumed.log, HasSubstr("resumed from epoch 4"));
+    // From an older epoch: the first save re-saves an epoch the log lists
+    // (the ranks prepare together), the later ones drop the abandoned run's.
+    ChildRun older = Mpirun(ranks, SumPipeline(),
+                            {"--nodes=4", "--checkpoint_dir=" + dir,
+                             "--async_checkpoint", "--resume_from_epoch=1"});
+    EXPECT_EQ(
+        Output(older),
+        std::vector<std::string>{"result: epochs=4 totals=145,145,145,145"})
+        << ranks;
+    log = ReadCommitLog(dir);
+    ASSERT_TRUE(log.ok()) << log.status();
+    EXPECT_EQ(CommittedEpochList(*log), "0, 1, 2, 3, 4") << ranks;
   }
 }
 
@@ -530,6 +542,19 @@ TEST(MpiTest, PreemptedMidEpochBySigusr1ThroughMpirunThenResumed) {
     EXPECT_THAT(run.log, HasSubstr("preempted by SIGUSR1"));
     ChildRun verify = RunBinary(Ckpt(), {"verify", dir});
     EXPECT_TRUE(verify.exited_ok()) << verify.Describe();
+    // Every epoch before the stop is committed, the one whose save was in
+    // flight (async) too, and then the mid-epoch state.
+    absl::StatusOr<CommitLog> log = ReadCommitLog(dir);
+    ASSERT_TRUE(log.ok()) << log.status();
+    int64_t stopped = -1;  // the epoch of the preemption checkpoint
+    for (const CommittedEpoch& entry : log->epoch()) {
+      if (entry.has_preemption()) stopped = entry.epoch();
+    }
+    ASSERT_GE(stopped, 0) << CommittedEpochList(*log);
+    std::vector<std::string> all;
+    for (int64_t e = 0; e <= stopped; ++e) all.push_back(absl::StrCat(e));
+    EXPECT_EQ(CommittedEpochList(*log), absl::StrJoin(all, ", "))
+        << at_record << " " << saves;
     ChildRun resumed = Mpirun(2, SumPipeline(),
                               {"--nodes=2", "--checkpoint_dir=" + dir,
                                "--resume_from_epoch=latest", saves});
