@@ -366,6 +366,10 @@ class Checkpointer {
     std::string file_name;  // NodeState::file_name
     std::vector<BlobSnapshot> blobs;
   };
+  // What SaveEpoch returns for a save it left in the background: it waited
+  // `waited` for the previous one, and started at `start`.
+  CheckpointStats InBackground(int64_t epoch, int64_t waited,
+                               absl::Time start) const;
   // The checkpointed blobs of every node this rank hosts, frozen.
   absl::StatusOr<std::vector<NodeSnapshot>> SnapshotHostedNodes(
       Session& session, int64_t epoch) const;

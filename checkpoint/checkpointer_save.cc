@@ -138,6 +138,11 @@ absl::StatusOr<CheckpointStats> Checkpointer::SaveEpochInBackground(
     result.stats = save();
     return result;
   });
+  return InBackground(epoch, waited, start);
+}
+
+CheckpointStats Checkpointer::InBackground(int64_t epoch, int64_t waited,
+                                           absl::Time start) const {
   CheckpointStats stats;
   stats.epoch = epoch;
   stats.num_dbs = static_cast<int>(nodes_.size());
@@ -261,13 +266,7 @@ absl::StatusOr<CheckpointStats> Checkpointer::SaveEpochOnRanksInBackground(
         return result;
       });
   in_flight_ = std::move(flight);
-  CheckpointStats stats;
-  stats.epoch = epoch;
-  stats.num_dbs = static_cast<int>(nodes_.size());
-  stats.in_background = true;
-  stats.waited_micros = waited;
-  stats.wall_micros = MicrosSince(start);
-  return stats;
+  return InBackground(epoch, waited, start);
 }
 
 void Checkpointer::SettleRankSaves(bool drain) {
