@@ -274,9 +274,9 @@ class Checkpointer {
   struct PendingCommit {
     int64_t epoch = 0;
     int64_t bytes = 0;  // of every rank's databases
-    // This rank's time from the snapshot to its databases being durable:
-    // with the commit's own, the save's time (the wait for the next epoch
-    // boundary left out).
+    // This rank's time writing its databases (on its thread): with the
+    // commit's own, the save's time (the waits for epoch boundaries left
+    // out).
     int64_t write_micros = 0;
   };
   // What rank 0's save thread reports of the commit it ran.
@@ -289,7 +289,6 @@ class Checkpointer {
   // databases of `epoch` that this rank hosts.
   struct RankSaveInFlight {
     int64_t epoch = 0;
-    absl::Time snapshot_taken;
     std::optional<PendingCommit> commit;
     std::shared_ptr<ThreadCommit> commit_report;
   };

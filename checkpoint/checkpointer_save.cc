@@ -226,7 +226,6 @@ absl::StatusOr<CheckpointStats> Checkpointer::SaveEpochOnRanksInBackground(
   }
   RankSaveInFlight flight;
   flight.epoch = epoch;
-  flight.snapshot_taken = absl::Now();
   flight.commit = std::exchange(pending_commit_, std::nullopt);
   flight.commit_report = std::make_shared<ThreadCommit>();
   if (save_thread_ == nullptr) {
@@ -235,36 +234,36 @@ absl::StatusOr<CheckpointStats> Checkpointer::SaveEpochOnRanksInBackground(
   auto frozen =
       std::make_shared<std::vector<NodeSnapshot>>(std::move(snapshots));
   const bool committer = ranks_->rank() == 0;
-  save_thread_->Start(
-      [this, epoch, local, committer, commit = flight.commit,
-       commit_report = flight.commit_report, start = flight.snapshot_taken,
-       snapshots_ptr = std::move(frozen)]() -> BackgroundSaveResult {
-        // The earlier epoch first: its commit must not wait for this one's
-        // databases.
-        if (commit.has_value() && committer) {
-          commit_report->status =
-              CommitWritten(*commit, &commit_report->micros);
-        }
-        BackgroundSaveResult result;
-        result.epoch = epoch;
-        absl::Status ready = local;
-        if (ready.ok()) ready = PrepareDirectory(options_.directory);
-        if (!ready.ok()) {
-          result.stats = ready;
-          return result;
-        }
-        absl::StatusOr<int64_t> bytes = WriteSnapshots(*snapshots_ptr, epoch);
-        if (!bytes.ok()) {
-          result.stats = bytes.status();
-          return result;
-        }
-        CheckpointStats stats;
-        stats.epoch = epoch;
-        stats.bytes = *bytes;  // this rank's; the settling adds up all
-        stats.write_micros = MicrosSince(start);
-        result.stats = stats;
-        return result;
-      });
+  save_thread_->Start([this, epoch, local, committer, commit = flight.commit,
+                       commit_report = flight.commit_report,
+                       snapshots_ptr =
+                           std::move(frozen)]() -> BackgroundSaveResult {
+    // The earlier epoch first: its commit must not wait for this one's
+    // databases.
+    if (commit.has_value() && committer) {
+      commit_report->status = CommitWritten(*commit, &commit_report->micros);
+    }
+    const absl::Time write_start = absl::Now();
+    BackgroundSaveResult result;
+    result.epoch = epoch;
+    absl::Status ready = local;
+    if (ready.ok()) ready = PrepareDirectory(options_.directory);
+    if (!ready.ok()) {
+      result.stats = ready;
+      return result;
+    }
+    absl::StatusOr<int64_t> bytes = WriteSnapshots(*snapshots_ptr, epoch);
+    if (!bytes.ok()) {
+      result.stats = bytes.status();
+      return result;
+    }
+    CheckpointStats stats;
+    stats.epoch = epoch;
+    stats.bytes = *bytes;  // this rank's; the settling adds up all
+    stats.write_micros = MicrosSince(write_start);
+    result.stats = stats;
+    return result;
+  });
   in_flight_ = std::move(flight);
   return InBackground(epoch, waited, start);
 }

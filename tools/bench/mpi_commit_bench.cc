@@ -300,16 +300,13 @@ int Driver(const char* self) {
     async_ratio[ranks] = Field(last, " async_ratio=");
   }
   std::vector<std::string> parts;
-  for (int ranks : {8, 32}) {
-    if (ratio.count(ranks)) {
-      parts.push_back(
-          absl::StrFormat("commit_vs_barrier_at_%d=%.2f", ranks, ratio[ranks]));
-    }
-  }
-  for (int ranks : {8, 32}) {
-    if (async_ratio.count(ranks)) {
-      parts.push_back(absl::StrFormat("async_commit_vs_barrier_at_%d=%.2f",
-                                      ranks, async_ratio[ranks]));
+  for (const auto& [prefix, ratios] :
+       {std::pair{"", &ratio}, std::pair{"async_", &async_ratio}}) {
+    for (int ranks : {8, 32}) {
+      if (ratios->count(ranks)) {
+        parts.push_back(absl::StrFormat("%scommit_vs_barrier_at_%d=%.2f",
+                                        prefix, ranks, ratios->at(ranks)));
+      }
     }
   }
   std::printf("mpi_commit_bench: %s\n", absl::StrJoin(parts, " ").c_str());
