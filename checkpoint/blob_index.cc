@@ -8,8 +8,6 @@
 #include <numeric>
 #include <optional>
 #include <string>
-#include <system_error>
-#include <thread>  // NOLINT(build/c++11)
 #include <utility>
 #include <vector>
 
@@ -52,128 +50,6 @@ int64_t CreationTimeMicros() {
     return seconds * 1000000;
   }
   return absl::ToUnixMicros(absl::Now());
-}
-
-// Reads a varint of at most `max_bytes` at *p (before end); false if it is
-// cut short or longer. (The project's other varint readers belong to the
-// LevelDB adapter and the serialization library, and the protobuf API's
-// CodedInputStream takes tags longer than its parser does.)
-bool ReadVarint(const char** p, const char* end, uint64_t* value,
-                int max_bytes = 10) {
-  *value = 0;
-  for (int i = 0, shift = 0; i < max_bytes && *p < end; ++i, shift += 7) {
-    const uint8_t byte = static_cast<uint8_t>(*(*p)++);
-    *value |= static_cast<uint64_t>(byte & 0x7f) << shift;
-    if ((byte & 0x80) == 0) return true;
-  }
-  return false;
-}
-
-// Splits a serialized BlobIndex into the payloads of its `blob` fields and
-// the bytes of all its other fields. False for anything but plain varint,
-// fixed and length-delimited fields that fit (ParseFromString then decides).
-bool SplitBlobEntries(absl::string_view bytes,
-                      std::vector<absl::string_view>* entries,
-                      std::string* rest) {
-  const char* p = bytes.data();
-  const char* const end = p + bytes.size();
-  while (p < end) {
-    const char* const field = p;
-    uint64_t tag = 0;
-    uint64_t value = 0;
-    // As protobuf's parser: a tag is a varint of at most 5 bytes (32 bits)
-    // with a field number.
-    if (!ReadVarint(&p, end, &tag, 5) || tag > 0xffffffffu || (tag >> 3) == 0) {
-      return false;
-    }
-    switch (tag & 7) {
-      case 0:
-        if (!ReadVarint(&p, end, &value)) return false;
-        break;
-      case 1:
-      case 5: {
-        const size_t size = (tag & 7) == 1 ? 8 : 4;
-        if (static_cast<size_t>(end - p) < size) return false;
-        p += size;
-        break;
-      }
-      case 2:
-        if (!ReadVarint(&p, end, &value, 5) ||
-            value > static_cast<uint64_t>(end - p) ||
-            value >
-                static_cast<uint64_t>(std::numeric_limits<int32_t>::max())) {
-          return false;
-        }
-        if ((tag >> 3) == BlobIndex::kBlobFieldNumber) {
-          entries->emplace_back(p, value);
-          p += value;
-          continue;
-        }
-        p += value;
-        break;
-      default:
-        return false;
-    }
-    rest->append(field, p - field);
-  }
-  return true;
-}
-
-// Parses the serialized BlobIndex `bytes` into `index` (cleared). An index
-// of many blobs has its entries parsed by two threads into messages of
-// index's arena (or the heap), then attached in order: half the serial
-// time of a load of 100,000 small blobs is parsing its index.
-bool ParseBlobIndex(absl::string_view bytes, BlobIndex* index) {
-  // An index under this size (some 8,000 small blobs) is parsed at once.
-  constexpr size_t kBytesToSplit = 256 << 10;
-  constexpr size_t kEntriesToSplit = 4096;
-  std::vector<absl::string_view> entries;
-  std::string rest;
-  if (bytes.size() < kBytesToSplit ||
-      !SplitBlobEntries(bytes, &entries, &rest) ||
-      entries.size() < kEntriesToSplit) {
-    return index->ParseFromArray(bytes.data(), static_cast<int>(bytes.size()));
-  }
-  if (!index->ParseFromString(rest)) return false;
-  google::protobuf::Arena* const arena = index->GetArena();
-  std::vector<CheckpointBlobInfo*> parsed(entries.size(), nullptr);
-  auto parse = [&](size_t begin, size_t end) {
-    for (size_t i = begin; i < end; ++i) {
-      parsed[i] =
-          google::protobuf::Arena::CreateMessage<CheckpointBlobInfo>(arena);
-      if (!parsed[i]->ParseFromArray(entries[i].data(),
-                                     static_cast<int>(entries[i].size()))) {
-        return false;
-      }
-    }
-    return true;
-  };
-  const size_t half = entries.size() / 2;
-  bool first_ok = false;
-  std::optional<std::thread> helper;
-  try {
-    helper.emplace([&] { first_ok = parse(0, half); });
-  } catch (const std::system_error&) {
-    first_ok = parse(0, half);  // no thread to be had: parse it here
-  }
-  const bool second_ok = parse(half, entries.size());
-  if (helper.has_value()) helper->join();
-  if (!first_ok || !second_ok) {
-    if (arena == nullptr) {
-      for (CheckpointBlobInfo* info : parsed) delete info;
-    }
-    return false;
-  }
-  auto* blobs = index->mutable_blob();
-  blobs->Reserve(static_cast<int>(parsed.size()));
-  for (CheckpointBlobInfo* info : parsed) {
-    if (arena != nullptr) {
-      blobs->UnsafeArenaAddAllocated(info);  // already on index's arena
-    } else {
-      blobs->AddAllocated(info);
-    }
-  }
-  return true;
 }
 
 }  // namespace
@@ -255,7 +131,8 @@ absl::StatusOr<std::string> BlobIndexBuilder::Finish() {
   return std::move(encoded_);
 }
 
-absl::Status ValidateBlobIndex(const BlobIndex& index, absl::string_view path) {
+absl::Status ValidateBlobIndex(const CompactBlobIndex& index,
+                               absl::string_view path) {
   if (index.format_version() != kBlobIndexFormatVersion) {
     return absl::FailedPreconditionError(absl::StrCat(
         "checkpoint ", path, " has format version ", index.format_version(),
@@ -265,7 +142,7 @@ absl::Status ValidateBlobIndex(const BlobIndex& index, absl::string_view path) {
   // without a set of 100,000 of them.
   bool sorted = true;
   for (int b = 1; b < index.blob_size() && sorted; ++b) {
-    sorted = index.blob(b - 1).name() < index.blob(b).name();
+    sorted = index.name(b - 1) < index.name(b);
   }
   absl::flat_hash_set<absl::string_view> names;
   if (!sorted) names.reserve(index.blob_size());
@@ -273,47 +150,49 @@ absl::Status ValidateBlobIndex(const BlobIndex& index, absl::string_view path) {
   // and names are unique; within a blob they are checked here.
   absl::flat_hash_set<absl::string_view> keys;
   int64_t total = 0;
-  for (const CheckpointBlobInfo& blob : index.blob()) {
-    if (blob.name().empty()) {
+  for (int b = 0; b < index.blob_size(); ++b) {
+    const absl::string_view name = index.name(b);
+    if (name.empty()) {
       return Damaged(path, "the blob index lists a blob without a name");
     }
-    auto where = [&blob] {
-      return absl::StrCat("the blob index's entry of blob '", blob.name(), "'");
+    auto where = [name] {
+      return absl::StrCat("the blob index's entry of blob '", name, "'");
     };
-    if (!sorted && !names.insert(blob.name()).second) {
-      return Damaged(path, absl::StrCat("the blob index lists blob '",
-                                        blob.name(), "' twice"));
+    if (!sorted && !names.insert(name).second) {
+      return Damaged(
+          path, absl::StrCat("the blob index lists blob '", name, "' twice"));
     }
-    if (blob.key_size() == 0 || blob.value_bytes_size() != blob.key_size() ||
-        blob.value_crc32c_size() != blob.key_size()) {
+    const int key_size = index.key_size(b);
+    if (key_size == 0 || index.value_bytes_size(b) != key_size ||
+        index.value_crc32c_size(b) != key_size) {
       return Damaged(path,
-                     absl::StrCat(where(), " has ", blob.key_size(), " keys, ",
-                                  blob.value_bytes_size(), " sizes and ",
-                                  blob.value_crc32c_size(), " checksums"));
+                     absl::StrCat(where(), " has ", key_size, " keys, ",
+                                  index.value_bytes_size(b), " sizes and ",
+                                  index.value_crc32c_size(b), " checksums"));
     }
     keys.clear();
-    for (int i = 0; i < blob.key_size(); ++i) {
-      const std::string& key = blob.key(i);
-      absl::StatusOr<BlobKey> parsed = ParseBlobKey(key);
-      if (!parsed.ok() || parsed->blob_name != blob.name() ||
-          key == kBlobIndexKey) {
+    for (int k = 0; k < key_size; ++k) {
+      const absl::string_view key = index.key(b, k);
+      absl::StatusOr<BlobKeyView> parsed = ParseBlobKeyView(key);
+      if (!parsed.ok() || parsed->blob_name != name || key == kBlobIndexKey) {
         return Damaged(path, absl::StrCat(where(), " lists key ", Quote(key),
                                           ", which is not one of its keys"));
       }
-      if (blob.key_size() > 1 && !keys.insert(key).second) {
+      if (key_size > 1 && !keys.insert(key).second) {
         return Damaged(path, absl::StrCat("the blob index lists key ",
                                           Quote(key), " twice"));
       }
-      if (blob.value_bytes(i) < 0) {
+      const int64_t bytes = index.value_bytes(b, k);
+      if (bytes < 0) {
         return Damaged(path, absl::StrCat(where(), " gives key ", Quote(key),
                                           " a negative size"));
       }
-      if (blob.value_bytes(i) > std::numeric_limits<int64_t>::max() - total) {
+      if (bytes > std::numeric_limits<int64_t>::max() - total) {
         return Damaged(path, absl::StrCat(where(), " gives key ", Quote(key),
                                           " a size that makes the total "
                                           "overflow"));
       }
-      total += blob.value_bytes(i);
+      total += bytes;
     }
   }
   if (total != index.total_bytes()) {
@@ -324,14 +203,17 @@ absl::Status ValidateBlobIndex(const BlobIndex& index, absl::string_view path) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<BlobIndex> ReadBlobIndex(DB* db) {
-  BlobIndex index;
-  JG_RETURN_IF_ERROR(ReadBlobIndex(db, &index));
-  return index;
+absl::Status ValidateBlobIndex(const BlobIndex& index, absl::string_view path) {
+  std::optional<CompactBlobIndex> compact =
+      CompactBlobIndex::Decode(index.SerializeAsString());
+  // A message can hold what does not parse back (a name that is not UTF-8).
+  if (!compact.has_value()) {
+    return Damaged(path, "its blob index does not parse");
+  }
+  return ValidateBlobIndex(*compact, path);
 }
 
-absl::Status ReadBlobIndex(DB* db, BlobIndex* index) {
-  index->Clear();
+absl::StatusOr<CompactBlobIndex> ReadCompactBlobIndex(DB* db) {
   // The index has no checksum of its own (it holds the values'): the
   // database's block checksums are checked even where values are read
   // without them.
@@ -343,10 +225,18 @@ absl::Status ReadBlobIndex(DB* db, BlobIndex* index) {
                      "jobgraph's Save"));
   }
   if (!bytes.ok()) return bytes.status();
-  if (!ParseBlobIndex(*bytes, index)) {
+  std::optional<CompactBlobIndex> index =
+      CompactBlobIndex::Decode(*std::move(bytes));
+  if (!index.has_value()) {
     return Damaged(db->path(), "its blob index does not parse");
   }
-  return ValidateBlobIndex(*index, db->path());
+  JG_RETURN_IF_ERROR(ValidateBlobIndex(*index, db->path()));
+  return *std::move(index);
+}
+
+absl::StatusOr<BlobIndex> ReadBlobIndex(DB* db) {
+  JG_ASSIGN_OR_RETURN(CompactBlobIndex index, ReadCompactBlobIndex(db));
+  return index.ToProto();
 }
 
 absl::StatusOr<BlobIndex> ReadBlobIndexAt(absl::string_view db_type,
@@ -356,7 +246,7 @@ absl::StatusOr<BlobIndex> ReadBlobIndexAt(absl::string_view db_type,
   return ReadBlobIndex(db.get());
 }
 
-absl::Status ScanDbValues(DB* db, const BlobIndex& index,
+absl::Status ScanDbValues(DB* db, const CompactBlobIndex& index,
                           absl::Span<const int> blob_indices, bool verify_crc,
                           const DbValueVisitor& visit) {
   struct Wanted {
@@ -368,9 +258,8 @@ absl::Status ScanDbValues(DB* db, const BlobIndex& index,
   wanted.reserve(blob_indices.size());
   for (int b : blob_indices) {
     CHECK(b >= 0 && b < index.blob_size()) << "blob index " << b;
-    const CheckpointBlobInfo& blob = index.blob(b);
-    for (int k = 0; k < blob.key_size(); ++k) {
-      wanted.push_back({blob.key(k), b, k});
+    for (int k = 0; k < index.key_size(b); ++k) {
+      wanted.push_back({index.key(b, k), b, k});
     }
   }
   if (wanted.empty()) return absl::OkStatus();
@@ -396,19 +285,21 @@ absl::Status ScanDbValues(DB* db, const BlobIndex& index,
       continue;
     }
     if (order > 0) break;  // w.key is missing.
-    const CheckpointBlobInfo& blob = index.blob(w.blob_index);
+    const int64_t listed = index.value_bytes(w.blob_index, w.key_index);
     const absl::string_view value = cursor->value();
-    if (static_cast<int64_t>(value.size()) != blob.value_bytes(w.key_index)) {
-      return Damaged(db->path(),
-                     absl::StrCat("value of key ", Quote(key), " (blob '",
-                                  blob.name(), "') has ", value.size(),
-                                  " bytes, but the blob index says ",
-                                  blob.value_bytes(w.key_index)));
+    if (static_cast<int64_t>(value.size()) != listed) {
+      return Damaged(
+          db->path(),
+          absl::StrCat("value of key ", Quote(key), " (blob '",
+                       index.name(w.blob_index), "') has ", value.size(),
+                       " bytes, but the blob index says ", listed));
     }
-    if (verify_crc && Crc32c(value) != blob.value_crc32c(w.key_index)) {
-      return Damaged(db->path(),
-                     absl::StrCat("value of key ", Quote(key), " (blob '",
-                                  blob.name(), "') fails its CRC-32C check"));
+    if (verify_crc &&
+        Crc32c(value) != index.value_crc32c(w.blob_index, w.key_index)) {
+      return Damaged(
+          db->path(),
+          absl::StrCat("value of key ", Quote(key), " (blob '",
+                       index.name(w.blob_index), "') fails its CRC-32C check"));
     }
     JG_RETURN_IF_ERROR(visit(w.blob_index, w.key_index, value));
     ++next;
@@ -420,13 +311,14 @@ absl::Status ScanDbValues(DB* db, const BlobIndex& index,
     const Wanted& w = wanted[next];
     return Damaged(db->path(),
                    absl::StrCat("key ", Quote(w.key), " of blob '",
-                                index.blob(w.blob_index).name(),
+                                index.name(w.blob_index),
                                 "' is listed in the blob index but missing"));
   }
   return absl::OkStatus();
 }
 
-absl::Status CheckIndexOwner(const std::string& path, const BlobIndex& index,
+absl::Status CheckIndexOwner(const std::string& path,
+                             const CompactBlobIndex& index,
                              const std::optional<std::string>& node,
                              const std::optional<int64_t>& epoch) {
   if (node.has_value() && index.node() != *node) {
@@ -441,8 +333,8 @@ absl::Status CheckIndexOwner(const std::string& path, const BlobIndex& index,
   return absl::OkStatus();
 }
 
-absl::StatusOr<BlobIndex> VerifyDb(DB* db, VerifyDepth depth) {
-  JG_ASSIGN_OR_RETURN(BlobIndex index, ReadBlobIndex(db));
+absl::StatusOr<CompactBlobIndex> VerifyDb(DB* db, VerifyDepth depth) {
+  JG_ASSIGN_OR_RETURN(CompactBlobIndex index, ReadCompactBlobIndex(db));
   std::vector<int> all(index.blob_size());
   std::iota(all.begin(), all.end(), 0);
   JG_RETURN_IF_ERROR(ScanDbValues(
@@ -454,7 +346,7 @@ absl::StatusOr<BlobIndex> VerifyDb(DB* db, VerifyDepth depth) {
   return index;
 }
 
-absl::Status VerifyRecordedFiles(DB* db, const BlobIndex& index,
+absl::Status VerifyRecordedFiles(DB* db, const CompactBlobIndex& index,
                                  VerifyDepth depth) {
   DB::FileCheck check;
   check.record_required = index.files_listed();
@@ -462,9 +354,9 @@ absl::Status VerifyRecordedFiles(DB* db, const BlobIndex& index,
   return db->VerifyFiles(check);
 }
 
-absl::StatusOr<BlobIndex> VerifyDbAt(absl::string_view db_type,
-                                     const std::string& path,
-                                     VerifyDepth depth) {
+absl::StatusOr<CompactBlobIndex> VerifyDbAt(absl::string_view db_type,
+                                            const std::string& path,
+                                            VerifyDepth depth) {
   DbOptions options;
   // VerifyDb checks every value's CRC-32C itself.
   options.verify_checksums = false;

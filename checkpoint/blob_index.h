@@ -24,6 +24,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "checkpoint/compact_blob_index.h"
 #include "checkpoint/db.h"
 #include "proto/jobgraph.pb.h"
 
@@ -96,34 +97,37 @@ class BlobIndexBuilder {
 // one key, as many sizes and checksums as keys, keys that are unique and
 // belong to the blob (ParseBlobKey), and a total_bytes that adds up (else
 // DataLoss). Messages name `path`.
+absl::Status ValidateBlobIndex(const CompactBlobIndex& index,
+                               absl::string_view path);
+// The same checks of a message (DataLoss also when it does not serialize to
+// an index that parses, as a name that is not UTF-8).
 absl::Status ValidateBlobIndex(const BlobIndex& index, absl::string_view path);
 
-// Reads and validates the blob index of `db`. DataLoss naming the database
-// path when it is missing ("<path> has no blob index: ...") or does
+// Reads, decodes and validates the blob index of `db`. DataLoss naming the
+// database path when it is missing ("<path> has no blob index: ...") or does
 // not parse; other read errors as the DB returns them.
+absl::StatusOr<CompactBlobIndex> ReadCompactBlobIndex(DB* db);
+// ReadCompactBlobIndex as a message (for showing its entries).
 absl::StatusOr<BlobIndex> ReadBlobIndex(DB* db);
-// ReadBlobIndex into `*index` (cleared first), which may live on an arena:
-// a load of many blobs parses and frees its index much faster there.
-absl::Status ReadBlobIndex(DB* db, BlobIndex* index);
 
 // Opens the database of `db_type` at `path` for reading and reads its
 // index (ReadBlobIndex). Errors of opening name the path.
 absl::StatusOr<BlobIndex> ReadBlobIndexAt(absl::string_view db_type,
                                           const std::string& path);
 
-// Receives one checked value: the index of its blob in index.blob(), the
+// Receives one checked value: the index of its blob in the blob index, the
 // key's index within that blob, and the value (valid only during the call).
 using DbValueVisitor = std::function<absl::Status(int blob_index, int key_index,
                                                   absl::string_view value)>;
 
-// Reads the values of the blobs `blob_indices` (indices into
-// index.blob()) from `db` in key order, checks each against the blob index
+// Reads the values of the blobs `blob_indices` (indices of the blob index's
+// blobs) from `db` in key order, checks each against the blob index
 // (size always, CRC-32C when `verify_crc`) and passes it to `visit`. Reads
 // nothing else: it seeks over keys it does not need and stops after the
 // last one it needs. DataLoss naming the database path and the key for a
 // listed key that is missing, a wrong size or a failed checksum; errors of
 // the DB and of `visit` are returned as they are.
-absl::Status ScanDbValues(DB* db, const BlobIndex& index,
+absl::Status ScanDbValues(DB* db, const CompactBlobIndex& index,
                           absl::Span<const int> blob_indices, bool verify_crc,
                           const DbValueVisitor& visit);
 
@@ -141,23 +145,24 @@ enum class VerifyDepth {
 
 // The blob index of the database at `path` names `node` and `epoch` (each
 // when given); DataLoss naming the path otherwise.
-absl::Status CheckIndexOwner(const std::string& path, const BlobIndex& index,
+absl::Status CheckIndexOwner(const std::string& path,
+                             const CompactBlobIndex& index,
                              const std::optional<std::string>& node,
                              const std::optional<int64_t>& epoch);
 
 // Reads the blob index of `db` and checks every value it lists (sizes and
 // CRC-32C) without deserializing anything, then, for kValuesAndFiles, the
 // files. Returns the blob index.
-absl::StatusOr<BlobIndex> VerifyDb(DB* db, VerifyDepth depth);
+absl::StatusOr<CompactBlobIndex> VerifyDb(DB* db, VerifyDepth depth);
 // The files part of VerifyDb: the database's record of its files is there
 // (when the index says one was written) and each file has its recorded size
 // and, for kValuesAndFiles, its recorded checksum (DB::VerifyFiles).
-absl::Status VerifyRecordedFiles(DB* db, const BlobIndex& index,
+absl::Status VerifyRecordedFiles(DB* db, const CompactBlobIndex& index,
                                  VerifyDepth depth);
 // VerifyDb of the database of `db_type` at `path`, opened for reading.
-absl::StatusOr<BlobIndex> VerifyDbAt(absl::string_view db_type,
-                                     const std::string& path,
-                                     VerifyDepth depth);
+absl::StatusOr<CompactBlobIndex> VerifyDbAt(absl::string_view db_type,
+                                            const std::string& path,
+                                            VerifyDepth depth);
 
 }  // namespace jobgraph
 

@@ -16,7 +16,6 @@
 #include "checkpoint/memory_db.h"
 #include "glog/logging.h"
 #include "gmock/gmock.h"
-#include "google/protobuf/arena.h"
 #include "gtest/gtest.h"
 #include "proto/jobgraph.pb.h"
 
@@ -209,9 +208,11 @@ TEST_F(BlobIndexDbTest, ReadAndScan) {
                                            {"w#%1", "de"},
                                            {"other", "x"},
                                            {kBlobIndexKey, manifest}});
-  absl::StatusOr<BlobIndex> read = ReadBlobIndex(db.get());
+  absl::StatusOr<BlobIndex> message = ReadBlobIndex(db.get());
+  ASSERT_TRUE(message.ok()) << message.status();
+  EXPECT_EQ(message->SerializeAsString(), manifest);
+  absl::StatusOr<CompactBlobIndex> read = ReadCompactBlobIndex(db.get());
   ASSERT_TRUE(read.ok()) << read.status();
-  EXPECT_EQ(read->SerializeAsString(), manifest);
 
   std::vector<std::string> seen;
   ASSERT_TRUE(ScanDbValues(db.get(), *read, {0}, true,
@@ -237,7 +238,7 @@ TEST_F(BlobIndexDbTest, DamageIsDataLossNamingTheKey) {
   const std::string manifest = TwoKeyManifest().SerializeAsString();
   std::unique_ptr<DB> db = MakeDb(
       "bad", {{"w#%0", "abd"}, {"w#%1", "d"}, {kBlobIndexKey, manifest}});
-  absl::StatusOr<BlobIndex> verified =
+  absl::StatusOr<CompactBlobIndex> verified =
       VerifyDb(db.get(), VerifyDepth::kValuesAndFiles);
   EXPECT_EQ(verified.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_EQ(verified.status().message(),
@@ -245,7 +246,7 @@ TEST_F(BlobIndexDbTest, DamageIsDataLossNamingTheKey) {
             "check; the database is damaged");
   // Without CRC checks, sizes are still checked.
   absl::Status status = ScanDbValues(
-      db.get(), *ReadBlobIndex(db.get()), {0}, false,
+      db.get(), *ReadCompactBlobIndex(db.get()), {0}, false,
       [](int, int, absl::string_view) { return absl::OkStatus(); });
   EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
   EXPECT_EQ(status.message(),
@@ -269,9 +270,8 @@ TEST_F(BlobIndexDbTest, MissingOrGarbledManifest) {
             "database is damaged");
 }
 
-// An index of many blobs has its entries parsed by two threads, on an arena
-// (Load) or the heap (ReadBlobIndex); either way it is the message one parse
-// gives, and a damaged entry among them is damage.
+// An index of many blobs reads as protobuf parses it, and a damaged entry
+// among them is damage.
 TEST_F(BlobIndexDbTest, AnIndexOfManyBlobsReadsAsOneParse) {
   BlobIndexBuilder builder("trainer_0", 3);
   std::vector<std::pair<std::string, std::string>> pairs;
@@ -284,41 +284,44 @@ TEST_F(BlobIndexDbTest, AnIndexOfManyBlobsReadsAsOneParse) {
     builder.AddValue(name, absl::StrCat("v", i));
   }
   const std::string bytes = builder.Finish().value();
-  BlobIndex expected;
-  ASSERT_TRUE(expected.ParseFromString(bytes));
   std::unique_ptr<DB> db = MakeDb("many", {{kBlobIndexKey, bytes}});
   absl::StatusOr<BlobIndex> read = ReadBlobIndex(db.get());
   ASSERT_TRUE(read.ok()) << read.status();
   EXPECT_EQ(read->blob_size(), 10000);
   EXPECT_EQ(read->blob(9999).name(), "blob_09999");
   EXPECT_EQ(read->SerializeAsString(), bytes);
-  google::protobuf::Arena arena;
-  BlobIndex* on_arena =
-      google::protobuf::Arena::CreateMessage<BlobIndex>(&arena);
-  ASSERT_TRUE(ReadBlobIndex(db.get(), on_arena).ok());
-  EXPECT_EQ(on_arena->SerializeAsString(), bytes);
+  absl::StatusOr<CompactBlobIndex> compact = ReadCompactBlobIndex(db.get());
+  ASSERT_TRUE(compact.ok()) << compact.status();
+  EXPECT_EQ(compact->blob_size(), 10000);
+  EXPECT_EQ(compact->name(9999), "blob_09999");
+  EXPECT_EQ(compact->key(9999, 0), "blob_09999");
+  EXPECT_EQ(compact->value_bytes(9999, 0), 5);
+  EXPECT_EQ(compact->value_crc32c(9999, 0), Crc32c("v9999"));
+  EXPECT_EQ(compact->Entry(9998).dims(0), 9998 % 7);
 
-  // One more entry whose payload is a cut-off tag: the entries split, that
-  // one does not parse.
+  // One more entry whose payload is a cut-off tag does not parse.
   db = MakeDb("many_bad",
               {{kBlobIndexKey, bytes + std::string("\x22\x01\xff")}});
   // An empty entry whose tag is encoded in 6 bytes, longer than protobuf
-  // allows: the split refuses it as protobuf's parser does ("does not
-  // parse"), instead of reading an entry without a name.
+  // allows, is refused as protobuf's parser refuses it ("does not parse"),
+  // instead of read as an entry without a name.
   std::unique_ptr<DB> long_tag =
       MakeDb("many_long_tag",
              {{kBlobIndexKey,
                bytes + std::string("\xa2\x80\x80\x80\x80\x00\x00", 7)}});
-  EXPECT_EQ(ReadBlobIndex(long_tag.get()).status().message(),
+  EXPECT_EQ(ReadCompactBlobIndex(long_tag.get()).status().message(),
             "checkpoint many_long_tag: its blob index does not parse; the "
             "database is damaged");
-  for (BlobIndex* into : {static_cast<BlobIndex*>(nullptr), on_arena}) {
-    absl::Status status = into == nullptr ? ReadBlobIndex(db.get()).status()
-                                          : ReadBlobIndex(db.get(), into);
-    EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
-    EXPECT_EQ(status.message(),
-              "checkpoint many_bad: its blob index does not parse; the "
-              "database is damaged");
+  for (DB* damaged : {db.get(), long_tag.get()}) {
+    for (const absl::Status& status :
+         {ReadBlobIndex(damaged).status(),
+          ReadCompactBlobIndex(damaged).status()}) {
+      EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
+      EXPECT_EQ(status.message(),
+                absl::StrCat("checkpoint ", damaged->path(),
+                             ": its blob index does not parse; the "
+                             "database is damaged"));
+    }
   }
 }
 

@@ -28,7 +28,6 @@
 #include "engine/serialization.h"
 #include "engine/status_macros.h"
 #include "engine/workspace.h"
-#include "google/protobuf/arena.h"
 #include "proto/jobgraph.pb.h"
 
 namespace jobgraph {
@@ -167,13 +166,13 @@ class LoadOp final : public OperatorBase {
 
   // The name a stored blob is loaded as: strip_prefix removed (up to and
   // including its first occurrence), then add_prefix prepended.
-  std::string LoadedName(const std::string& stored) const {
+  std::string LoadedName(absl::string_view stored) const {
     size_t start = 0;
     if (!strip_prefix_.empty()) {
       const size_t pos = stored.find(strip_prefix_);
-      if (pos != std::string::npos) start = pos + strip_prefix_.size();
+      if (pos != absl::string_view::npos) start = pos + strip_prefix_.size();
     }
-    return absl::StrCat(add_prefix_, absl::string_view(stored).substr(start));
+    return absl::StrCat(add_prefix_, stored.substr(start));
   }
 
   absl::Status Load() {
@@ -239,10 +238,8 @@ class LoadOp final : public OperatorBase {
     JG_ASSIGN_OR_RETURN(
         std::unique_ptr<DB> db,
         DbRegistry::Global().Open(db_type_, path, DbMode::kRead, options));
-    google::protobuf::Arena arena;
-    BlobIndex& index =
-        *google::protobuf::Arena::CreateMessage<BlobIndex>(&arena);
-    JG_RETURN_IF_ERROR(ReadBlobIndex(db.get(), &index));
+    JG_ASSIGN_OR_RETURN(const CompactBlobIndex index,
+                        ReadCompactBlobIndex(db.get()));
     if (expected_node_.has_value() || expected_epoch_.has_value()) {
       // Before any value is read: a database of another node or epoch is
       // damage, and so is one missing a file it recorded.
@@ -253,7 +250,7 @@ class LoadOp final : public OperatorBase {
     }
 
     // The blobs of this database to load, their names and targets, indexed
-    // like index.blob().
+    // like the index's blobs.
     std::vector<int> indices;
     // The names blobs are loaded as: the stored names themselves, or, when
     // a prefix renames them, strings of `renamed` (reserved in full, so that
@@ -265,26 +262,35 @@ class LoadOp final : public OperatorBase {
     std::vector<Blob*> targets(index.blob_size(), nullptr);
     std::vector<int64_t> blob_bytes(index.blob_size(), 0);
     absl::flat_hash_map<std::string, int> in_this_db;
+    // The output after the last one found: outputs listed in the index's
+    // order (as Save's) are found without hashing their names.
+    int next_output = 0;
     for (int b = 0; b < index.blob_size(); ++b) {
-      const std::string& stored = index.blob(b).name();
+      const absl::string_view stored = index.name(b);
       absl::string_view name = stored;
       if (renames) name = renamed.emplace_back(LoadedName(stored));
       Blob* target = nullptr;
       if (load_all_) {
         target = workspace()->CreateBlob(name);
       } else {
-        auto it = wanted_.find(name);
-        if (it == wanted_.end()) continue;
-        target = OutputBlob(it->second);
-        (*found)[it->second] = true;
+        int output = next_output;
+        if (output >= static_cast<int>(wanted_names_.size()) ||
+            wanted_names_[output] != name) {
+          auto it = wanted_.find(name);
+          if (it == wanted_.end()) continue;
+          output = it->second;
+        }
+        next_output = output + 1;
+        target = OutputBlob(output);
+        (*found)[output] = true;
       }
       // Stored names are unique (ValidateBlobIndex) and add_prefix keeps
       // them so: only strip_prefix can make two of them one.
       if (!strip_prefix_.empty()) {
         if (auto [it, inserted] = in_this_db.emplace(name, b); !inserted) {
           return absl::InvalidArgumentError(absl::StrCat(
-              "blobs '", index.blob(it->second).name(), "' and '", stored,
-              "' of ", path, " would both be loaded as '", name, "'"));
+              "blobs '", index.name(it->second), "' and '", stored, "' of ",
+              path, " would both be loaded as '", name, "'"));
         }
       }
       if (dbs_.size() > 1) {
@@ -298,7 +304,9 @@ class LoadOp final : public OperatorBase {
       // first value may declare. Only a value's own size is checked against
       // the index when it is read, so a damaged index can still raise this
       // bound, up to its total_bytes.
-      for (int64_t bytes : index.blob(b).value_bytes()) blob_bytes[b] += bytes;
+      for (int k = 0; k < index.key_size(b); ++k) {
+        blob_bytes[b] += index.value_bytes(b, k);
+      }
       names[b] = name;
       targets[b] = target;
     }
@@ -309,9 +317,7 @@ class LoadOp final : public OperatorBase {
     // already), so that the first part's error is the one a single reader
     // would meet first.
     auto first_key = [&](int b) {
-      const CheckpointBlobInfo& blob = index.blob(b);
-      return blob.key_size() == 0 ? absl::string_view()
-                                  : absl::string_view(blob.key(0));
+      return index.key_size(b) == 0 ? absl::string_view() : index.key(b, 0);
     };
     auto by_key = [&](int a, int b) { return first_key(a) < first_key(b); };
     if (!std::is_sorted(indices.begin(), indices.end(), by_key)) {
@@ -333,12 +339,12 @@ class LoadOp final : public OperatorBase {
       // A blob of one value needs no state between values (AddWhole).
       assembler.Reserve(static_cast<int>(
           std::count_if(spans[i].begin(), spans[i].end(),
-                        [&](int b) { return index.blob(b).key_size() > 1; })));
+                        [&](int b) { return index.key_size(b) > 1; })));
       statuses[i] = ScanDbValues(
           db.get(), index, spans[i], verify_checksums_,
           [&](int b, int, absl::string_view value) -> absl::Status {
             absl::Status status =
-                index.blob(b).key_size() == 1
+                index.key_size(b) == 1
                     ? assembler.AddWhole(names[b], value, targets[b],
                                          blob_bytes[b])
                     : assembler.Add(names[b], value, targets[b], blob_bytes[b]);

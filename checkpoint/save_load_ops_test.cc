@@ -298,10 +298,11 @@ TEST_F(SaveLoadTest, ManifestListsEveryKeyWithSizeAndChecksum) {
   EXPECT_EQ(stored, listed);
 
   // VerifyDb agrees.
-  absl::StatusOr<BlobIndex> verified =
+  absl::StatusOr<CompactBlobIndex> verified =
       VerifyDb(reader, VerifyDepth::kValuesAndFiles);
   ASSERT_TRUE(verified.ok()) << verified.status();
-  EXPECT_EQ(verified->SerializeAsString(), manifest.SerializeAsString());
+  EXPECT_EQ(verified->ToProto().SerializeAsString(),
+            manifest.SerializeAsString());
 }
 
 TEST_F(SaveLoadTest, ResavingAnEpochReplacesTheDatabase) {
@@ -895,7 +896,7 @@ TEST_F(DamageTest, AFlippedByteInAValueIsDataLossNamingPathAndKey) {
   // Another blob of the same database is intact and still loads.
   ASSERT_TRUE(Load(&loaded, {"other"}, {Arg("db", db_)}).ok());
 
-  absl::StatusOr<BlobIndex> verified =
+  absl::StatusOr<CompactBlobIndex> verified =
       VerifyDbAt("leveldb", db_, VerifyDepth::kValuesAndFiles);
   EXPECT_EQ(verified.status().code(), absl::StatusCode::kDataLoss);
   // DBExists does not read values: the database still "exists".
@@ -1151,7 +1152,7 @@ TEST_F(SaveLoadTest, CrashAfterDbWriteLeavesOnlyATemporary) {
   EXPECT_EQ(names[0].rfind(".trainer_0.6.tmp-", 0), 0u) << names[0];
   EXPECT_EQ(DbExists(&ws, db).value(), false);
   // The leftover is a complete database: only the rename was missing.
-  absl::StatusOr<BlobIndex> manifest = VerifyDbAt(
+  absl::StatusOr<CompactBlobIndex> manifest = VerifyDbAt(
       "leveldb", JoinPath(dir, names[0]), VerifyDepth::kValuesAndFiles);
   ASSERT_TRUE(manifest.ok()) << manifest.status();
   EXPECT_EQ(manifest->blob_size(), static_cast<int>(kAllBlobs.size()));

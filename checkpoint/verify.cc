@@ -7,12 +7,11 @@
 
 namespace jobgraph {
 
-absl::StatusOr<BlobIndex> VerifyCheckpointDb(const std::string& db_type,
-                                             const std::string& path,
-                                             std::optional<std::string> node,
-                                             std::optional<int64_t> epoch,
-                                             VerifyDepth depth) {
-  JG_ASSIGN_OR_RETURN(BlobIndex index, VerifyDbAt(db_type, path, depth));
+absl::StatusOr<CompactBlobIndex> VerifyCheckpointDb(
+    const std::string& db_type, const std::string& path,
+    std::optional<std::string> node, std::optional<int64_t> epoch,
+    VerifyDepth depth) {
+  JG_ASSIGN_OR_RETURN(CompactBlobIndex index, VerifyDbAt(db_type, path, depth));
   JG_RETURN_IF_ERROR(CheckIndexOwner(path, index, node, epoch));
   return index;
 }
@@ -23,7 +22,7 @@ absl::Status VerifyCommittedEpoch(const std::string& dir,
                                   int64_t epoch) {
   for (const std::string& node : nodes) {
     const std::string path = CheckpointDbPath(dir, node, epoch);
-    absl::StatusOr<BlobIndex> db =
+    absl::StatusOr<CompactBlobIndex> db =
         // Everything a load then reads is checked; the files' own checksums
         // (a second full read) are `ckpt verify`'s.
         VerifyCheckpointDb(db_type, path, node, epoch, VerifyDepth::kValues);

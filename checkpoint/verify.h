@@ -25,7 +25,7 @@ namespace jobgraph {
 // damaged key (or, for the backend's own checks, the file). `depth`:
 // kValuesAndFiles for tools that look for any damage (`ckpt verify`),
 // kValues where only what a load reads matters (choosing a resume epoch).
-absl::StatusOr<BlobIndex> VerifyCheckpointDb(
+absl::StatusOr<CompactBlobIndex> VerifyCheckpointDb(
     const std::string& db_type, const std::string& path,
     std::optional<std::string> node = std::nullopt,
     std::optional<int64_t> epoch = std::nullopt,

@@ -124,11 +124,16 @@ absl::Status NotUtf8KeyError(absl::string_view key) {
 }  // namespace
 
 absl::StatusOr<BlobKey> ParseBlobKey(absl::string_view key) {
+  JG_ASSIGN_OR_RETURN(BlobKeyView parsed, ParseBlobKeyView(key));
+  return BlobKey{std::string(parsed.blob_name), parsed.chunk};
+}
+
+absl::StatusOr<BlobKeyView> ParseBlobKeyView(absl::string_view key) {
   const size_t pos = key.find(kChunkSeparator);
   if (pos == absl::string_view::npos) {
     if (key.empty()) return absl::InvalidArgumentError("empty database key");
     if (!IsValidUtf8(key)) return NotUtf8KeyError(key);
-    return BlobKey{std::string(key), std::nullopt};
+    return BlobKeyView{key, std::nullopt};
   }
   const absl::string_view name = key.substr(0, pos);
   const absl::string_view index = key.substr(pos + kChunkSeparator.size());
@@ -144,7 +149,7 @@ absl::StatusOr<BlobKey> ParseBlobKey(absl::string_view key) {
                      "': expected '<blob>' or '<blob>#%<chunk index>'"));
   }
   if (!IsValidUtf8(name)) return NotUtf8KeyError(key);
-  return BlobKey{std::string(name), chunk};
+  return BlobKeyView{name, chunk};
 }
 
 absl::Status SerializeBlob(absl::string_view name, const Blob& blob,

@@ -134,6 +134,12 @@ struct BlobKey {
 // leading zeros, and must be valid UTF-8 (as SerializeBlob requires);
 // anything else is InvalidArgument.
 absl::StatusOr<BlobKey> ParseBlobKey(absl::string_view key);
+// ParseBlobKey without a copy of the name: a view into `key`.
+struct BlobKeyView {
+  absl::string_view blob_name;
+  std::optional<int64_t> chunk;
+};
+absl::StatusOr<BlobKeyView> ParseBlobKeyView(absl::string_view key);
 
 // Writes and reads blobs of one C++ type. Implementations must be
 // thread-safe (they are shared by all threads); typically they are stateless.

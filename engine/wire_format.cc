@@ -11,12 +11,6 @@ namespace jobgraph {
 namespace serialization_internal {
 namespace {
 
-// Wire types (the low three bits of a tag).
-constexpr int kWireVarint = 0;
-constexpr int kWireFixed64 = 1;
-constexpr int kWireLengthDelimited = 2;
-constexpr int kWireFixed32 = 5;
-
 // Field numbers of the header fields AppendTensorHeader writes.
 constexpr int kBlobProtoNameField = 1;
 constexpr int kBlobProtoTypeField = 2;
@@ -45,10 +39,6 @@ void AppendVarint(uint64_t value, std::string* out) {
   buf[n++] = static_cast<char>(value);
   out->append(buf, n);
 }
-
-// Protobuf reads a length as a varint of at most 5 bytes whose value is at
-// most INT_MAX, and rejects a value with a longer one.
-constexpr int kMaxLengthBytes = 5;
 
 bool ReadLength(google::protobuf::io::CodedInputStream* in, uint32_t* length) {
   const int start = in->CurrentPosition();
@@ -122,63 +112,14 @@ bool ScanTensorProto(google::protobuf::io::CodedInputStream* in,
   return true;
 }
 
-// The fast path of ScanBlobProto, for values made only of the fields that
-// SerializeBlob writes for tensors, in their usual encodings. It returns
-// false, having perhaps filled `out` partly, at anything else (another field,
-// a multi-byte tag, an unusual varint, invalid UTF-8, truncation); the
-// caller then clears `out` and runs the general scanner, which decides.
-class FastReader {
- public:
-  explicit FastReader(absl::string_view bytes)
-      : p_(bytes.data()), end_(bytes.data() + bytes.size()) {}
-  bool done() const { return p_ == end_; }
-
-  bool Tag(int* field, int* wire_type) {
-    if (p_ == end_) return false;
-    const uint8_t b = static_cast<uint8_t>(*p_);
-    if ((b & 0x80) != 0 || (b >> 3) == 0) return false;
-    ++p_;
-    *field = b >> 3;
-    *wire_type = b & 7;
-    return true;
-  }
-
-  // At most 10 bytes, the last at most 1: exactly the varints whose value
-  // fits 64 bits, on which every protobuf parser agrees.
-  bool Varint(uint64_t* value) {
-    uint64_t result = 0;
-    for (int i = 0; i < 10 && p_ != end_; ++i) {
-      const uint8_t b = static_cast<uint8_t>(*p_++);
-      if (i == 9 && b > 1) return false;
-      result |= static_cast<uint64_t>(b & 0x7f) << (7 * i);
-      if ((b & 0x80) == 0) {
-        *value = result;
-        return true;
-      }
-    }
-    return false;
-  }
-
-  bool Payload(absl::string_view* payload) {
-    const char* const start = p_;
-    uint64_t length;
-    if (!Varint(&length) || p_ - start > kMaxLengthBytes ||
-        length > static_cast<uint64_t>(INT_MAX) ||
-        length > static_cast<uint64_t>(end_ - p_)) {
-      return false;
-    }
-    *payload = absl::string_view(p_, static_cast<size_t>(length));
-    p_ += length;
-    return true;
-  }
-
- private:
-  const char* p_;
-  const char* const end_;
-};
-
+// ScanBlobProtoFast and its parts: the fast path of ScanBlobProto, for
+// values made only of the fields that SerializeBlob writes for tensors, in
+// their usual encodings. It returns false, having perhaps filled `out`
+// partly, at anything else (another field, a multi-byte tag, an unusual
+// varint, invalid UTF-8, truncation); the caller then clears `out` and runs
+// the general scanner, which decides.
 bool ScanSegmentFast(absl::string_view bytes, TensorProto::Segment* segment) {
-  FastReader in(bytes);
+  FastWireReader in(bytes);
   while (!in.done()) {
     int field, wire_type;
     uint64_t v;
@@ -199,7 +140,7 @@ bool ScanSegmentFast(absl::string_view bytes, TensorProto::Segment* segment) {
 
 bool ScanTensorFast(absl::string_view bytes, ScannedBlobProto* out) {
   TensorProto* tensor = out->header.mutable_tensor();
-  FastReader in(bytes);
+  FastWireReader in(bytes);
   while (!in.done()) {
     int field, wire_type;
     if (!in.Tag(&field, &wire_type)) return false;
@@ -212,7 +153,7 @@ bool ScanTensorFast(absl::string_view bytes, ScannedBlobProto* out) {
       tensor->add_dims(static_cast<int64_t>(v));
     } else if (field == kTensorProtoDimsField && delimited) {
       if (!in.Payload(&payload)) return false;
-      FastReader packed(payload);
+      FastWireReader packed(payload);
       while (!packed.done()) {
         if (!packed.Varint(&v)) return false;
         tensor->add_dims(static_cast<int64_t>(v));
@@ -241,7 +182,7 @@ bool ScanTensorFast(absl::string_view bytes, ScannedBlobProto* out) {
 }
 
 bool ScanBlobProtoFast(absl::string_view value, ScannedBlobProto* out) {
-  FastReader in(value);
+  FastWireReader in(value);
   while (!in.done()) {
     int field, wire_type;
     absl::string_view payload;

@@ -96,7 +96,7 @@ std::vector<int64_t> CommittedEpochsAndCheck(const std::string& dir) {
         << "epoch " << committed.epoch();
     for (const std::string& node : NodeNames()) {
       const std::string path = CheckpointDbPath(dir, node, committed.epoch());
-      absl::StatusOr<BlobIndex> db =
+      absl::StatusOr<CompactBlobIndex> db =
           VerifyCheckpointDb("leveldb", path, node, committed.epoch());
       EXPECT_TRUE(db.ok()) << "committed epoch " << committed.epoch()
                            << " of node " << node << ": " << db.status();

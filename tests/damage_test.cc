@@ -459,7 +459,7 @@ TEST_P(DamagedDatabaseTest, ExplicitResumeFailsAndLatestFallsBack) {
   EXPECT_THAT(CommittedEpochs(dir), ElementsAre(0, 1, 2, 3, 4));
   for (int id = 0; id < kNodes; ++id) {
     const std::string node = absl::StrCat("trainer_", id);
-    absl::StatusOr<BlobIndex> verified = VerifyCheckpointDb(
+    absl::StatusOr<CompactBlobIndex> verified = VerifyCheckpointDb(
         "leveldb", CheckpointDbPath(dir, node, kDamagedEpoch), node,
         kDamagedEpoch);
     EXPECT_TRUE(verified.ok()) << verified.status();

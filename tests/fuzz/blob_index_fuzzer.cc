@@ -1,25 +1,28 @@
-// Fuzzes a database's blob index (checkpoint/blob_index.h): ReadBlobIndex's
-// parse and validation, VerifyDb, and the load path that scans the listed
-// values and assembles the blobs (ScanDbValues + BlobAssembler), over an
-// in-memory database.
+// Fuzzes a database's blob index (checkpoint/blob_index.h): its decoding
+// (checkpoint/compact_blob_index.h) against protobuf's parser, validation,
+// VerifyDb, and the load path that scans the listed values and assembles the
+// blobs (ScanDbValues + BlobAssembler), over an in-memory database.
 //
 // Input: a mode byte, then an archive (fuzz_util.h) whose first entry's
 // bytes are the blob index value and whose other entries are the database's
 // other (key, value) pairs. Mode bit 1: before storing the index, set every
 // listed key's size and CRC-32C (and total_bytes) to those of the value
 // stored under it, so the values themselves get parsed.
-// Invariants: an accepted index passes ValidateBlobIndex; VerifyDb accepts
-// exactly when a scan of all values with checksums accepts.
+// Invariants: CompactBlobIndex::Decode accepts exactly what protobuf parses,
+// with the same fields; an accepted index passes ValidateBlobIndex; VerifyDb
+// accepts exactly when a scan of all values with checksums accepts.
 
 #include <cstddef>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "checkpoint/blob_index.h"
+#include "checkpoint/compact_blob_index.h"
 #include "checkpoint/crc32c.h"
 #include "checkpoint/db.h"
 #include "checkpoint/db_registry.h"
@@ -54,6 +57,44 @@ std::string FixUpIndex(const std::string& bytes,
   return index.SerializeAsString();
 }
 
+// Decode agrees with protobuf's parser on `bytes`.
+void CheckDecode(const std::string& bytes) {
+  BlobIndex parsed;
+  const bool parses = parsed.ParseFromString(bytes);
+  std::optional<CompactBlobIndex> decoded = CompactBlobIndex::Decode(bytes);
+  FUZZ_CHECK(decoded.has_value() == parses,
+             parses ? "Decode refused an index protobuf parses"
+                    : "Decode accepted an index protobuf refuses");
+  if (!parses) return;
+  parsed.DiscardUnknownFields();
+  FUZZ_CHECK(
+      decoded->ToProto().SerializeAsString() == parsed.SerializeAsString(),
+      "Decode and protobuf read different fields");
+  FUZZ_CHECK(decoded->blob_size() == parsed.blob_size(), "blob count");
+  for (int b = 0; b < parsed.blob_size(); ++b) {
+    const CheckpointBlobInfo& blob = parsed.blob(b);
+    FUZZ_CHECK(
+        decoded->name(b) == blob.name() &&
+            decoded->key_size(b) == blob.key_size() &&
+            decoded->value_bytes_size(b) == blob.value_bytes_size() &&
+            decoded->value_crc32c_size(b) == blob.value_crc32c_size() &&
+            decoded->Entry(b).SerializeAsString() == blob.SerializeAsString(),
+        "a blob's entry decodes differently");
+    for (int k = 0; k < blob.key_size(); ++k) {
+      FUZZ_CHECK(decoded->key(b, k) == blob.key(k),
+                 "a key decodes differently");
+    }
+    for (int k = 0; k < blob.value_bytes_size(); ++k) {
+      FUZZ_CHECK(decoded->value_bytes(b, k) == blob.value_bytes(k),
+                 "a size decodes differently");
+    }
+    for (int k = 0; k < blob.value_crc32c_size(); ++k) {
+      FUZZ_CHECK(decoded->value_crc32c(b, k) == blob.value_crc32c(k),
+                 "a checksum decodes differently");
+    }
+  }
+}
+
 void Run(fuzz::FuzzInput& input) {
   memory_db::Clear();
   const uint8_t mode = input.Byte();
@@ -69,6 +110,7 @@ void Run(fuzz::FuzzInput& input) {
   }
   std::string index_bytes = entries[0].bytes;
   if (mode & 1) index_bytes = FixUpIndex(index_bytes, values);
+  CheckDecode(index_bytes);
   values[kBlobIndexKey] = index_bytes;
   {
     absl::StatusOr<std::unique_ptr<DB>> db =
@@ -88,8 +130,8 @@ void Run(fuzz::FuzzInput& input) {
       DbRegistry::Global().Open(kMemoryDbType, kPath, DbMode::kRead);
   FUZZ_CHECK(db.ok(), db.status().ToString());
 
-  absl::StatusOr<BlobIndex> index = ReadBlobIndex(db->get());
-  absl::StatusOr<BlobIndex> verified =
+  absl::StatusOr<CompactBlobIndex> index = ReadCompactBlobIndex(db->get());
+  absl::StatusOr<CompactBlobIndex> verified =
       VerifyDb(db->get(), VerifyDepth::kValuesAndFiles);
   if (!index.ok()) {
     FUZZ_CHECK(!verified.ok(),
@@ -110,11 +152,11 @@ void Run(fuzz::FuzzInput& input) {
   // Load every blob, as the Load op does.
   std::vector<Blob> blobs(index->blob_size());
   BlobAssembler assembler;
-  absl::Status loaded = ScanDbValues(
-      db->get(), *index, all, /*verify_crc=*/false,
-      [&](int b, int, absl::string_view value) {
-        return assembler.Add(index->blob(b).name(), value, &blobs[b]);
-      });
+  absl::Status loaded =
+      ScanDbValues(db->get(), *index, all, /*verify_crc=*/false,
+                   [&](int b, int, absl::string_view value) {
+                     return assembler.Add(index->name(b), value, &blobs[b]);
+                   });
   if (loaded.ok()) assembler.Finish().IgnoreError();
 }
 

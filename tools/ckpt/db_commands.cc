@@ -242,7 +242,7 @@ int Dump(const DumpOptions& options, std::ostream& out, std::ostream& err) {
     err << "ckpt: " << db.status().message() << "\n";
     return kExitUsage;
   }
-  absl::StatusOr<BlobIndex> index = ReadBlobIndex(db->get());
+  absl::StatusOr<CompactBlobIndex> index = ReadCompactBlobIndex(db->get());
   if (!index.ok()) {
     err << "ckpt: " << index.status().message() << "\n";
     return kExitUsage;
@@ -250,8 +250,8 @@ int Dump(const DumpOptions& options, std::ostream& out, std::ostream& err) {
   int found = -1;
   std::vector<std::string> names;
   for (int b = 0; b < index->blob_size(); ++b) {
-    if (index->blob(b).name() == options.blob) found = b;
-    names.push_back(Printable(index->blob(b).name()));
+    if (index->name(b) == options.blob) found = b;
+    names.push_back(Printable(index->name(b)));
   }
   if (found < 0) {
     err << "ckpt: database " << options.db << " has no blob '"
@@ -259,7 +259,7 @@ int Dump(const DumpOptions& options, std::ostream& out, std::ostream& err) {
         << "'; it has: " << absl::StrJoin(names, ", ") << "\n";
     return kExitUsage;
   }
-  const CheckpointBlobInfo& info = index->blob(found);
+  const CheckpointBlobInfo info = index->Entry(found);
   out << "blob: " << Printable(info.name()) << "\n"
       << "type: " << Printable(info.type()) << "\n"
       << "stored: " << info.key_size() << " value"

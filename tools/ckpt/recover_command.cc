@@ -49,12 +49,13 @@ int Recover(const RecoverOptions& options, std::ostream& out,
   std::map<int64_t, std::vector<std::string>> problems;
   for (const CheckpointDir::Database& db : dir->databases) {
     nodes.insert(db.name.node);
-    absl::StatusOr<BlobIndex> index =
+    absl::StatusOr<CompactBlobIndex> index =
         VerifyCheckpointDb(db_type, db.path, db.name.node, db.name.epoch);
     if (index.ok()) {
       good[db.name.epoch][db.name.node] = index->total_bytes();
-      for (const CheckpointBlobInfo& blob : index->blob()) {
-        if (blob.name() == kPlanPositionBlob) preempted.insert(db.name.epoch);
+      for (int b = 0; b < index->blob_size(); ++b) {
+        if (index->name(b) == kPlanPositionBlob)
+          preempted.insert(db.name.epoch);
       }
     } else {
       problems[db.name.epoch].push_back(std::string(index.status().message()));

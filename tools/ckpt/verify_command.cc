@@ -60,7 +60,7 @@ DbCheck CheckDb(const std::string& db_type, const std::string& dir,
         absl::StrCat("committed database ", check.path, " does not exist");
     return check;
   }
-  absl::StatusOr<BlobIndex> index =
+  absl::StatusOr<CompactBlobIndex> index =
       VerifyCheckpointDb(db_type, check.path, node, epoch);
   if (!index.ok()) {
     // DataLoss is damage; anything else (a lock held by a running job, an
