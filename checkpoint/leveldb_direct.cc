@@ -225,9 +225,12 @@ class LevelDbDirect final : public DB {
   absl::StatusOr<std::unique_ptr<TableWriter>> NewTable()
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     const uint64_t number = next_file_number_++;
-    JG_ASSIGN_OR_RETURN(std::unique_ptr<OutputFile> file,
-                        OutputFile::Create(JoinPath(
-                            path(), absl::StrFormat("%06d.ldb", number))));
+    JG_ASSIGN_OR_RETURN(
+        std::unique_ptr<OutputFile> file,
+        OutputFile::Create(
+            JoinPath(path(), absl::StrFormat("%06d.ldb", number)),
+            tuning_.direct_io,
+            table_bytes_ >= StagedDirectWriter::kLargeAfterBytes));
     return std::make_unique<TableWriter>(std::move(file), number,
                                          tuning_.block_size);
   }
@@ -236,6 +239,7 @@ class LevelDbDirect final : public DB {
                            bool in_order = true)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     JG_RETURN_IF_ERROR(table->Finish());
+    table_bytes_ += table->file().size();
     written_[table->file().path()] = {table->file().size(),
                                       table->file().crc()};
     tables_.push_back(TableInfo{in_order, table->number(), table->file().size(),
@@ -346,6 +350,10 @@ class LevelDbDirect final : public DB {
   size_t out_of_order_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<TableInfo> tables_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, WrittenFile> written_ ABSL_GUARDED_BY(mu_);
+  // Bytes of the finished table files: a database past
+  // StagedDirectWriter::kLargeAfterBytes writes its next ones in large
+  // requests from the start.
+  uint64_t table_bytes_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 absl::Status DirectWriter::Put(absl::string_view key, absl::string_view value) {

@@ -57,7 +57,7 @@ void AppendTrailer(std::string* dst, uint32_t contents_crc) {
 // --- OutputFile
 
 absl::StatusOr<std::unique_ptr<OutputFile>> OutputFile::Create(
-    const std::string& path) {
+    const std::string& path, bool direct_io, bool large_direct_writes) {
   if (int e = io_faults::Next()) {
     return absl::ErrnoToStatus(e, absl::StrCat("create ", path));
   }
@@ -66,21 +66,28 @@ absl::StatusOr<std::unique_ptr<OutputFile>> OutputFile::Create(
     fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   } while (fd < 0 && errno == EINTR);
   if (fd < 0) return absl::ErrnoToStatus(errno, absl::StrCat("create ", path));
-  return std::unique_ptr<OutputFile>(new OutputFile(path, fd));
+  std::unique_ptr<OutputFile> file(new OutputFile(path, fd));
+  if (direct_io) {
+    file->direct_ = StagedDirectWriter::Start(fd, path, large_direct_writes);
+  }
+  if (file->direct_ == nullptr) {
+    file->gathered_.reserve(kGatherBytes + kDirectWriteBytes);
+  }
+  return file;
 }
 
 OutputFile::OutputFile(std::string path, int fd)
-    : path_(std::move(path)), fd_(fd) {
-  gathered_.reserve(kGatherBytes + kDirectWriteBytes);
-}
+    : path_(std::move(path)), fd_(fd) {}
 
 OutputFile::~OutputFile() {
+  direct_.reset();  // its thread may be writing to fd_
   if (fd_ >= 0) ::close(fd_);
 }
 
 absl::Status OutputFile::Append(absl::string_view data) {
   crc_ = crc32c::Extend(crc_, data.data(), data.size());
   size_ += data.size();
+  if (direct_ != nullptr) return direct_->Append(data);
   if (data.size() >= kDirectWriteBytes) {
     JG_RETURN_IF_ERROR(WriteGathered());
     return Write(data);
@@ -94,11 +101,16 @@ absl::Status OutputFile::AppendWithCrc(absl::string_view data,
                                        uint32_t data_crc) {
   crc_ = crc32c::Combine(crc_, data_crc, data.size());
   size_ += data.size();
+  if (direct_ != nullptr) return direct_->Append(data);
   JG_RETURN_IF_ERROR(WriteGathered());
   return Write(data);
 }
 
 absl::Status OutputFile::Close() {
+  if (direct_ != nullptr) {
+    JG_RETURN_IF_ERROR(direct_->Finish());
+    direct_.reset();
+  }
   JG_RETURN_IF_ERROR(WriteGathered());
   const int fd = std::exchange(fd_, -1);
   if (int e = io_faults::Next()) {

@@ -17,18 +17,23 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "checkpoint/staged_direct_writer.h"
 
 namespace jobgraph {
 
-// A new file being written: small appends gathered into one write(2), large
-// ones written from the caller's memory; the size and CRC-32C of everything
-// appended are kept for JOBGRAPH_FILES. The create, every write and the
-// close pass through io_faults. Not synced. Errors name the path.
+// A new file being written: with `direct_io`, through a StagedDirectWriter
+// (past the page cache) where the file system allows it; otherwise small
+// appends gathered into one write(2) and large ones written from the
+// caller's memory. The size and CRC-32C of everything appended are kept for
+// JOBGRAPH_FILES. The create, every write and the close pass through
+// io_faults. Not synced. Errors name the path.
 class OutputFile {
  public:
-  // Creates `path`, which must not exist.
+  // Creates `path`, which must not exist. `large_direct_writes`: see
+  // StagedDirectWriter::Start's `large`.
   static absl::StatusOr<std::unique_ptr<OutputFile>> Create(
-      const std::string& path);
+      const std::string& path, bool direct_io = false,
+      bool large_direct_writes = false);
   OutputFile(const OutputFile&) = delete;
   OutputFile& operator=(const OutputFile&) = delete;
   // Closes the file if Close() did not; what was gathered is lost.
@@ -50,6 +55,7 @@ class OutputFile {
 
   const std::string path_;
   int fd_;
+  std::unique_ptr<StagedDirectWriter> direct_;  // null: through the cache
   std::string gathered_;
   uint64_t size_ = 0;
   uint32_t crc_ = 0;

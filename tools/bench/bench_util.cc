@@ -166,6 +166,8 @@ std::vector<Variant> ParseVariants(const std::string& text) {
         v.leveldb.flush_memtable_on_close = x != 0;
       } else if (p.first == "direct") {
         v.leveldb.write_tables_directly = x != 0;
+      } else if (p.first == "dio") {
+        v.leveldb.direct_io = x != 0;
       } else if (p.first == "wbs") {
         v.leveldb.write_buffer_size = static_cast<size_t>(x) << 20;
       } else if (p.first == "mfs") {

@@ -85,7 +85,7 @@ struct Variant {
 
 // Parses "flush=0,wbs=64,wbs=128/flush=0,chunk=4": one Variant per
 // comma-separated spec of '/'-separated key=value pairs (direct:
-// LevelDbOptions::write_tables_directly; flush:
+// LevelDbOptions::write_tables_directly; dio: LevelDbOptions::direct_io; flush:
 // LevelDbOptions::flush_memtable_on_close; wbs, mfs: write buffer and table
 // size in MiB; batch: writer_batch_bytes in MiB; chunk: chunk_bytes in MiB).
 // A malformed spec is fatal.
