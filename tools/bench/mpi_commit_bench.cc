@@ -18,11 +18,18 @@
 // without the save group or the commit-log write), to separate the protocol
 // from the local work around it. The figures are medians over epochs; the MPI
 // collectives per epoch are counted through the MPI profiling interface (PMPI),
-// so the count is the real one. "ratio" (and the last line) is the whole commit
-// over one barrier. Rank 0's commit is also split as CheckpointStats splits it:
-// writing its own database ("write"), waiting for the slowest rank's outcome
-// ("agree"), and the commit-log write with its status reaching every rank
-// ("log"). Last, the same saves with CheckpointOptions::async, each after an
+// so the count is the real one. The coordination of an epoch's commit is the
+// time from the moment the last rank's database was written until every
+// rank's SaveEpoch has returned (the ranks' monotonic-clock times, gathered
+// after the run: one machine, one clock): the agreement after the last write,
+// the commit-log write and its status reaching every rank. "ratio" (and the
+// last line) is its median over one barrier; "commit_with_writes_ratio" is
+// rank 0's whole SaveEpoch over one barrier, which also holds the database
+// writes of every rank (with 4 or 16 ranks per core, the scheduler running
+// them one after another). Rank 0's commit is also split as CheckpointStats
+// splits it: writing its own database ("write"), waiting for the slowest
+// rank's outcome ("agree"), and the commit-log write with its status reaching
+// every rank ("log"). Last, the same saves with CheckpointOptions::async, each after an
 // epoch that is a sleep of --async_epoch_us: what SaveEpoch then blocks for
 // (one all-reduce on the previous save, and the snapshot), next to one
 // barrier after the same sleep.
@@ -157,6 +164,10 @@ int Worker() {
   const int epochs = absl::GetFlag(FLAGS_epochs);
   std::vector<double> commit_us;
   std::vector<double> write_us, agree_us, log_us;
+  // When this rank's database was written and when its SaveEpoch returned,
+  // in microseconds of the machine's monotonic clock (one clock for every
+  // rank of this one-machine run).
+  std::vector<double> written_at(epochs), returned_at(epochs);
   std::vector<double> barrier_us;
   long per_epoch = 0;
   for (int epoch = 1; epoch <= epochs; ++epoch) {
@@ -165,12 +176,37 @@ int Worker() {
     const Clock::time_point start = Clock::now();
     absl::StatusOr<CheckpointStats> stats =
         checkpointer.SaveEpoch(session, epoch);
+    const Clock::time_point end = Clock::now();
     commit_us.push_back(MicrosSince(start));
     per_epoch = collectives.load() - before;
     Check(stats.status());
     write_us.push_back(stats->write_micros);
     agree_us.push_back(stats->agree_micros);
     log_us.push_back(stats->commit_micros);
+    returned_at[epoch - 1] =
+        std::chrono::duration<double, std::micro>(end.time_since_epoch())
+            .count();
+    // The agreement starts when this rank's database is written.
+    written_at[epoch - 1] =
+        returned_at[epoch - 1] - stats->agree_micros - stats->commit_micros;
+  }
+  // Per epoch, the coordination: from the moment the last rank's database
+  // was written until every rank's SaveEpoch had returned.
+  std::vector<double> all_written(session.rank() == 0 ? epochs * size : 0);
+  std::vector<double> all_returned(all_written.size());
+  PMPI_Gather(written_at.data(), epochs, MPI_DOUBLE, all_written.data(),
+              epochs, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  PMPI_Gather(returned_at.data(), epochs, MPI_DOUBLE, all_returned.data(),
+              epochs, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  std::vector<double> coordination_us;
+  for (int e = 0; session.rank() == 0 && e < epochs; ++e) {
+    double last_written = all_written[e];
+    double last_returned = all_returned[e];
+    for (int r = 1; r < size; ++r) {
+      last_written = std::max(last_written, all_written[r * epochs + e]);
+      last_returned = std::max(last_returned, all_returned[r * epochs + e]);
+    }
+    coordination_us.push_back(last_returned - last_written);
   }
   // One barrier's cost: a run of kBarriers back to back, per barrier (a
   // single barrier timed on one rank can end at once for the last rank to
@@ -241,19 +277,20 @@ int Worker() {
   }
   if (session.rank() == 0) {
     const double commit = Median(commit_us);
+    const double coordination = Median(coordination_us);
     const double barrier = Median(barrier_us);
     const double protocol = Median(protocol_us);
     const double async = Median(async_us);
     std::printf(
-        "ranks=%d commit_us=%.1f (write %.1f agree %.1f log %.1f) "
-        "protocol_us=%.1f barrier_us=%.1f protocol_vs_barrier=%.2f "
-        "collectives_per_epoch=%ld ratio=%.2f async_commit_us=%.1f "
-        "(agree %.1f) async_collectives_per_epoch=%ld "
-        "barrier_after_sleep_us=%.1f "
-        "async_ratio=%.2f\n",
-        size, commit, Median(write_us), Median(agree_us), Median(log_us),
-        protocol, barrier, protocol / barrier, per_epoch, commit / barrier,
-        async, Median(async_settle_us), async_per_epoch, Median(after_sleep_us),
+        "ranks=%d coordination_us=%.1f commit_us=%.1f (write %.1f agree %.1f "
+        "log %.1f) protocol_us=%.1f barrier_us=%.1f protocol_vs_barrier=%.2f "
+        "collectives_per_epoch=%ld commit_with_writes_ratio=%.2f ratio=%.2f "
+        "async_commit_us=%.1f (agree %.1f) async_collectives_per_epoch=%ld "
+        "barrier_after_sleep_us=%.1f async_ratio=%.2f\n",
+        size, coordination, commit, Median(write_us), Median(agree_us),
+        Median(log_us), protocol, barrier, protocol / barrier, per_epoch,
+        commit / barrier, coordination / barrier, async,
+        Median(async_settle_us), async_per_epoch, Median(after_sleep_us),
         async / barrier);
     std::fflush(stdout);
     if (absl::GetFlag(FLAGS_dir).empty()) {
