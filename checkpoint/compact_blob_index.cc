@@ -184,12 +184,18 @@ std::optional<CompactBlobIndex> CompactBlobIndex::Decode(std::string bytes) {
   BlobIndex message;
   if (!message.ParseFromString(*index.bytes_)) return std::nullopt;
   message.DiscardUnknownFields();
+  std::string bytes_again;
+  // The canonical form can be longer (a negative int32 in 5 bytes takes 10)
+  // and then be over protobuf's 2 GiB.
+  if (!message.SerializeToString(&bytes_again) ||
+      bytes_again.size() > static_cast<size_t>(INT_MAX)) {
+    return std::nullopt;
+  }
   CompactBlobIndex canonical;
   canonical.bytes_ =
-      std::make_unique<const std::string>(message.SerializeAsString());
+      std::make_unique<const std::string>(std::move(bytes_again));
   canonical.blobs_.clear();
-  CHECK(canonical.bytes_->size() <= static_cast<size_t>(INT_MAX) &&
-        Decoder(&canonical).Index())
+  CHECK(Decoder(&canonical).Index())
       << "protobuf's serialization of a blob index it parsed does not decode";
   return canonical;
 }

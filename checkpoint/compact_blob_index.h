@@ -39,10 +39,9 @@ class CompactBlobIndex {
   CompactBlobIndex& operator=(const CompactBlobIndex&) = delete;
 
   // Decodes serialized BlobIndex `bytes`; nullopt exactly when protobuf
-  // would not parse them. Indexes over 2 GiB do not parse (protobuf's limit).
+  // would not parse them, and for indexes over 2 GiB (whose offsets do not
+  // fit; BlobIndexBuilder writes none).
   static std::optional<CompactBlobIndex> Decode(std::string bytes);
-  // The index of `index`, through its serialization.
-  static CompactBlobIndex FromProto(const BlobIndex& index);
 
   int32_t format_version() const { return format_version_; }
   absl::string_view node() const { return View(node_); }

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <system_error>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -41,9 +42,10 @@ StagedDirectWriter::StagedDirectWriter(int fd, std::string path, bool large)
 
 StagedDirectWriter::~StagedDirectWriter() {
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
   }
+  changed_.notify_all();
   if (thread_.joinable()) thread_.join();
 }
 
@@ -75,17 +77,28 @@ absl::Status StagedDirectWriter::Append(absl::string_view data) {
 
 absl::Status StagedDirectWriter::HandOff() {
   {
-    absl::MutexLock lock(&mu_);
+    std::unique_lock<std::mutex> lock(mu_);
     // The other buffer is the one the thread may still be writing.
-    mu_.Await(absl::Condition(
-        +[](bool* busy) { return !*busy; }, &busy_));
+    changed_.wait(lock,
+                  [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return !busy_; });
     JG_RETURN_IF_ERROR(error_);
     pending_ = buffers_[current_].get();
     pending_size_ = filled_;
     pending_offset_ = offset_;
     busy_ = true;
   }
-  if (!thread_.joinable()) thread_ = std::thread([this] { Run(); });
+  changed_.notify_all();
+  if (!thread_.joinable()) {
+    try {
+      thread_ = std::thread([this] { Run(); });
+    } catch (const std::system_error&) {
+      // No thread to be had (a process at its limit): write it here.
+      absl::Status status = Write(buffers_[current_].get(), filled_, offset_);
+      std::lock_guard<std::mutex> lock(mu_);
+      busy_ = false;
+      if (!status.ok()) return error_ = std::move(status);
+    }
+  }
   offset_ += filled_;
   filled_ = 0;
   current_ ^= 1;
@@ -93,38 +106,36 @@ absl::Status StagedDirectWriter::HandOff() {
 }
 
 void StagedDirectWriter::Run() {
-  absl::MutexLock lock(&mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   while (true) {
-    mu_.Await(absl::Condition(
-        +[](StagedDirectWriter* w)
-             ABSL_NO_THREAD_SAFETY_ANALYSIS { return w->busy_ || w->stop_; },
-        this));
+    changed_.wait(lock, [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      return busy_ || stop_;
+    });
     if (!busy_) return;  // stopped
     const char* const data = pending_;
     const size_t size = pending_size_;
     const uint64_t offset = pending_offset_;
-    absl::Status status;
-    {
-      // The caller fills the other buffer meanwhile.
-      mu_.Unlock();
-      status = Write(data, size, offset);
-      mu_.Lock();
-    }
+    // The caller fills the other buffer meanwhile.
+    lock.unlock();
+    absl::Status status = Write(data, size, offset);
+    lock.lock();
     if (error_.ok()) error_ = std::move(status);
     busy_ = false;
+    changed_.notify_all();
   }
 }
 
 absl::Status StagedDirectWriter::Finish() {
   {
-    absl::MutexLock lock(&mu_);
-    mu_.Await(absl::Condition(
-        +[](bool* busy) { return !*busy; }, &busy_));
+    std::unique_lock<std::mutex> lock(mu_);
+    changed_.wait(lock,
+                  [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return !busy_; });
     stop_ = true;
   }
+  changed_.notify_all();
   if (thread_.joinable()) thread_.join();
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     JG_RETURN_IF_ERROR(error_);
   }
   if (filled_ == 0) return absl::OkStatus();

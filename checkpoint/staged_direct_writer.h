@@ -21,17 +21,18 @@
 #ifndef JOBGRAPH_CHECKPOINT_STAGED_DIRECT_WRITER_H_
 #define JOBGRAPH_CHECKPOINT_STAGED_DIRECT_WRITER_H_
 
+#include <condition_variable>  // NOLINT(build/c++11)
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
+#include <mutex>  // NOLINT(build/c++11)
 #include <string>
 #include <thread>  // NOLINT(build/c++11)
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
 
 namespace jobgraph {
 
@@ -98,7 +99,10 @@ class StagedDirectWriter {
   // until Finish has joined it).
   bool direct_ = true;
 
-  absl::Mutex mu_;
+  // libstdc++'s mutex is pthreads, which ThreadSanitizer sees (the system's
+  // Abseil is not instrumented).
+  std::mutex mu_;
+  std::condition_variable changed_;  // busy_ or stop_ changed
   // A buffer was handed to the thread and is not written yet.
   bool busy_ ABSL_GUARDED_BY(mu_) = false;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
