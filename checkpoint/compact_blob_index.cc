@@ -4,21 +4,15 @@
 #include <utility>
 
 #include "engine/wire_format.h"
-#include "google/protobuf/stubs/common.h"
 
 namespace jobgraph {
 namespace {
 
 using serialization_internal::FastWireReader;
+using serialization_internal::IsProto3String;
 using serialization_internal::kWireFixed32;
 using serialization_internal::kWireLengthDelimited;
 using serialization_internal::kWireVarint;
-
-// Protobuf refuses a proto3 string that is not UTF-8.
-bool IsUtf8(absl::string_view s) {
-  return google::protobuf::internal::IsStructurallyValidUTF8(
-      s.data(), static_cast<int>(s.size()));
-}
 
 // Reads the varints of packed field payload `packed` into `out`.
 bool PackedVarints(absl::string_view packed, std::vector<int64_t>* out) {
@@ -73,7 +67,7 @@ class CompactBlobIndex::Decoder {
         }
       } else if (wire_type == kWireLengthDelimited) {
         if (!in.Payload(&payload)) return false;
-        if (field == BlobIndex::kNodeFieldNumber && IsUtf8(payload)) {
+        if (field == BlobIndex::kNodeFieldNumber && IsProto3String(payload)) {
           out_->node_ = RefOf(payload);  // the last occurrence wins
         } else if (field != BlobIndex::kBlobFieldNumber || !Entry(payload)) {
           return false;
@@ -119,11 +113,11 @@ class CompactBlobIndex::Decoder {
       if (varint && !in.Varint(&v)) return false;
       switch (field) {
         case CheckpointBlobInfo::kNameFieldNumber:
-          if (!delimited || !IsUtf8(payload)) return false;
+          if (!delimited || !IsProto3String(payload)) return false;
           record.name = RefOf(payload);  // the last occurrence wins
           break;
         case CheckpointBlobInfo::kTypeFieldNumber:
-          if (!delimited || !IsUtf8(payload)) return false;
+          if (!delimited || !IsProto3String(payload)) return false;
           break;
         case CheckpointBlobInfo::kDimsFieldNumber:
           if (!varint && !(delimited && PackedVarints(payload, nullptr))) {
@@ -134,7 +128,7 @@ class CompactBlobIndex::Decoder {
           if (!varint) return false;
           break;
         case CheckpointBlobInfo::kKeyFieldNumber:
-          if (!delimited || !IsUtf8(payload)) return false;
+          if (!delimited || !IsProto3String(payload)) return false;
           out_->keys_.push_back(RefOf(payload));
           break;
         case CheckpointBlobInfo::kValueBytesFieldNumber:

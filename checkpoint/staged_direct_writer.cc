@@ -54,7 +54,8 @@ void StagedDirectWriter::SizeCurrentBuffer() {
                             ? kLargeBufferBytes
                             : kSmallBufferBytes;
   if (capacity_[current_] >= wanted) return;
-  // The second buffer only once the first is full: a small file costs one.
+  // Freed first: the smaller and the larger buffer are never held together.
+  // (Each is made when first filled, so a small file holds one.)
   buffers_[current_].reset();
   buffers_[current_].reset(
       static_cast<char*>(std::aligned_alloc(kAlignment, wanted)));

@@ -3,7 +3,6 @@
 #include "engine/serialization.h"
 
 #include <algorithm>
-#include <climits>
 #include <mutex>
 
 #include "absl/base/thread_annotations.h"
@@ -14,8 +13,8 @@
 #include "absl/strings/str_cat.h"
 #include "engine/status_macros.h"
 #include "engine/tensor_serializer.h"
+#include "engine/wire_format.h"
 #include "glog/logging.h"
-#include "google/protobuf/stubs/common.h"
 
 namespace jobgraph {
 namespace {
@@ -46,9 +45,7 @@ absl::Status CheckOptions(absl::string_view name,
 // which protobuf refuses to parse unless it is valid UTF-8: a blob of another
 // name could be written but never read back.
 bool IsValidUtf8(absl::string_view name) {
-  return name.size() <= static_cast<size_t>(INT_MAX) &&
-         google::protobuf::internal::IsStructurallyValidUTF8(
-             name.data(), static_cast<int>(name.size()));
+  return serialization_internal::IsProto3String(name);
 }
 
 absl::Status CheckName(absl::string_view name) {

@@ -191,11 +191,7 @@ bool ScanBlobProtoFast(absl::string_view value, ScannedBlobProto* out) {
       return false;
     }
     if (field == kBlobProtoNameField || field == kBlobProtoTypeField) {
-      // Proto3 strings: protobuf refuses a value that is not UTF-8.
-      if (!google::protobuf::internal::IsStructurallyValidUTF8(
-              payload.data(), static_cast<int>(payload.size()))) {
-        return false;
-      }
+      if (!IsProto3String(payload)) return false;
       if (field == kBlobProtoNameField) {
         out->header.set_name(payload.data(), payload.size());
       } else {
@@ -283,6 +279,12 @@ HeaderSizes ComputeHeaderSizes(absl::string_view name,
 }
 
 }  // namespace
+
+bool IsProto3String(absl::string_view value) {
+  return value.size() <= static_cast<size_t>(INT_MAX) &&
+         google::protobuf::internal::IsStructurallyValidUTF8(
+             value.data(), static_cast<int>(value.size()));
+}
 
 size_t TensorHeaderSize(absl::string_view name, absl::Span<const int64_t> dims,
                         DataType data_type, int64_t begin, int64_t end) {

@@ -122,6 +122,10 @@ class FastWireReader {
   const char* const end_;
 };
 
+// Whether protobuf's parser accepts `value` for a proto3 `string` field: it
+// refuses any that is not valid UTF-8 (and lengths over INT_MAX).
+bool IsProto3String(absl::string_view value);
+
 // Bytes that a length-delimited field of `payload` bytes takes on the wire.
 // Only for field numbers below 16, whose tags take one byte.
 size_t LengthDelimitedSize(size_t payload);

@@ -29,10 +29,10 @@
 // them one after another). Rank 0's commit is also split as CheckpointStats
 // splits it: writing its own database ("write"), waiting for the slowest
 // rank's outcome ("agree"), and the commit-log write with its status reaching
-// every rank ("log"). Last, the same saves with CheckpointOptions::async, each after an
-// epoch that is a sleep of --async_epoch_us: what SaveEpoch then blocks for
-// (one all-reduce on the previous save, and the snapshot), next to one
-// barrier after the same sleep.
+// every rank ("log"). Last, the same saves with CheckpointOptions::async, each
+// after an epoch that is a sleep of --async_epoch_us: what SaveEpoch then
+// blocks for (one all-reduce on the previous save, and the snapshot), next to
+// one barrier after the same sleep.
 //
 //   ./tools/bazel run -c opt //tools/bench:mpi_commit_bench
 
@@ -194,8 +194,8 @@ int Worker() {
   // was written until every rank's SaveEpoch had returned.
   std::vector<double> all_written(session.rank() == 0 ? epochs * size : 0);
   std::vector<double> all_returned(all_written.size());
-  PMPI_Gather(written_at.data(), epochs, MPI_DOUBLE, all_written.data(),
-              epochs, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  PMPI_Gather(written_at.data(), epochs, MPI_DOUBLE, all_written.data(), epochs,
+              MPI_DOUBLE, 0, MPI_COMM_WORLD);
   PMPI_Gather(returned_at.data(), epochs, MPI_DOUBLE, all_returned.data(),
               epochs, MPI_DOUBLE, 0, MPI_COMM_WORLD);
   std::vector<double> coordination_us;
