@@ -68,6 +68,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "checkpoint/commit_log.h"
 #include "checkpoint/node_lock.h"
 #include "checkpoint/resume_from.h"
 #include "checkpoint/retention.h"
@@ -137,10 +138,11 @@ struct CheckpointStats {
   bool in_background = false;
   // Of wall_micros, the time spent waiting for the save in flight.
   int64_t waited_micros = 0;
-  // Of wall_micros of a synchronous save: writing this rank's databases,
-  // then agreeing with the other ranks on the outcome (the wait for the
-  // slowest; nothing on one rank), then the commit (the commit-log write, and
-  // its status reaching every rank).
+  // Of wall_micros of a synchronous save: writing this rank's databases
+  // (on rank 0 of several, after preparing the commit-log write), then
+  // agreeing with the other ranks on the outcome (the wait for the slowest;
+  // nothing on one rank), then the commit (the commit-log write, and its
+  // status reaching every rank).
   int64_t write_micros = 0;
   int64_t agree_micros = 0;
   int64_t commit_micros = 0;
@@ -379,8 +381,11 @@ class Checkpointer {
   // Whether a save of `epoch` must first take an entry of it out of the
   // commit log (see PrepareSave).
   bool MayBeListed(int64_t epoch) const;
-  // Records the epoch in the commit log, then applies retention.
-  absl::Status Commit(int64_t epoch, int64_t bytes, absl::Time start,
+  // Records the epoch in the commit log through `update` (begun by the
+  // caller, perhaps long before and prepared: see SaveAndCommit), then
+  // applies retention. An error in `update` is the commit's.
+  absl::Status Commit(absl::StatusOr<CommitLogUpdate> update, int64_t epoch,
+                      int64_t bytes, absl::Time start,
                       const std::optional<Preemption>& preemption);
   // Saves blobs[i] of node i as `epoch` and commits them.
   absl::StatusOr<CheckpointStats> SaveAndCommit(

@@ -129,7 +129,8 @@ absl::StatusOr<CheckpointStats> Checkpointer::SaveEpochInBackground(
       stats.num_dbs = static_cast<int>(snapshots_ptr->size());
       JG_ASSIGN_OR_RETURN(stats.bytes, WriteSnapshots(*snapshots_ptr, epoch));
       absl::Status committed =
-          Commit(epoch, stats.bytes, snapshot_taken, std::nullopt);
+          Commit(CommitLogUpdate::Begin(options_.directory), epoch, stats.bytes,
+                 snapshot_taken, std::nullopt);
       NoteCommitAttempt(epoch, committed.ok());
       JG_RETURN_IF_ERROR(committed);
       stats.wall_micros = MicrosSince(snapshot_taken);
@@ -324,9 +325,9 @@ absl::Status Checkpointer::CommitWritten(const PendingCommit& commit,
   const absl::Time start = absl::Now();
   // The log records the save's time: the databases' writing, then this
   // commit, without the wait for the epoch boundary between them.
-  const absl::Status status =
-      Commit(commit.epoch, commit.bytes,
-             start - absl::Microseconds(commit.write_micros), std::nullopt);
+  const absl::Status status = Commit(
+      CommitLogUpdate::Begin(options_.directory), commit.epoch, commit.bytes,
+      start - absl::Microseconds(commit.write_micros), std::nullopt);
   *micros = MicrosSince(start);
   return status;
 }
@@ -405,23 +406,27 @@ absl::StatusOr<CheckpointStats> Checkpointer::SaveAndCommit(
   bool agreed = false;
   const absl::Status ready = PrepareSave(epoch, &agreed);
   if (agreed) JG_RETURN_IF_ERROR(ready);
-  TaskGroup group("checkpoint_save", GLOBAL);
-  for (size_t i = 0; i < nodes_.size(); ++i) {
-    const NodeState& state = nodes_[i];
-    std::vector<BlobRef> inputs(blobs[i].begin(), blobs[i].end());
-    Task& task = group.NewTask(Node(state.node), {.name = "checkpoint_save"});
-    task.net().Op(
-        "Save", inputs, {BlobRef(kSavedBytesBlob)},
-        {MakeArg("db", DbPathOf(state, epoch)),
-         MakeArg("db_type", options_.db_type), MakeArg("absolute_path", 1),
-         MakeArg("chunk_bytes", options_.chunk_bytes),
-         MakeArg("node", state.file_name), MakeArg("epoch", epoch)});
-    task.AddOutput(BlobRef(kSavedBytesBlob, state.node));
-  }
   // Each rank saves its own nodes and adds up their bytes; the ranks then
   // agree once on everything (readiness, saves, bytes) in one exchange.
   auto local_bytes = [&]() -> absl::StatusOr<int64_t> {
     JG_RETURN_IF_ERROR(ready);
+    // The tasks of this rank's nodes only: building (and freeing) a task
+    // per node of the job on every rank would cost each rank in proportion
+    // to the job's size, on the commit's path.
+    TaskGroup group("checkpoint_save", GLOBAL);
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+      const NodeState& state = nodes_[i];
+      if (!Hosts(state)) continue;
+      std::vector<BlobRef> inputs(blobs[i].begin(), blobs[i].end());
+      Task& task = group.NewTask(Node(state.node), {.name = "checkpoint_save"});
+      task.net().Op(
+          "Save", inputs, {BlobRef(kSavedBytesBlob)},
+          {MakeArg("db", DbPathOf(state, epoch)),
+           MakeArg("db_type", options_.db_type), MakeArg("absolute_path", 1),
+           MakeArg("chunk_bytes", options_.chunk_bytes),
+           MakeArg("node", state.file_name), MakeArg("epoch", epoch)});
+      task.AddOutput(BlobRef(kSavedBytesBlob, state.node));
+    }
     JG_RETURN_IF_ERROR(session.RunHosted(group));
     int64_t total = 0;
     for (const NodeState& state : nodes_) {
@@ -437,6 +442,23 @@ absl::StatusOr<CheckpointStats> Checkpointer::SaveAndCommit(
     }
     return total;
   };
+  // On several ranks, rank 0 prepares its commit first (locks and reads the
+  // log, keeps its previous copy, creates the new log's file), before its
+  // own databases: never after the last rank's save, where every rank would
+  // wait for it. The commit after the agreement is then the edit, one
+  // write and its fsync, the rename and the directory's fsync. Other
+  // writers of the directory wait for the lock meanwhile; this job's ranks
+  // never take it.
+  const bool committer = ranks_ != nullptr && ranks_->rank() == 0;
+  std::optional<absl::StatusOr<CommitLogUpdate>> update;
+  if (committer && ready.ok()) {
+    update = CommitLogUpdate::Begin(options_.directory);
+    if (update->ok()) {
+      if (absl::Status prepared = (*update)->Prepare(); !prepared.ok()) {
+        *update = std::move(prepared);
+      }
+    }
+  }
   CheckpointStats stats;
   stats.epoch = epoch;
   stats.num_dbs = static_cast<int>(nodes_.size());
@@ -445,21 +467,45 @@ absl::StatusOr<CheckpointStats> Checkpointer::SaveAndCommit(
   stats.write_micros = absl::ToInt64Microseconds(written - start);
   if (ranks_ == nullptr) {
     JG_ASSIGN_OR_RETURN(stats.bytes, std::move(mine));
-  } else {
-    // The total and the count of failures in one small all-reduce; the
-    // messages only after a failure.
-    JG_ASSIGN_OR_RETURN(
-        std::vector<int64_t> sums,
-        ranks_->AllReduceSum({mine.ok() ? *mine : 0, mine.ok() ? 0 : 1}));
-    if (sums[1] > 0) JG_RETURN_IF_ERROR(Agree(mine.status()));
-    stats.bytes = sums[0];
+    const absl::Status committed =
+        Commit(CommitLogUpdate::Begin(options_.directory), epoch, stats.bytes,
+               start, preemption);
+    NoteCommitAttempt(epoch, committed.ok());
+    JG_RETURN_IF_ERROR(committed);
+    stats.commit_micros = MicrosSince(written);
+    stats.wall_micros = MicrosSince(start);
+    return stats;
   }
+  // Two collectives with rank 0 at the centre: the failures and the bytes
+  // reach rank 0 alone; rank 0 commits if no rank failed (through the
+  // update it prepared before its own save); its outcome reaches every
+  // rank.
+  JG_ASSIGN_OR_RETURN(
+      std::vector<int64_t> sums,
+      ranks_->ReduceSumToRoot({mine.ok() ? *mine : 0, mine.ok() ? 0 : 1}, 0));
   const absl::Time agreed_at = absl::Now();
   stats.agree_micros = absl::ToInt64Microseconds(agreed_at - written);
-  // Every rank's databases are durable now (the agreed outcome): the epoch
-  // is committed by one rank, for all.
-  const absl::Status committed = OnCommitter(
-      [&] { return Commit(epoch, stats.bytes, start, preemption); });
+  // Rank 0's outcome: the failed ranks, the total bytes, its commit's code.
+  absl::Status committed;
+  std::vector<int64_t> outcome = {0, 0, 0};
+  if (committer) {
+    outcome = {sums[1], sums[0], 0};
+    if (sums[1] == 0) {
+      // Every rank's databases are durable: the epoch is committed by one
+      // rank, for all.
+      committed = Commit(*std::move(update), epoch, sums[0], start, preemption);
+      outcome[2] = committed.raw_code();
+    }
+  }
+  update.reset();  // a commit not made: its file goes, the lock too
+  JG_ASSIGN_OR_RETURN(outcome, ranks_->BroadcastInts(std::move(outcome), 0));
+  if (outcome[0] > 0) return Agree(mine.status());  // the messages
+  stats.bytes = outcome[1];
+  if (outcome[2] != 0) {
+    JG_ASSIGN_OR_RETURN(std::string status,
+                        ranks_->Broadcast(EncodeStatus(committed), 0));
+    committed = DecodeStatus(status);
+  }
   NoteCommitAttempt(epoch, committed.ok());
   JG_RETURN_IF_ERROR(committed);
   stats.commit_micros = MicrosSince(agreed_at);
@@ -467,9 +513,11 @@ absl::StatusOr<CheckpointStats> Checkpointer::SaveAndCommit(
   return stats;
 }
 
-absl::Status Checkpointer::Commit(int64_t epoch, int64_t bytes,
+absl::Status Checkpointer::Commit(absl::StatusOr<CommitLogUpdate> update,
+                                  int64_t epoch, int64_t bytes,
                                   absl::Time start,
                                   const std::optional<Preemption>& preemption) {
+  JG_RETURN_IF_ERROR(update.status());
   EpochCommit commit;
   commit.epoch = epoch;
   commit.nodes = FileNames();
@@ -484,7 +532,7 @@ absl::Status Checkpointer::Commit(int64_t epoch, int64_t bytes,
     retired = RetireEpochs(log, options_.retention, commit.nodes);
   };
   if (absl::Status committed =
-          CommitEpoch(options_.directory, options_.db_type, commit);
+          CommitEpoch(*std::move(update), options_.db_type, commit);
       !committed.ok()) {
     DeleteIfUnlisted(options_.directory, std::move(retired), commit.nodes);
     return committed;

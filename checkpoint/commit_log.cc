@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <utility>
@@ -137,6 +138,8 @@ class DirLock {
   ~DirLock() {
     if (fd_ >= 0) ::close(fd_);  // closing the descriptor drops the lock
   }
+  // The directory's descriptor, for its fsync.
+  int fd() const { return fd_; }
 
  private:
   explicit DirLock(int fd) : fd_(fd) {}
@@ -170,13 +173,29 @@ absl::StatusOr<FallbackRead> ReadWithFallback(const std::string& dir,
   return FallbackRead{*std::move(previous), std::move(damage)};
 }
 
+// Makes the intact log now in place, whose bytes are `current`, the
+// previous copy: a second name for the same file where the file system
+// allows it, since its bytes are durable already; else a copy. Done before
+// the log is replaced, so that at every instant at least one of the two
+// files is intact.
+absl::Status KeepPreviousCopy(const std::string& dir,
+                              const std::string& current) {
+  JG_ASSIGN_OR_RETURN(bool linked,
+                      LinkFileAtomically(LogPath(dir), PreviousPath(dir)));
+  if (linked) return absl::OkStatus();
+  return WriteFileAtomically(PreviousPath(dir), current);
+}
+
 // Replaces the commit log of `dir` with `log`. `current` holds the bytes of
-// the intact log now in place, if any: that log becomes the previous copy
-// first (a second name for the same file where the file system allows it,
-// since its bytes are durable already; else a copy), so that at every
-// instant at least one of the two files is intact. Returns what was written.
+// the intact log now in place, if any: it becomes the previous copy first.
+// `out`, when it holds a writer, is the new log's file made ahead of time,
+// after the previous copy was kept (CommitLogUpdate::Prepare); `dir_fd`, if
+// not -1, is an open descriptor of `dir`, for its fsync. Returns what was
+// written.
 absl::StatusOr<LogFile> ReplaceLog(const std::string& dir, CommitLog log,
-                                   const std::string* current, bool is_commit) {
+                                   const std::string* current, bool is_commit,
+                                   std::optional<AtomicFileWriter> out = {},
+                                   int dir_fd = -1) {
   std::string bytes;
   if (!log.SerializeToString(&bytes)) {
     return absl::InternalError(
@@ -184,18 +203,19 @@ absl::StatusOr<LogFile> ReplaceLog(const std::string& dir, CommitLog log,
   }
   LogFile written{std::move(log), FrameChecksummed(bytes)};
   if (is_commit) JG_RETURN_IF_ERROR(Failpoint("commit.before_manifest"));
-  if (current != nullptr) {
-    JG_ASSIGN_OR_RETURN(bool linked,
-                        LinkFileAtomically(LogPath(dir), PreviousPath(dir)));
-    if (!linked) {
-      JG_RETURN_IF_ERROR(WriteFileAtomically(PreviousPath(dir), *current));
-    }
+  if (!out.has_value()) {
+    if (current != nullptr) JG_RETURN_IF_ERROR(KeepPreviousCopy(dir, *current));
+    JG_ASSIGN_OR_RETURN(AtomicFileWriter created,
+                        AtomicFileWriter::Create(LogPath(dir)));
+    out.emplace(std::move(created));
   }
-  JG_RETURN_IF_ERROR(WriteFileAtomically(
-      LogPath(dir), written.bytes, [is_commit]() -> absl::Status {
+  JG_RETURN_IF_ERROR(out->Commit(
+      written.bytes,
+      [is_commit]() -> absl::Status {
         if (!is_commit) return absl::OkStatus();
         return Failpoint("commit.after_manifest_tmp");
-      }));
+      },
+      dir_fd));
   if (is_commit) JG_RETURN_IF_ERROR(Failpoint("commit.after_manifest"));
   return written;
 }
@@ -221,13 +241,26 @@ absl::Status WriteCommitLog(const std::string& dir, const CommitLog& log,
       .status();
 }
 
-absl::Status UpdateCommitLog(
-    const std::string& dir, bool is_commit,
-    const std::function<absl::StatusOr<bool>(CommitLog&)>& edit) {
-  JG_ASSIGN_OR_RETURN(DirLock lock, DirLock::Acquire(dir));
-  std::optional<LogFile> known = WrittenLogs::Get().Take(dir);
+struct CommitLogUpdate::State {
+  std::string dir;
+  DirLock lock;
   CommitLog log;
-  std::optional<std::string> current;  // the bytes of the intact log in place
+  // The bytes of the intact log in place, if any.
+  std::optional<std::string> current;
+  // The new log's file, once Prepare made it.
+  std::optional<AtomicFileWriter> out;
+};
+
+CommitLogUpdate::CommitLogUpdate(std::unique_ptr<State> state)
+    : state_(std::move(state)) {}
+CommitLogUpdate::CommitLogUpdate(CommitLogUpdate&&) = default;
+CommitLogUpdate& CommitLogUpdate::operator=(CommitLogUpdate&&) = default;
+CommitLogUpdate::~CommitLogUpdate() = default;
+
+absl::StatusOr<CommitLogUpdate> CommitLogUpdate::Begin(const std::string& dir) {
+  JG_ASSIGN_OR_RETURN(DirLock lock, DirLock::Acquire(dir));
+  auto state = std::make_unique<State>(State{dir, std::move(lock)});
+  std::optional<LogFile> known = WrittenLogs::Get().Take(dir);
   absl::StatusOr<FallbackRead> existing =
       ReadWithFallback(dir, known.has_value() ? &*known : nullptr);
   if (existing.ok()) {
@@ -235,25 +268,55 @@ absl::Status UpdateCommitLog(
       LOG(WARNING) << existing->damage.message()
                    << "; rewriting it from its previous copy";
     } else {
-      current = std::move(existing->file.bytes);
+      state->current = std::move(existing->file.bytes);
     }
-    log = std::move(existing->file.log);
+    state->log = std::move(existing->file.log);
   } else if (!absl::IsNotFound(existing.status())) {
     return existing.status();
   }
-  JG_ASSIGN_OR_RETURN(bool changed, edit(log));
+  return CommitLogUpdate(std::move(state));
+}
+
+absl::Status CommitLogUpdate::Prepare() {
+  CHECK(state_ != nullptr) << "CommitLogUpdate used after Finish";
+  State& s = *state_;
+  if (s.out.has_value()) return absl::OkStatus();
+  if (s.current.has_value()) {
+    JG_RETURN_IF_ERROR(KeepPreviousCopy(s.dir, *s.current));
+  }
+  JG_ASSIGN_OR_RETURN(AtomicFileWriter out,
+                      AtomicFileWriter::Create(LogPath(s.dir)));
+  s.out.emplace(std::move(out));
+  return absl::OkStatus();
+}
+
+absl::Status CommitLogUpdate::Finish(
+    bool is_commit,
+    const std::function<absl::StatusOr<bool>(CommitLog&)>& edit) && {
+  CHECK(state_ != nullptr) << "CommitLogUpdate finished twice";
+  std::unique_ptr<State> s = std::move(state_);
+  JG_ASSIGN_OR_RETURN(bool changed, edit(s->log));
   if (!changed) {
-    if (current.has_value()) {
-      WrittenLogs::Get().Put(dir, {std::move(log), *std::move(current)});
+    if (s->current.has_value()) {
+      WrittenLogs::Get().Put(s->dir,
+                             {std::move(s->log), *std::move(s->current)});
     }
     return absl::OkStatus();
   }
-  log.set_format_version(kCommitLogFormatVersion);
-  JG_ASSIGN_OR_RETURN(LogFile written,
-                      ReplaceLog(dir, std::move(log),
-                                 current ? &*current : nullptr, is_commit));
-  WrittenLogs::Get().Put(dir, std::move(written));
+  s->log.set_format_version(kCommitLogFormatVersion);
+  JG_ASSIGN_OR_RETURN(
+      LogFile written,
+      ReplaceLog(s->dir, std::move(s->log), s->current ? &*s->current : nullptr,
+                 is_commit, std::move(s->out), s->lock.fd()));
+  WrittenLogs::Get().Put(s->dir, std::move(written));
   return absl::OkStatus();
+}
+
+absl::Status UpdateCommitLog(
+    const std::string& dir, bool is_commit,
+    const std::function<absl::StatusOr<bool>(CommitLog&)>& edit) {
+  JG_ASSIGN_OR_RETURN(CommitLogUpdate update, CommitLogUpdate::Begin(dir));
+  return std::move(update).Finish(is_commit, edit);
 }
 
 absl::Status CreateCommitLogIfMissing(const std::string& dir,
@@ -288,6 +351,12 @@ bool JobNodes::Owns(const CommittedEpoch& entry) const {
 
 absl::Status CommitEpoch(const std::string& dir, const std::string& db_type,
                          const EpochCommit& commit) {
+  JG_ASSIGN_OR_RETURN(CommitLogUpdate update, CommitLogUpdate::Begin(dir));
+  return CommitEpoch(std::move(update), db_type, commit);
+}
+
+absl::Status CommitEpoch(CommitLogUpdate update, const std::string& db_type,
+                         const EpochCommit& commit) {
   CommittedEpoch entry;
   entry.set_epoch(commit.epoch);
   for (const std::string& node : commit.nodes) entry.add_node(node);
@@ -297,8 +366,8 @@ absl::Status CommitEpoch(const std::string& dir, const std::string& db_type,
     *entry.mutable_preemption() = *commit.preemption;
   }
   const JobNodes own(commit.nodes);
-  return UpdateCommitLog(
-      dir, /*is_commit=*/true, [&](CommitLog& log) -> absl::StatusOr<bool> {
+  return std::move(update).Finish(
+      /*is_commit=*/true, [&](CommitLog& log) -> absl::StatusOr<bool> {
         log.set_db_type(db_type);
         entry.set_committed_unix_micros(absl::ToUnixMicros(absl::Now()));
         TakeEntries(log, [&](const CommittedEpoch& e) {

@@ -23,13 +23,15 @@
 // exclusive flock(2) on the directory, so concurrent writers, in this process
 // or in others, never lose an entry.
 //
-// Functions only; thread-safe (writers serialise on the directory lock).
+// The functions are thread-safe (writers serialise on the directory lock);
+// a CommitLogUpdate is used by one thread at a time.
 
 #ifndef JOBGRAPH_CHECKPOINT_COMMIT_LOG_H_
 #define JOBGRAPH_CHECKPOINT_COMMIT_LOG_H_
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -80,6 +82,45 @@ absl::Status UpdateCommitLog(
     const std::string& dir, bool is_commit,
     const std::function<absl::StatusOr<bool>(CommitLog&)>& edit);
 
+// An update of the commit log of one directory (UpdateCommitLog in steps),
+// split so that its slow part can run ahead of the edit: Begin locks the
+// directory and reads the log; Prepare keeps the previous copy and creates
+// the new log's file; Finish edits the log and, if the edit changed it,
+// writes, fsyncs and renames that file (preparing first if Prepare was not
+// called). An MPI job's rank 0 begins and prepares its commit while the
+// ranks agree on their saves, so that what follows the agreement is one
+// write, two fsyncs and a rename.
+//
+// The directory stays locked from Begin until Finish returns or the update
+// is destroyed; an update destroyed unfinished removes the new log's file
+// and leaves the log as it was (its previous copy, if Prepare kept it, is
+// then a second name of the log in place). Movable; not thread-safe.
+class CommitLogUpdate {
+ public:
+  // Locks the commit log of `dir` and reads it, with fallback to the
+  // previous copy (an empty log if there is none).
+  static absl::StatusOr<CommitLogUpdate> Begin(const std::string& dir);
+
+  CommitLogUpdate(CommitLogUpdate&&);
+  CommitLogUpdate& operator=(CommitLogUpdate&&);
+  ~CommitLogUpdate();
+
+  // Keeps the intact log in place as the previous copy and creates the file
+  // the new log will be written into. Errors name the file.
+  absl::Status Prepare();
+
+  // As UpdateCommitLog's `edit` and `is_commit`; ends the update (and the
+  // lock) whatever the outcome.
+  absl::Status Finish(
+      bool is_commit,
+      const std::function<absl::StatusOr<bool>(CommitLog&)>& edit) &&;
+
+ private:
+  struct State;
+  explicit CommitLogUpdate(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
+};
+
 // Replaces the commit log of `dir` with `log` (copying the current log, if
 // intact, to the previous copy first), without the directory lock: for
 // writers that hold it (UpdateCommitLog), tools and tests. `is_commit` as
@@ -116,6 +157,9 @@ struct EpochCommit {
 // an earlier epoch. Other jobs' entries are kept. Call only after every
 // node's database of the epoch is durable under its final name.
 absl::Status CommitEpoch(const std::string& dir, const std::string& db_type,
+                         const EpochCommit& commit);
+// CommitEpoch through an update begun (and perhaps prepared) ahead.
+absl::Status CommitEpoch(CommitLogUpdate update, const std::string& db_type,
                          const EpochCommit& commit);
 
 // Takes the entry of `epoch` of the job of `nodes` out of the commit log of

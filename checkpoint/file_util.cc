@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cerrno>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -19,6 +20,7 @@
 #include "absl/strings/string_view.h"
 #include "checkpoint/io_faults.h"
 #include "engine/status_macros.h"
+#include "glog/logging.h"
 
 namespace jobgraph {
 namespace {
@@ -183,41 +185,67 @@ std::string TempPathFor(const std::string& path) {
 
 }  // namespace
 
-absl::Status WriteFileAtomically(
-    const std::string& path, absl::string_view contents,
-    const std::function<absl::Status()>& before_rename) {
-  const std::string tmp = TempPathFor(path);
-  const std::string parent = ParentDir(path);
-  int fd = OpenNoIntr(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
+absl::StatusOr<AtomicFileWriter> AtomicFileWriter::Create(
+    const std::string& path) {
+  std::string tmp = TempPathFor(path);
+  const int fd = OpenNoIntr(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
   if (fd < 0) {
-    int error = errno;
+    const int error = errno;
     if (error == ENOENT) {
-      return absl::NotFoundError(absl::StrCat("write ", path, ": directory ",
-                                              parent, " does not exist"));
+      return absl::NotFoundError(absl::StrCat(
+          "write ", path, ": directory ", ParentDir(path), " does not exist"));
     }
     return PosixError(error, "create", tmp);
   }
-  absl::Status status = [&]() -> absl::Status {
-    FdCloser closer(fd);
-    JG_RETURN_IF_ERROR(WriteAll(fd, contents, tmp));
-    if (int e = io_faults::Next()) return PosixError(e, "fsync", tmp);
-    if (::fsync(fd) != 0) return PosixError(errno, "fsync", tmp);
-    if (int e = io_faults::Next()) return PosixError(e, "close", tmp);
-    if (::close(closer.Release()) != 0) return PosixError(errno, "close", tmp);
-    if (before_rename) JG_RETURN_IF_ERROR(before_rename());
-    if (int e = io_faults::Next()) {
-      return PosixError(e, absl::StrCat("rename ", tmp, " to"), path);
-    }
-    if (::rename(tmp.c_str(), path.c_str()) != 0) {
-      return PosixError(errno, absl::StrCat("rename ", tmp, " to"), path);
-    }
-    return absl::OkStatus();
-  }();
-  if (!status.ok()) {
-    ::unlink(tmp.c_str());  // Best effort; the error above is what matters.
-    return status;
+  return AtomicFileWriter(path, std::move(tmp), fd);
+}
+
+AtomicFileWriter::AtomicFileWriter(std::string path, std::string tmp, int fd)
+    : path_(std::move(path)), tmp_(std::move(tmp)), fd_(fd) {}
+
+AtomicFileWriter::AtomicFileWriter(AtomicFileWriter&& other)
+    : path_(std::move(other.path_)),
+      tmp_(std::move(other.tmp_)),
+      fd_(std::exchange(other.fd_, -1)),
+      renamed_(std::exchange(other.renamed_, true)) {}
+
+AtomicFileWriter::~AtomicFileWriter() {
+  if (fd_ >= 0) ::close(fd_);
+  // Best effort; whatever failed has been reported.
+  if (!renamed_) ::unlink(tmp_.c_str());
+}
+
+absl::Status AtomicFileWriter::Commit(
+    absl::string_view contents,
+    const std::function<absl::Status()>& before_rename, int dir_fd) {
+  CHECK_GE(fd_, 0) << "AtomicFileWriter::Commit called twice for " << path_;
+  JG_RETURN_IF_ERROR(WriteAll(fd_, contents, tmp_));
+  if (int e = io_faults::Next()) return PosixError(e, "fsync", tmp_);
+  if (::fsync(fd_) != 0) return PosixError(errno, "fsync", tmp_);
+  if (int e = io_faults::Next()) return PosixError(e, "close", tmp_);
+  if (::close(std::exchange(fd_, -1)) != 0) {
+    return PosixError(errno, "close", tmp_);
   }
-  return FsyncDir(parent);
+  if (before_rename) JG_RETURN_IF_ERROR(before_rename());
+  if (int e = io_faults::Next()) {
+    return PosixError(e, absl::StrCat("rename ", tmp_, " to"), path_);
+  }
+  if (::rename(tmp_.c_str(), path_.c_str()) != 0) {
+    return PosixError(errno, absl::StrCat("rename ", tmp_, " to"), path_);
+  }
+  renamed_ = true;
+  if (dir_fd < 0) return FsyncDir(ParentDir(path_));
+  const std::string parent = ParentDir(path_);
+  if (int e = io_faults::Next()) return PosixError(e, "fsync", parent);
+  if (::fsync(dir_fd) != 0) return PosixError(errno, "fsync", parent);
+  return absl::OkStatus();
+}
+
+absl::Status WriteFileAtomically(
+    const std::string& path, absl::string_view contents,
+    const std::function<absl::Status()>& before_rename) {
+  JG_ASSIGN_OR_RETURN(AtomicFileWriter writer, AtomicFileWriter::Create(path));
+  return writer.Commit(contents, before_rename);
 }
 
 absl::StatusOr<bool> LinkFileAtomically(const std::string& existing,

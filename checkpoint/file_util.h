@@ -65,6 +65,39 @@ absl::Status WriteFileAtomically(
     const std::string& path, absl::string_view contents,
     const std::function<absl::Status()>& before_rename = nullptr);
 
+// WriteFileAtomically in two steps, for a caller that creates the temporary
+// file ahead of time, while it waits for the contents (the commit of an MPI
+// job, whose rank 0 prepares while the ranks agree). A writer destroyed
+// before a successful rename removes its temporary file. Movable; not
+// thread-safe.
+class AtomicFileWriter {
+ public:
+  // Creates "<path>.tmp-<pid>-<n>". NotFound (naming the directory) if the
+  // parent directory does not exist.
+  static absl::StatusOr<AtomicFileWriter> Create(const std::string& path);
+
+  AtomicFileWriter(AtomicFileWriter&& other);
+  AtomicFileWriter& operator=(AtomicFileWriter&&) = delete;
+  ~AtomicFileWriter();
+
+  // Writes `contents` into the temporary file, fsyncs and closes it, runs
+  // `before_rename` (as for WriteFileAtomically), renames it over the path
+  // and fsyncs the parent directory: through `dir_fd` when it is an open
+  // descriptor of that directory (saving an open(2)), else by its name.
+  // Call once.
+  absl::Status Commit(absl::string_view contents,
+                      const std::function<absl::Status()>& before_rename,
+                      int dir_fd = -1);
+
+ private:
+  AtomicFileWriter(std::string path, std::string tmp, int fd);
+
+  std::string path_;
+  std::string tmp_;
+  int fd_;  // of the temporary file until Commit closes it
+  bool renamed_ = false;
+};
+
 // Gives the file at `existing` the further name `path`, replacing what
 // `path` was, atomically: link(2) to "<path>.tmp-<pid>-<n>", then rename(2)
 // over `path`. Writes no data and does not fsync the directory: for a copy of

@@ -139,6 +139,19 @@ class Session {
                                                 int root) const {
     return value;
   }
+  // The element-wise sum of every rank's `values` (the same length on every
+  // rank), at rank `root` only; the other ranks get their own `values` back.
+  // Half an all-reduce, for an agreement that one rank settles.
+  virtual absl::StatusOr<std::vector<int64_t>> ReduceSumToRoot(
+      std::vector<int64_t> values, int root) const {
+    return values;
+  }
+  // Rank `root`'s `values` (of the same length on every rank): one small
+  // collective, where Broadcast of a string takes two.
+  virtual absl::StatusOr<std::vector<int64_t>> BroadcastInts(
+      std::vector<int64_t> values, int root) const {
+    return values;
+  }
   // Runs the tasks of `group` that are on nodes this rank hosts and returns
   // this rank's outcome, without agreeing on it with the other ranks: for a
   // caller that folds the outcome into an agreement of its own (a

@@ -262,6 +262,25 @@ absl::StatusOr<std::vector<int64_t>> MpiSession::AllReduceSum(
   return sum;
 }
 
+absl::StatusOr<std::vector<int64_t>> MpiSession::ReduceSumToRoot(
+    std::vector<int64_t> values, int root) const {
+  std::vector<int64_t> sum(values.size());
+  JG_RETURN_IF_ERROR(CheckMpi(
+      MPI_Reduce(values.data(), sum.data(), static_cast<int>(values.size()),
+                 MPI_INT64_T, MPI_SUM, root, comms_->world),
+      "MPI_Reduce"));
+  return rank_ == root ? sum : values;
+}
+
+absl::StatusOr<std::vector<int64_t>> MpiSession::BroadcastInts(
+    std::vector<int64_t> values, int root) const {
+  JG_RETURN_IF_ERROR(
+      CheckMpi(MPI_Bcast(values.data(), static_cast<int>(values.size()),
+                         MPI_INT64_T, root, comms_->world),
+               "MPI_Bcast"));
+  return values;
+}
+
 absl::StatusOr<std::string> MpiSession::Broadcast(std::string value,
                                                   int root) const {
   int64_t size = static_cast<int64_t>(value.size());

@@ -14,7 +14,8 @@
 //                       keep a "finished" position).
 //   FetchBlob(node, b)  the rank hosting `node` sends the tensor to all, so
 //                       stop conditions read the same everywhere.
-//   AllGather, Broadcast (session.h) over all ranks.
+//   AllGather, Broadcast, AllReduceSum, ReduceSumToRoot, BroadcastInts
+//                       (session.h) over all ranks.
 //
 // Collective operators (Allreduce, Broadcast, Barrier) exchange between
 // ranks inside a Run. A group that uses them and fails on one rank cannot be
@@ -90,6 +91,10 @@ class MpiSession : public Session {
                                         int root) const override;
   absl::StatusOr<std::vector<int64_t>> AllReduceSum(
       std::vector<int64_t> values) const override;
+  absl::StatusOr<std::vector<int64_t>> ReduceSumToRoot(
+      std::vector<int64_t> values, int root) const override;
+  absl::StatusOr<std::vector<int64_t>> BroadcastInts(
+      std::vector<int64_t> values, int root) const override;
 
   // The rank that hosts `node`; -1 for a node the session does not know.
   int RankOf(absl::string_view node) const;

@@ -13,26 +13,31 @@
 // database (so writing a database costs nothing) and its commit log in
 // --dir (default: a fresh directory under /dev/shm, where fsync is cheap)
 // saves --epochs epochs through MpiSession; one MPI_Barrier's cost is the
-// time of 100 back to back, divided by 100. Then the commit's exchanges alone
-// (the two small all-reduces of a commit on which every rank succeeds,
-// without the save group or the commit-log write), to separate the protocol
-// from the local work around it. The figures are medians over epochs; the MPI
-// collectives per epoch are counted through the MPI profiling interface (PMPI),
-// so the count is the real one. The coordination of an epoch's commit is the
-// time from the moment the last rank's database was written until every
-// rank's SaveEpoch has returned (the ranks' monotonic-clock times, gathered
-// after the run: one machine, one clock): the agreement after the last write,
-// the commit-log write and its status reaching every rank. "ratio" (and the
-// last line) is its median over one barrier; "commit_with_writes_ratio" is
-// rank 0's whole SaveEpoch over one barrier, which also holds the database
-// writes of every rank (with 4 or 16 ranks per core, the scheduler running
-// them one after another). Rank 0's commit is also split as CheckpointStats
-// splits it: writing its own database ("write"), waiting for the slowest
-// rank's outcome ("agree"), and the commit-log write with its status reaching
-// every rank ("log"). Last, the same saves with CheckpointOptions::async, each
-// after an epoch that is a sleep of --async_epoch_us: what SaveEpoch then
-// blocks for (one all-reduce on the previous save, and the snapshot), next to
-// one barrier after the same sleep.
+// time of 100 back to back, divided by 100; and one barrier under the
+// commit's conditions (each rank writes its database, then enters the
+// barrier: "barrier_after_write", timed as the coordination is). Then the
+// commit's exchanges alone (a reduce to rank 0 and a broadcast from it, as
+// in a commit on which every rank succeeds, without the save group or the
+// commit-log write), from the last rank's start to the last rank's end, to
+// separate the protocol from the local work around it. The figures are medians
+// over epochs; the MPI collectives per epoch are counted through the MPI
+// profiling interface (PMPI), so the count is the real one. The coordination of
+// an epoch's commit is the time from the moment the last rank's database was
+// written until every rank's SaveEpoch has returned (the ranks' monotonic-clock
+// times, gathered after the run: one machine, one clock): the last outcome
+// reaching rank 0
+// ("to_rank0"), then the commit-log write and its status reaching every rank
+// ("from_rank0"). "ratio" (and the last line) is its median over one barrier
+// timed in a loop; "ratio_after_write" over one barrier after the writes;
+// "commit_with_writes_ratio" is rank 0's whole SaveEpoch over one barrier,
+// which also holds the database writes of every rank (with 4 or 16 ranks per
+// core, the scheduler running them one after another). Rank 0's commit is also
+// split as CheckpointStats splits it: writing its own database ("write"),
+// waiting for the slowest rank's outcome ("agree"), and the commit-log write
+// with its status reaching every rank ("log"). Last, the same saves with
+// CheckpointOptions::async, each after an epoch that is a sleep of
+// --async_epoch_us: what SaveEpoch then blocks for (one all-reduce on the
+// previous save, and the snapshot), next to one barrier after the same sleep.
 //
 //   ./tools/bazel run -c opt //tools/bench:mpi_commit_bench
 
@@ -100,6 +105,11 @@ int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count,
   ++collectives;
   return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
 }
+int MPI_Reduce(const void* sendbuf, void* recvbuf, int count,
+               MPI_Datatype datatype, MPI_Op op, int root, MPI_Comm comm) {
+  ++collectives;
+  return PMPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm);
+}
 int MPI_Bcast(void* buffer, int count, MPI_Datatype datatype, int root,
               MPI_Comm comm) {
   ++collectives;
@@ -117,12 +127,46 @@ double Median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+// `at` in microseconds of the machine's monotonic clock, which every rank
+// of a one-machine run shares.
+double MicrosSinceEpoch(Clock::time_point at) {
+  return std::chrono::duration<double, std::micro>(at.time_since_epoch())
+      .count();
+}
+
 double MicrosSince(Clock::time_point start) {
   return std::chrono::duration<double, std::micro>(Clock::now() - start)
       .count();
 }
 
 void Check(const absl::Status& status) { CHECK(status.ok()) << status; }
+
+// Every rank's times of one measured step per round: when it started
+// (`started`) and ended (`ended`) on this rank, in MicrosSinceEpoch.
+// Collective; on rank 0, per round, from the last rank's start to the last
+// rank's end (what every rank waits for); empty elsewhere.
+std::vector<double> LastStartToLastEnd(const std::vector<double>& started,
+                                       const std::vector<double>& ended,
+                                       int rank, int size) {
+  const int rounds = static_cast<int>(started.size());
+  std::vector<double> all_started(rank == 0 ? rounds * size : 0);
+  std::vector<double> all_ended(all_started.size());
+  PMPI_Gather(started.data(), rounds, MPI_DOUBLE, all_started.data(), rounds,
+              MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  PMPI_Gather(ended.data(), rounds, MPI_DOUBLE, all_ended.data(), rounds,
+              MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  std::vector<double> spans;
+  for (int e = 0; rank == 0 && e < rounds; ++e) {
+    double last_started = all_started[e];
+    double last_ended = all_ended[e];
+    for (int r = 1; r < size; ++r) {
+      last_started = std::max(last_started, all_started[r * rounds + e]);
+      last_ended = std::max(last_ended, all_ended[r * rounds + e]);
+    }
+    spans.push_back(last_ended - last_started);
+  }
+  return spans;
+}
 
 int Worker() {
   int size = 0;
@@ -183,30 +227,53 @@ int Worker() {
     write_us.push_back(stats->write_micros);
     agree_us.push_back(stats->agree_micros);
     log_us.push_back(stats->commit_micros);
-    returned_at[epoch - 1] =
-        std::chrono::duration<double, std::micro>(end.time_since_epoch())
-            .count();
+    returned_at[epoch - 1] = MicrosSinceEpoch(end);
     // The agreement starts when this rank's database is written.
     written_at[epoch - 1] =
         returned_at[epoch - 1] - stats->agree_micros - stats->commit_micros;
   }
   // Per epoch, the coordination: from the moment the last rank's database
-  // was written until every rank's SaveEpoch had returned.
-  std::vector<double> all_written(session.rank() == 0 ? epochs * size : 0);
-  std::vector<double> all_returned(all_written.size());
-  PMPI_Gather(written_at.data(), epochs, MPI_DOUBLE, all_written.data(), epochs,
-              MPI_DOUBLE, 0, MPI_COMM_WORLD);
-  PMPI_Gather(returned_at.data(), epochs, MPI_DOUBLE, all_returned.data(),
-              epochs, MPI_DOUBLE, 0, MPI_COMM_WORLD);
-  std::vector<double> coordination_us;
-  for (int e = 0; session.rank() == 0 && e < epochs; ++e) {
-    double last_written = all_written[e];
-    double last_returned = all_returned[e];
-    for (int r = 1; r < size; ++r) {
-      last_written = std::max(last_written, all_written[r * epochs + e]);
-      last_returned = std::max(last_returned, all_returned[r * epochs + e]);
+  // was written until every rank's SaveEpoch had returned. Split at the
+  // moment rank 0 had every rank's outcome (its return less its commit):
+  // the last write reaching rank 0, then the commit-log write and its
+  // status reaching every rank.
+  const std::vector<double> coordination_us =
+      LastStartToLastEnd(written_at, returned_at, session.rank(), size);
+  std::vector<double> agreed_at(epochs);
+  for (int e = 0; e < epochs; ++e) agreed_at[e] = returned_at[e] - log_us[e];
+  const std::vector<double> to_root_us =
+      LastStartToLastEnd(written_at, agreed_at, session.rank(), size);
+  std::vector<double> from_root_us;
+  for (size_t e = 0; e < coordination_us.size(); ++e) {
+    from_root_us.push_back(coordination_us[e] - to_root_us[e]);
+  }
+  // One barrier under the commit's own conditions: every rank writes the
+  // same database as its save does (the Save op, the same blob, the
+  // "memory" database), then enters one MPI_Barrier; timed as the
+  // coordination is, from the moment the last rank's database was written
+  // until every rank has left the barrier. With several ranks per core the
+  // ranks arrive one after another and leave as the scheduler gets to them,
+  // which a barrier timed in a tight loop never sees.
+  std::vector<double> after_write_us;
+  {
+    TaskGroup save("bench_save", GLOBAL);
+    for (const std::string& node : nodes) {
+      if (!session.HostsNode(node)) continue;
+      Task& task = save.NewTask(Node(node));
+      task.net().Op(
+          "Save", {BlobRef("w")}, {},
+          {MakeArg("db", absl::StrCat(dir, "/barrier_", node)),
+           MakeArg("db_type", "memory"), MakeArg("absolute_path", 1)});
     }
-    coordination_us.push_back(last_returned - last_written);
+    std::vector<double> arrived(epochs), left(epochs);
+    for (int e = 0; e < epochs; ++e) {
+      PMPI_Barrier(MPI_COMM_WORLD);
+      Check(session.RunHosted(save));
+      arrived[e] = MicrosSinceEpoch(Clock::now());
+      PMPI_Barrier(MPI_COMM_WORLD);
+      left[e] = MicrosSinceEpoch(Clock::now());
+    }
+    after_write_us = LastStartToLastEnd(arrived, left, session.rank(), size);
   }
   // One barrier's cost: a run of kBarriers back to back, per barrier (a
   // single barrier timed on one rank can end at once for the last rank to
@@ -265,33 +332,38 @@ int Worker() {
   }
   // The commit's exchanges alone (no save group, no commit-log write): the
   // protocol's share.
-  std::vector<double> protocol_us;
-  for (int epoch = 1; epoch <= epochs; ++epoch) {
+  std::vector<double> entered(epochs), left(epochs);
+  for (int e = 0; e < epochs; ++e) {
     PMPI_Barrier(MPI_COMM_WORLD);
-    const Clock::time_point start = Clock::now();
-    // What a commit exchanges when every rank succeeds: the outcome with
-    // the bytes, then rank 0's commit status.
-    Check(session.AllReduceSum({1234, 0}).status());
-    Check(session.AllReduceSum({0}).status());
-    protocol_us.push_back(MicrosSince(start));
+    entered[e] = MicrosSinceEpoch(Clock::now());
+    // What a commit exchanges when every rank succeeds: the bytes and the
+    // failures to rank 0, then rank 0's outcome to every rank.
+    Check(session.ReduceSumToRoot({1234, 0}, 0).status());
+    Check(session.BroadcastInts({0, 1234, 0}, 0).status());
+    left[e] = MicrosSinceEpoch(Clock::now());
   }
+  const std::vector<double> protocol_us =
+      LastStartToLastEnd(entered, left, session.rank(), size);
   if (session.rank() == 0) {
     const double commit = Median(commit_us);
     const double coordination = Median(coordination_us);
     const double barrier = Median(barrier_us);
     const double protocol = Median(protocol_us);
     const double async = Median(async_us);
+    const double after_write = Median(after_write_us);
     std::printf(
-        "ranks=%d coordination_us=%.1f commit_us=%.1f (write %.1f agree %.1f "
-        "log %.1f) protocol_us=%.1f barrier_us=%.1f protocol_vs_barrier=%.2f "
-        "collectives_per_epoch=%ld commit_with_writes_ratio=%.2f ratio=%.2f "
+        "ranks=%d coordination_us=%.1f (to_rank0 %.1f from_rank0 %.1f) "
+        "commit_us=%.1f (write %.1f agree %.1f log %.1f) protocol_us=%.1f "
+        "barrier_us=%.1f protocol_vs_barrier=%.2f collectives_per_epoch=%ld "
+        "commit_with_writes_ratio=%.2f ratio=%.2f "
+        "barrier_after_write_us=%.1f ratio_after_write=%.2f "
         "async_commit_us=%.1f (agree %.1f) async_collectives_per_epoch=%ld "
         "barrier_after_sleep_us=%.1f async_ratio=%.2f\n",
-        size, coordination, commit, Median(write_us), Median(agree_us),
-        Median(log_us), protocol, barrier, protocol / barrier, per_epoch,
-        commit / barrier, coordination / barrier, async,
-        Median(async_settle_us), async_per_epoch, Median(after_sleep_us),
-        async / barrier);
+        size, coordination, Median(to_root_us), Median(from_root_us), commit,
+        Median(write_us), Median(agree_us), Median(log_us), protocol, barrier,
+        protocol / barrier, per_epoch, commit / barrier, coordination / barrier,
+        after_write, coordination / after_write, async, Median(async_settle_us),
+        async_per_epoch, Median(after_sleep_us), async / barrier);
     std::fflush(stdout);
     if (absl::GetFlag(FLAGS_dir).empty()) {
       std::system(absl::StrCat("rm -rf '", dir, "'").c_str());
