@@ -1,9 +1,12 @@
 #include "checkpoint/commit_log.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -312,6 +315,102 @@ TEST(CommitLogTest, ThePreviousCopyIsWrittenWhereLinksAreRefused) {
                                      LogPath(dir), ".prev.tmp-")));
   EXPECT_THAT(failed.message(), HasSubstr(": Input/output error"));
   EXPECT_THAT(Entries(dir.path()), ElementsAre("0:a", "1:a"));
+}
+
+// Whether another open file description can take the directory's lock now.
+bool DirLockIsFree(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  CHECK_GE(fd, 0) << dir;
+  const bool taken = ::flock(fd, LOCK_EX | LOCK_NB) == 0;
+  const int error = errno;
+  ::close(fd);
+  CHECK(taken || error == EWOULDBLOCK) << std::strerror(error);
+  return taken;
+}
+
+TEST(CommitLogTest, APreparedUpdateHoldsTheLockAndWritesAtFinish) {
+  TempDir dir;
+  Commit(dir.path(), 0, {"a"});
+  const std::string first = ReadFileToString(LogPath(dir)).value();
+  absl::StatusOr<CommitLogUpdate> update = CommitLogUpdate::Begin(dir.path());
+  ASSERT_TRUE(update.ok()) << update.status();
+  EXPECT_FALSE(DirLockIsFree(dir.path()));
+  ASSERT_TRUE(update->Prepare().ok());
+  ASSERT_TRUE(update->Prepare().ok());  // once is enough; again is nothing
+  // Prepared: the log untouched, its previous copy in place, and the new
+  // log's file made.
+  EXPECT_EQ(ReadFileToString(LogPath(dir)).value(), first);
+  EXPECT_EQ(ReadFileToString(LogPath(dir) + ".prev").value(), first);
+  std::vector<std::string> names = ListDir(dir.path()).value();
+  ASSERT_EQ(names.size(), 3u);
+  EXPECT_EQ(names[2].rfind("MANIFEST.jobgraph.tmp-", 0), 0u) << names[2];
+  EpochCommit commit;
+  commit.epoch = 1;
+  commit.nodes = {"a"};
+  ASSERT_TRUE(CommitEpoch(*std::move(update), "leveldb", commit).ok());
+  EXPECT_TRUE(DirLockIsFree(dir.path()));
+  EXPECT_THAT(Entries(dir.path()), ElementsAre("0:a", "1:a"));
+  EXPECT_EQ(ReadFileToString(LogPath(dir) + ".prev").value(), first);
+  EXPECT_THAT(ListDir(dir.path()).value(),
+              ElementsAre("MANIFEST.jobgraph", "MANIFEST.jobgraph.prev"));
+}
+
+TEST(CommitLogTest, AnAbandonedUpdateChangesNoEntryAndLeavesNoFile) {
+  TempDir dir;
+  Commit(dir.path(), 0, {"a"});
+  Commit(dir.path(), 1, {"a"});
+  const std::string second = ReadFileToString(LogPath(dir)).value();
+  {
+    absl::StatusOr<CommitLogUpdate> update = CommitLogUpdate::Begin(dir.path());
+    ASSERT_TRUE(update.ok()) << update.status();
+    ASSERT_TRUE(update->Prepare().ok());
+    // Moved: the update that holds the lock keeps it.
+    CommitLogUpdate moved = *std::move(update);
+    EXPECT_FALSE(DirLockIsFree(dir.path()));
+  }
+  EXPECT_TRUE(DirLockIsFree(dir.path()));
+  EXPECT_EQ(ReadFileToString(LogPath(dir)).value(), second);
+  // The previous copy is now a second name of the log in place.
+  EXPECT_EQ(ReadFileToString(LogPath(dir) + ".prev").value(), second);
+  EXPECT_THAT(ListDir(dir.path()).value(),
+              ElementsAre("MANIFEST.jobgraph", "MANIFEST.jobgraph.prev"));
+  // An edit that fails or changes nothing after Prepare: the same.
+  for (bool fail : {true, false}) {
+    absl::StatusOr<CommitLogUpdate> update = CommitLogUpdate::Begin(dir.path());
+    ASSERT_TRUE(update.ok()) << update.status();
+    ASSERT_TRUE(update->Prepare().ok());
+    absl::Status finished = std::move(*update).Finish(
+        /*is_commit=*/true, [&](CommitLog& log) -> absl::StatusOr<bool> {
+          if (fail) return absl::FailedPreconditionError("no");
+          return false;
+        });
+    EXPECT_EQ(finished,
+              fail ? absl::FailedPreconditionError("no") : absl::OkStatus());
+    EXPECT_TRUE(DirLockIsFree(dir.path()));
+    EXPECT_EQ(ReadFileToString(LogPath(dir)).value(), second);
+    EXPECT_THAT(ListDir(dir.path()).value(),
+                ElementsAre("MANIFEST.jobgraph", "MANIFEST.jobgraph.prev"));
+  }
+  EXPECT_THAT(Entries(dir.path()), ElementsAre("0:a", "1:a"));
+}
+
+TEST(CommitLogTest, AnUpdateOfADirectoryWithoutALogWritesTheFirst) {
+  TempDir dir;
+  absl::StatusOr<CommitLogUpdate> update = CommitLogUpdate::Begin(dir.path());
+  ASSERT_TRUE(update.ok()) << update.status();
+  ASSERT_TRUE(update->Prepare().ok());  // no log: no previous copy to keep
+  EpochCommit commit;
+  commit.epoch = 3;
+  commit.nodes = {"a"};
+  ASSERT_TRUE(CommitEpoch(*std::move(update), "leveldb", commit).ok());
+  EXPECT_THAT(Entries(dir.path()), ElementsAre("3:a"));
+  EXPECT_THAT(ListDir(dir.path()).value(), ElementsAre("MANIFEST.jobgraph"));
+  // A directory that does not exist: NotFound naming it, nothing created.
+  const std::string missing = dir.Join("missing");
+  absl::StatusOr<CommitLogUpdate> none = CommitLogUpdate::Begin(missing);
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(none.status().message(), HasSubstr(missing));
+  EXPECT_FALSE(PathExists(missing).value());
 }
 
 TEST(CommitLogTest, ALogWrittenByAnotherWriterIsReadAgain) {

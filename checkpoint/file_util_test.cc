@@ -1,5 +1,6 @@
 #include "checkpoint/file_util.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <string>
@@ -7,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "checkpoint/test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -85,6 +87,75 @@ TEST(FileUtilTest, WriteFileAtomicallyMissingParentIsNotFound) {
   EXPECT_THAT(status.message(), HasSubstr(path));
   EXPECT_THAT(status.message(), HasSubstr(dir.Join("no_such_dir")));
   EXPECT_FALSE(PathExists(dir.Join("no_such_dir")).value());
+}
+
+TEST(FileUtilTest, AnAtomicFileWriterMakesItsFileAheadAndRenamesOnCommit) {
+  TempDir dir;
+  const std::string path = dir.Join("manifest");
+  ASSERT_TRUE(WriteFileAtomically(path, "old").ok());
+  absl::StatusOr<AtomicFileWriter> writer = AtomicFileWriter::Create(path);
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  // Made ahead, empty, beside the file it will replace, which is untouched.
+  std::vector<std::string> names = ListDir(dir.path()).value();
+  ASSERT_EQ(names.size(), 2u);
+  EXPECT_EQ(names[0], "manifest");
+  EXPECT_EQ(names[1].rfind(absl::StrCat("manifest.tmp-", ::getpid(), "-"), 0),
+            0u)
+      << names[1];
+  EXPECT_EQ(ReadFileToString(dir.Join(names[1])).value(), "");
+  EXPECT_EQ(ReadFileToString(path).value(), "old");
+  // Through an open descriptor of the directory, for its fsync.
+  const int dir_fd = ::open(dir.path().c_str(), O_RDONLY | O_DIRECTORY);
+  ASSERT_GE(dir_fd, 0);
+  int renames_seen = 0;
+  absl::Status committed = writer->Commit(
+      "new",
+      [&]() {
+        // Durable under the temporary name, not renamed yet.
+        ++renames_seen;
+        EXPECT_EQ(ReadFileToString(path).value(), "old");
+        return absl::OkStatus();
+      },
+      dir_fd);
+  ::close(dir_fd);
+  ASSERT_TRUE(committed.ok()) << committed;
+  EXPECT_EQ(renames_seen, 1);
+  EXPECT_EQ(ReadFileToString(path).value(), "new");
+  writer = absl::UnknownError("destroyed");  // the destructor: nothing to undo
+  EXPECT_THAT(ListDir(dir.path()).value(), ElementsAre("manifest"));
+}
+
+TEST(FileUtilTest, AnAtomicFileWriterLeftUncommittedLeavesNothing) {
+  TempDir dir;
+  const std::string path = dir.Join("manifest");
+  ASSERT_TRUE(WriteFileAtomically(path, "old").ok());
+  {
+    absl::StatusOr<AtomicFileWriter> writer = AtomicFileWriter::Create(path);
+    ASSERT_TRUE(writer.ok()) << writer.status();
+    // Moved: only the writer that holds the file removes it.
+    AtomicFileWriter moved = *std::move(writer);
+    EXPECT_EQ(ListDir(dir.path()).value().size(), 2u);
+  }
+  EXPECT_THAT(ListDir(dir.path()).value(), ElementsAre("manifest"));
+  EXPECT_EQ(ReadFileToString(path).value(), "old");
+  // A failure before the rename (a failpoint's) keeps the old file too.
+  absl::StatusOr<AtomicFileWriter> writer = AtomicFileWriter::Create(path);
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  absl::Status failed =
+      writer->Commit("new", [] { return absl::AbortedError("failpoint"); });
+  EXPECT_EQ(failed, absl::AbortedError("failpoint"));
+  writer = absl::UnknownError("destroyed");
+  EXPECT_THAT(ListDir(dir.path()).value(), ElementsAre("manifest"));
+  EXPECT_EQ(ReadFileToString(path).value(), "old");
+}
+
+TEST(FileUtilTest, AnAtomicFileWriterInAMissingDirectoryIsNotFound) {
+  TempDir dir;
+  const std::string path = dir.Join("no_such_dir/manifest");
+  absl::StatusOr<AtomicFileWriter> writer = AtomicFileWriter::Create(path);
+  EXPECT_EQ(writer.status(), absl::NotFoundError(absl::StrCat(
+                                 "write ", path, ": directory ",
+                                 dir.Join("no_such_dir"), " does not exist")));
 }
 
 TEST(FileUtilTest, ReadMissingFileIsNotFoundNamingPath) {

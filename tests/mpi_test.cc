@@ -121,12 +121,29 @@ size_t Count(const std::string& text, const std::string& needle) {
   return count;
 }
 
+// "epoch:total_bytes" of every committed epoch of `dir`.
+std::vector<std::string> CommittedBytes(const std::string& dir) {
+  absl::StatusOr<CommitLog> log = ReadCommitLog(dir);
+  EXPECT_TRUE(log.ok()) << log.status();
+  std::vector<std::string> bytes;
+  for (const CommittedEpoch& e :
+       log.ok() ? log->epoch() : CommitLog().epoch()) {
+    bytes.push_back(absl::StrCat(e.epoch(), ":", e.total_bytes()));
+  }
+  return bytes;
+}
+
 TEST(MpiTest, SumPipelineEqualsOneProcessOn1To4Ranks) {
+  const std::string local_dir = NewTempDir("sum_local");
   const std::string local =
-      RunBinary(SumPipeline(), {"--nodes=4", "--session=local"})
+      RunBinary(SumPipeline(), {"--nodes=4", "--session=local",
+                                "--checkpoint_dir=" + local_dir})
           .Result()
           .value_or("(none)");
   EXPECT_EQ(local, "result: epochs=4 totals=145,145,145,145");
+  // The same databases, so the same bytes: the ranks' sum reached rank 0.
+  const std::vector<std::string> local_bytes = CommittedBytes(local_dir);
+  ASSERT_EQ(local_bytes.size(), 5u);
   for (int ranks : {1, 2, 4}) {
     const std::string dir = NewTempDir(absl::StrCat("sum", ranks));
     ChildRun run =
@@ -135,6 +152,7 @@ TEST(MpiTest, SumPipelineEqualsOneProcessOn1To4Ranks) {
     // Only rank 0 prints: exactly one result line.
     ChildRun verify = RunBinary(Ckpt(), {"verify", dir});
     EXPECT_TRUE(verify.exited_ok()) << verify.Describe();
+    EXPECT_EQ(CommittedBytes(dir), local_bytes) << ranks;
   }
 }
 
@@ -240,6 +258,14 @@ TEST(MpiTest, RunHostedRunsOwnTasksAndRefusesCollectives) {
 
 // After a run in which a file was in the way of trainer_1's database of
 // epoch 2: every other epoch is committed, and the file is as it was.
+// No temporary file of a commit-log write or of a database is in `dir`.
+void ExpectNoTemporaryFiles(const std::string& dir) {
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    const std::string name = entry.path().filename().string();
+    EXPECT_FALSE(absl::StrContains(name, ".tmp-")) << name;
+  }
+}
+
 void ExpectEpoch2MissingAndFileKept(const std::string& dir,
                                     const std::string& in_the_way) {
   absl::StatusOr<CommitLog> log = ReadCommitLog(dir);
@@ -272,6 +298,37 @@ TEST(MpiTest, ASaveFailingOnOneRankIsTheSameFailureOnEveryRank) {
       << run.log;
   EXPECT_THAT(run.log, HasSubstr(in_the_way)) << run.log;
   ExpectEpoch2MissingAndFileKept(dir, in_the_way);
+  // Rank 0 had prepared the commit of epoch 2 before its own save; the
+  // commit not made left no file behind.
+  ExpectNoTemporaryFiles(dir);
+}
+
+// Rank 0's commit-log write fails for every epoch, on the synchronous path
+// (rank 0 prepares the write before its save, and its outcome reaches the
+// ranks in one broadcast): every rank reports the same failure for every
+// epoch, nothing is committed, nothing temporary is left, and the job still
+// ends with the exact result.
+TEST(MpiTest, ACommitFailingOnRankZeroIsTheSameFailureOnEveryRank) {
+  const std::string dir = NewTempDir("commit_fails");
+  ChildRun run =
+      Mpirun(4, SumPipeline(), {"--nodes=4", "--checkpoint_dir=" + dir},
+             {"JOBGRAPH_FAILPOINT=commit.before_manifest:error"});
+  EXPECT_EQ(Output(run), std::vector<std::string>{
+                             "result: epochs=4 totals=145,145,145,145"});
+  for (int epoch = 0; epoch <= 4; ++epoch) {
+    EXPECT_EQ(Count(run.log, absl::StrCat("unable to write checkpoint for "
+                                          "epoch ",
+                                          epoch,
+                                          ": failpoint "
+                                          "commit.before_manifest")),
+              4u)
+        << "epoch " << epoch << ": " << run.log;
+  }
+  EXPECT_EQ(Count(run.log, "unable to write checkpoint"), 20u) << run.log;
+  absl::StatusOr<CommitLog> log = ReadCommitLog(dir);
+  ASSERT_TRUE(log.ok()) << log.status();
+  EXPECT_EQ(CommittedEpochList(*log), "none");
+  ExpectNoTemporaryFiles(dir);
 }
 
 // Asynchronous saves on several ranks: each rank writes its databases on its
