@@ -202,6 +202,26 @@ absl::StatusOr<std::optional<int64_t>> Checkpointer::Start(
   WaitForBackgroundSave();
   ranks_ = session.num_ranks() > 1 ? &session : nullptr;
   JG_RETURN_IF_ERROR(SetNodes(nodes));
+  if (ranks_ != nullptr) {
+    // Each rank saves the nodes it hosts: a node no rank hosts would be
+    // committed without its database. Every rank gets the same sums, so the
+    // same error.
+    std::vector<int64_t> hosted;
+    for (const NodeState& state : nodes_) {
+      hosted.push_back(Hosts(state) ? 1 : 0);
+    }
+    JG_ASSIGN_OR_RETURN(hosted, ranks_->AllReduceSum(std::move(hosted)));
+    std::vector<std::string> unhosted;
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+      if (hosted[i] != 1) unhosted.push_back(nodes_[i].node);
+    }
+    if (!unhosted.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "cannot checkpoint node(s) '", absl::StrJoin(unhosted, "', '"),
+          "': no rank of the session runs them; checkpoint only the job's "
+          "nodes"));
+    }
+  }
   return ChooseStart(&session, resume);
 }
 

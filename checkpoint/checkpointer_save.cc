@@ -493,13 +493,22 @@ absl::StatusOr<CheckpointStats> Checkpointer::SaveAndCommit(
     if (sums[1] == 0) {
       // Every rank's databases are durable: the epoch is committed by one
       // rank, for all.
+      // Rank 0 began an update when it was ready; its save then succeeded.
+      CHECK(update.has_value()) << "rank 0 committed epoch " << epoch
+                                << " without having prepared the commit";
       committed = Commit(*std::move(update), epoch, sums[0], start, preemption);
       outcome[2] = committed.raw_code();
     }
   }
   update.reset();  // a commit not made: its file goes, the lock too
   JG_ASSIGN_OR_RETURN(outcome, ranks_->BroadcastInts(std::move(outcome), 0));
-  if (outcome[0] > 0) return Agree(mine.status());  // the messages
+  if (outcome[0] > 0) {
+    // The messages: which rank failed, and why.
+    JG_RETURN_IF_ERROR(Agree(mine.status()));
+    return absl::InternalError(absl::StrCat("the ranks counted ", outcome[0],
+                                            " failed saves of epoch ", epoch,
+                                            " but reported none"));
+  }
   stats.bytes = outcome[1];
   if (outcome[2] != 0) {
     JG_ASSIGN_OR_RETURN(std::string status,

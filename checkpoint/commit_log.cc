@@ -108,44 +108,6 @@ class WrittenLogs {
   std::map<std::string, LogFile> by_dir_ ABSL_GUARDED_BY(mu_);
 };
 
-// An exclusive flock(2) on a directory, held for the object's life.
-class DirLock {
- public:
-  static absl::StatusOr<DirLock> Acquire(const std::string& dir) {
-    const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) {
-      const int err = errno;
-      return absl::Status(
-          err == ENOENT ? absl::StatusCode::kNotFound
-                        : absl::StatusCode::kUnavailable,
-          absl::StrCat("cannot open checkpoint directory ", dir,
-                       " to lock its commit log: ", std::strerror(err)));
-    }
-    int rc;
-    do {
-      rc = ::flock(fd, LOCK_EX);
-    } while (rc != 0 && errno == EINTR);
-    if (rc != 0) {
-      const int err = errno;
-      ::close(fd);
-      return absl::UnavailableError(absl::StrCat(
-          "cannot lock the commit log of ", dir, ": ", std::strerror(err)));
-    }
-    return DirLock(fd);
-  }
-  DirLock(DirLock&& other) : fd_(std::exchange(other.fd_, -1)) {}
-  DirLock& operator=(DirLock&&) = delete;
-  ~DirLock() {
-    if (fd_ >= 0) ::close(fd_);  // closing the descriptor drops the lock
-  }
-  // The directory's descriptor, for its fsync.
-  int fd() const { return fd_; }
-
- private:
-  explicit DirLock(int fd) : fd_(fd) {}
-  int fd_;
-};
-
 // What ReadWithFallback found: the log, or its previous copy with the
 // reason the log itself could not be used (`damage`, OK for the log).
 struct FallbackRead {
@@ -222,6 +184,36 @@ absl::StatusOr<LogFile> ReplaceLog(const std::string& dir, CommitLog log,
 
 }  // namespace
 
+absl::StatusOr<CommitLogLock> CommitLogLock::Acquire(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    return absl::Status(
+        err == ENOENT ? absl::StatusCode::kNotFound
+                      : absl::StatusCode::kUnavailable,
+        absl::StrCat("cannot open checkpoint directory ", dir,
+                     " to lock its commit log: ", std::strerror(err)));
+  }
+  int rc;
+  do {
+    rc = ::flock(fd, LOCK_EX);
+  } while (rc != 0 && errno == EINTR);
+  if (rc != 0) {
+    const int err = errno;
+    ::close(fd);
+    return absl::UnavailableError(absl::StrCat("cannot lock the commit log of ",
+                                               dir, ": ", std::strerror(err)));
+  }
+  return CommitLogLock(fd);
+}
+
+CommitLogLock::CommitLogLock(CommitLogLock&& other)
+    : fd_(std::exchange(other.fd_, -1)) {}
+
+CommitLogLock::~CommitLogLock() {
+  if (fd_ >= 0) ::close(fd_);  // closing the descriptor drops the lock
+}
+
 absl::StatusOr<CommitLog> ReadCommitLog(const std::string& dir) {
   JG_ASSIGN_OR_RETURN(LogFile file, ReadLogFile(LogPath(dir)));
   return std::move(file.log);
@@ -243,7 +235,7 @@ absl::Status WriteCommitLog(const std::string& dir, const CommitLog& log,
 
 struct CommitLogUpdate::State {
   std::string dir;
-  DirLock lock;
+  CommitLogLock lock;
   CommitLog log;
   // The bytes of the intact log in place, if any.
   std::optional<std::string> current;
@@ -255,10 +247,17 @@ CommitLogUpdate::CommitLogUpdate(std::unique_ptr<State> state)
     : state_(std::move(state)) {}
 CommitLogUpdate::CommitLogUpdate(CommitLogUpdate&&) = default;
 CommitLogUpdate& CommitLogUpdate::operator=(CommitLogUpdate&&) = default;
-CommitLogUpdate::~CommitLogUpdate() = default;
+CommitLogUpdate::~CommitLogUpdate() {
+  // Abandoned unedited: the log read stays known, so the next update need
+  // not parse it again.
+  if (state_ != nullptr && state_->current.has_value()) {
+    WrittenLogs::Get().Put(
+        state_->dir, {std::move(state_->log), *std::move(state_->current)});
+  }
+}
 
 absl::StatusOr<CommitLogUpdate> CommitLogUpdate::Begin(const std::string& dir) {
-  JG_ASSIGN_OR_RETURN(DirLock lock, DirLock::Acquire(dir));
+  JG_ASSIGN_OR_RETURN(CommitLogLock lock, CommitLogLock::Acquire(dir));
   auto state = std::make_unique<State>(State{dir, std::move(lock)});
   std::optional<LogFile> known = WrittenLogs::Get().Take(dir);
   absl::StatusOr<FallbackRead> existing =
@@ -321,7 +320,7 @@ absl::Status UpdateCommitLog(
 
 absl::Status CreateCommitLogIfMissing(const std::string& dir,
                                       const std::string& db_type) {
-  JG_ASSIGN_OR_RETURN(DirLock lock, DirLock::Acquire(dir));
+  JG_ASSIGN_OR_RETURN(CommitLogLock lock, CommitLogLock::Acquire(dir));
   JG_ASSIGN_OR_RETURN(bool exists, PathExists(LogPath(dir)));
   JG_ASSIGN_OR_RETURN(bool previous, PathExists(PreviousPath(dir)));
   // A missing log beside a previous copy is damage for readers to report,

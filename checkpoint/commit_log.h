@@ -82,6 +82,27 @@ absl::Status UpdateCommitLog(
     const std::string& dir, bool is_commit,
     const std::function<absl::StatusOr<bool>(CommitLog&)>& edit);
 
+// The lock of the commit log of a directory: an exclusive flock(2) on the
+// directory, which every writer of the log holds for its read-modify-write,
+// and for as long as its temporary file of the new log exists. Held for the
+// object's life. Movable; not thread-safe.
+class CommitLogLock {
+ public:
+  // Waits for the lock. NotFound if `dir` does not exist.
+  static absl::StatusOr<CommitLogLock> Acquire(const std::string& dir);
+
+  CommitLogLock(CommitLogLock&& other);
+  CommitLogLock& operator=(CommitLogLock&&) = delete;
+  ~CommitLogLock();
+
+  // The directory's descriptor, for its fsync.
+  int fd() const { return fd_; }
+
+ private:
+  explicit CommitLogLock(int fd) : fd_(fd) {}
+  int fd_;
+};
+
 // An update of the commit log of one directory (UpdateCommitLog in steps),
 // split so that its slow part can run ahead of the edit: Begin locks the
 // directory and reads the log; Prepare keeps the previous copy and creates
@@ -91,10 +112,15 @@ absl::Status UpdateCommitLog(
 // ranks agree on their saves, so that what follows the agreement is one
 // write, two fsyncs and a rename.
 //
-// The directory stays locked from Begin until Finish returns or the update
-// is destroyed; an update destroyed unfinished removes the new log's file
-// and leaves the log as it was (its previous copy, if Prepare kept it, is
-// then a second name of the log in place). Movable; not thread-safe.
+// The directory stays locked (CommitLogLock) from Begin until Finish
+// returns or the update is destroyed; an update destroyed unfinished
+// removes the new log's file and leaves the log as it was (its previous
+// copy, if Prepare kept it, is then a second name of the log in place).
+// While an update is held, any other writer of the directory's log waits:
+// in this process or another, of this job or another. The holder must not
+// wait for a process that may be waiting for the lock (rank 0 of an MPI job
+// holds it through its save and the ranks' agreement, so no other rank of
+// the job may write the same directory's log). Movable; not thread-safe.
 class CommitLogUpdate {
  public:
   // Locks the commit log of `dir` and reads it, with fallback to the

@@ -207,6 +207,7 @@ AtomicFileWriter::AtomicFileWriter(AtomicFileWriter&& other)
     : path_(std::move(other.path_)),
       tmp_(std::move(other.tmp_)),
       fd_(std::exchange(other.fd_, -1)),
+      committing_(std::exchange(other.committing_, true)),
       renamed_(std::exchange(other.renamed_, true)) {}
 
 AtomicFileWriter::~AtomicFileWriter() {
@@ -218,7 +219,8 @@ AtomicFileWriter::~AtomicFileWriter() {
 absl::Status AtomicFileWriter::Commit(
     absl::string_view contents,
     const std::function<absl::Status()>& before_rename, int dir_fd) {
-  CHECK_GE(fd_, 0) << "AtomicFileWriter::Commit called twice for " << path_;
+  CHECK(!std::exchange(committing_, true))
+      << "AtomicFileWriter::Commit called twice for " << path_;
   JG_RETURN_IF_ERROR(WriteAll(fd_, contents, tmp_));
   if (int e = io_faults::Next()) return PosixError(e, "fsync", tmp_);
   if (::fsync(fd_) != 0) return PosixError(errno, "fsync", tmp_);

@@ -84,7 +84,7 @@ class AtomicFileWriter {
   // `before_rename` (as for WriteFileAtomically), renames it over the path
   // and fsyncs the parent directory: through `dir_fd` when it is an open
   // descriptor of that directory (saving an open(2)), else by its name.
-  // Call once.
+  // Call once, even after a failure (the file is then partly written).
   absl::Status Commit(absl::string_view contents,
                       const std::function<absl::Status()>& before_rename,
                       int dir_fd = -1);
@@ -95,6 +95,7 @@ class AtomicFileWriter {
   std::string path_;
   std::string tmp_;
   int fd_;  // of the temporary file until Commit closes it
+  bool committing_ = false;
   bool renamed_ = false;
 };
 

@@ -41,6 +41,9 @@ ABSL_FLAG(std::string, fail_node, "",
           "rank reports the error), or with --fail_in_epoch in its epoch task "
           "before any collective (the MPI job is aborted).");
 ABSL_FLAG(bool, fail_in_epoch, false, "See --fail_node.");
+ABSL_FLAG(std::string, checkpoint_extra_node, "",
+          "Also checkpoint this node, which runs no task (so no rank hosts "
+          "it).");
 ABSL_FLAG(bool, check_run_hosted, false,
           "Instead of running the job, every rank runs the init group with "
           "Session::RunHosted (its own nodes' tasks only, no agreement) and "
@@ -106,6 +109,12 @@ int Main(int argc, char** argv) {
     net.Op("Barrier", {}, {});
   }
   EpochLimiter(job, Node(nodes[0]), absl::GetFlag(FLAGS_epochs));
+  if (const std::string extra = absl::GetFlag(FLAGS_checkpoint_extra_node);
+      !extra.empty()) {
+    std::vector<std::string> checkpointed = nodes;
+    checkpointed.push_back(extra);
+    job.SetNodesToCheckpoint(checkpointed);
+  }
 
   absl::StatusOr<std::unique_ptr<Session>> made =
       examples::MakeSession(job, *common);

@@ -303,6 +303,26 @@ TEST(MpiTest, ASaveFailingOnOneRankIsTheSameFailureOnEveryRank) {
   ExpectNoTemporaryFiles(dir);
 }
 
+// A checkpointed node that no rank runs would be committed without its
+// database: the start is refused on every rank, naming the node, and
+// nothing is written.
+TEST(MpiTest, ACheckpointedNodeNoRankRunsIsRefusedOnEveryRank) {
+  const std::string dir = NewTempDir("ghost");
+  ChildRun run = Mpirun(2, MpiJob(),
+                        {"--nodes=2", "--checkpoint_dir=" + dir,
+                         "--checkpoint_extra_node=ghost"});
+  EXPECT_NE(run.exit_code(), 0) << run.Describe();
+  for (int rank : {0, 1}) {
+    EXPECT_THAT(run.log,
+                HasSubstr(absl::StrCat(
+                    "rank ", rank,
+                    " error: cannot checkpoint node(s) 'ghost': no rank of the "
+                    "session runs them; checkpoint only the job's nodes")))
+        << run.log;
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir + "/MANIFEST.jobgraph"));
+}
+
 // Rank 0's commit-log write fails for every epoch, on the synchronous path
 // (rank 0 prepares the write before its save, and its outcome reaches the
 // ranks in one broadcast): every rank reports the same failure for every

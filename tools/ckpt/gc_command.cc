@@ -154,7 +154,23 @@ int Gc(const GcOptions& options, std::ostream& out, std::ostream& err) {
       return kExitUsage;
     }
   }
+  // A writer of the commit log holds the directory's lock for as long as
+  // its temporary file exists (an MPI job's rank 0 through its whole save):
+  // under the lock, a temporary log still there was left by a crash, even
+  // one made on another host, where its pid says nothing.
+  std::optional<CommitLogLock> log_lock;
+  if (!dir->commit_log_temps.empty()) {
+    absl::StatusOr<CommitLogLock> lock = CommitLogLock::Acquire(dir->path);
+    if (!lock.ok()) {
+      err << "ckpt: " << lock.status().message() << "\n";
+      return kExitUsage;
+    }
+    log_lock.emplace(*std::move(lock));
+  }
   for (const CheckpointDir::CommitLogTemp& temp : dir->commit_log_temps) {
+    // Gone while gc waited for the lock: a live writer's, renamed or
+    // removed by it.
+    if (!PathExists(temp.path).value_or(true)) continue;
     if (!remove_temp(temp.path, temp.basename, temp.pid,
                      /*temp_type=*/nullptr, "temporary commit log")) {
       return kExitUsage;
