@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
@@ -148,22 +149,56 @@ absl::Status KeepPreviousCopy(const std::string& dir,
   return WriteFileAtomically(PreviousPath(dir), current);
 }
 
-// Replaces the commit log of `dir` with `log`. `current` holds the bytes of
-// the intact log now in place, if any: it becomes the previous copy first.
-// `out`, when it holds a writer, is the new log's file made ahead of time,
-// after the previous copy was kept (CommitLogUpdate::Prepare); `dir_fd`, if
-// not -1, is an open descriptor of `dir`, for its fsync. Returns what was
-// written.
-absl::StatusOr<LogFile> ReplaceLog(const std::string& dir, CommitLog log,
-                                   const std::string* current, bool is_commit,
-                                   std::optional<AtomicFileWriter> out = {},
-                                   int dir_fd = -1) {
+// `log` and its framed bytes.
+absl::StatusOr<LogFile> Encode(const std::string& dir, CommitLog log) {
   std::string bytes;
   if (!log.SerializeToString(&bytes)) {
     return absl::InternalError(
         absl::StrCat("cannot serialize the commit log of ", dir));
   }
-  LogFile written{std::move(log), FrameChecksummed(bytes)};
+  return LogFile{std::move(log), FrameChecksummed(bytes)};
+}
+
+// `log`, which is the log framed in `current` with one more entry at the
+// end, and its framed bytes: that log's payload followed by the entry's
+// field. The encoding of the rest is not repeated, so a commit costs the
+// same whatever the number of epochs listed. The bytes parse to `log`
+// exactly; with no unknown fields in `current` they are also the bytes
+// Encode would give. nullopt if `current` is not a framed log.
+// `log` is taken only when the result has a value.
+std::optional<LogFile> EncodeAppended(CommitLog& log,
+                                      const std::string& current) {
+  if (log.epoch_size() == 0 || !absl::StartsWith(current, kChecksummedMagic) ||
+      current.size() < kChecksummedHeaderBytes) {
+    return std::nullopt;
+  }
+  const std::string entry = log.epoch(log.epoch_size() - 1).SerializeAsString();
+  std::string payload;
+  payload.reserve(current.size() - kChecksummedHeaderBytes + entry.size() + 11);
+  payload.append(current, kChecksummedHeaderBytes);
+  // The key of field 3 (CommitLog.epoch), length-delimited, then the length
+  // as a varint.
+  payload.push_back(static_cast<char>((3 << 3) | 2));
+  for (uint64_t n = entry.size(); true; n >>= 7) {
+    if (n < 0x80) {
+      payload.push_back(static_cast<char>(n));
+      break;
+    }
+    payload.push_back(static_cast<char>((n & 0x7f) | 0x80));
+  }
+  payload.append(entry);
+  return LogFile{std::move(log), FrameChecksummed(payload)};
+}
+
+// Replaces the commit log of `dir` with `written`. `current` holds the
+// bytes of the intact log now in place, if any: it becomes the previous
+// copy first. `out`, when it holds a writer, is the new log's file made
+// ahead of time, after the previous copy was kept (CommitLogUpdate::Prepare);
+// `dir_fd`, if not -1, is an open descriptor of `dir`, for its fsync.
+absl::Status ReplaceLog(const std::string& dir, const LogFile& written,
+                        const std::string* current, bool is_commit,
+                        std::optional<AtomicFileWriter> out = {},
+                        int dir_fd = -1) {
   if (is_commit) JG_RETURN_IF_ERROR(Failpoint("commit.before_manifest"));
   if (!out.has_value()) {
     if (current != nullptr) JG_RETURN_IF_ERROR(KeepPreviousCopy(dir, *current));
@@ -179,7 +214,7 @@ absl::StatusOr<LogFile> ReplaceLog(const std::string& dir, CommitLog log,
       },
       dir_fd));
   if (is_commit) JG_RETURN_IF_ERROR(Failpoint("commit.after_manifest"));
-  return written;
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -228,9 +263,9 @@ absl::StatusOr<CommitLogRead> ReadCommitLogWithFallback(
 absl::Status WriteCommitLog(const std::string& dir, const CommitLog& log,
                             bool is_commit) {
   absl::StatusOr<LogFile> current = ReadLogFile(LogPath(dir));
-  return ReplaceLog(dir, log, current.ok() ? &current->bytes : nullptr,
-                    is_commit)
-      .status();
+  JG_ASSIGN_OR_RETURN(LogFile written, Encode(dir, log));
+  return ReplaceLog(dir, written, current.ok() ? &current->bytes : nullptr,
+                    is_commit);
 }
 
 struct CommitLogUpdate::State {
@@ -292,22 +327,39 @@ absl::Status CommitLogUpdate::Prepare() {
 absl::Status CommitLogUpdate::Finish(
     bool is_commit,
     const std::function<absl::StatusOr<bool>(CommitLog&)>& edit) && {
+  return std::move(*this).FinishEdit(
+      is_commit, [&](CommitLog& log) -> absl::StatusOr<Edit> {
+        JG_ASSIGN_OR_RETURN(bool changed, edit(log));
+        return changed ? Edit::kChanged : Edit::kNone;
+      });
+}
+
+absl::Status CommitLogUpdate::FinishEdit(
+    bool is_commit,
+    const std::function<absl::StatusOr<Edit>(CommitLog&)>& edit) && {
   CHECK(state_ != nullptr) << "CommitLogUpdate finished twice";
   std::unique_ptr<State> s = std::move(state_);
-  JG_ASSIGN_OR_RETURN(bool changed, edit(s->log));
-  if (!changed) {
+  const bool versioned = s->log.format_version() == kCommitLogFormatVersion;
+  JG_ASSIGN_OR_RETURN(Edit edited, edit(s->log));
+  if (edited == Edit::kNone) {
     if (s->current.has_value()) {
       WrittenLogs::Get().Put(s->dir,
                              {std::move(s->log), *std::move(s->current)});
     }
     return absl::OkStatus();
   }
-  s->log.set_format_version(kCommitLogFormatVersion);
-  JG_ASSIGN_OR_RETURN(
-      LogFile written,
-      ReplaceLog(s->dir, std::move(s->log), s->current ? &*s->current : nullptr,
-                 is_commit, std::move(s->out), s->lock.fd()));
-  WrittenLogs::Get().Put(s->dir, std::move(written));
+  std::optional<LogFile> written;
+  if (edited == Edit::kAppendedLast && versioned && s->current.has_value()) {
+    written = EncodeAppended(s->log, *s->current);
+  }
+  if (!written.has_value()) {
+    s->log.set_format_version(kCommitLogFormatVersion);
+    JG_ASSIGN_OR_RETURN(written, Encode(s->dir, std::move(s->log)));
+  }
+  JG_RETURN_IF_ERROR(ReplaceLog(s->dir, *written,
+                                s->current ? &*s->current : nullptr, is_commit,
+                                std::move(s->out), s->lock.fd()));
+  WrittenLogs::Get().Put(s->dir, *std::move(written));
   return absl::OkStatus();
 }
 
@@ -365,23 +417,34 @@ absl::Status CommitEpoch(CommitLogUpdate update, const std::string& db_type,
     *entry.mutable_preemption() = *commit.preemption;
   }
   const JobNodes own(commit.nodes);
-  return std::move(update).Finish(
-      /*is_commit=*/true, [&](CommitLog& log) -> absl::StatusOr<bool> {
+  return std::move(update).FinishEdit(
+      /*is_commit=*/true,
+      [&](CommitLog& log) -> absl::StatusOr<CommitLogUpdate::Edit> {
+        const bool same_type = log.db_type() == db_type;
         log.set_db_type(db_type);
         entry.set_committed_unix_micros(absl::ToUnixMicros(absl::Now()));
-        TakeEntries(log, [&](const CommittedEpoch& e) {
-          return e.epoch() >= commit.epoch && own.Owns(e);
-        });
+        const bool dropped = !TakeEntries(log, [&](const CommittedEpoch& e) {
+                                return e.epoch() >= commit.epoch && own.Owns(e);
+                              }).empty();
         auto* epochs = log.mutable_epoch();
-        *epochs->Add() = std::move(entry);
         // Increasing epochs; entries of one epoch (several jobs) stay in
-        // commit order.
+        // commit order, so the new entry stays last unless another job
+        // listed a later epoch.
+        bool last = true;
+        for (const CommittedEpoch& e : *epochs) {
+          if (e.epoch() > commit.epoch) last = false;
+        }
+        *epochs->Add() = std::move(entry);
         std::stable_sort(epochs->pointer_begin(), epochs->pointer_end(),
                          [](const CommittedEpoch* a, const CommittedEpoch* b) {
                            return a->epoch() < b->epoch();
                          });
+        const int entries = epochs->size();
         if (commit.also) commit.also(log);
-        return true;
+        const bool retired = log.epoch_size() != entries;
+        return same_type && !dropped && last && !retired
+                   ? CommitLogUpdate::Edit::kAppendedLast
+                   : CommitLogUpdate::Edit::kChanged;
       });
 }
 

@@ -82,6 +82,8 @@ absl::Status UpdateCommitLog(
     const std::string& dir, bool is_commit,
     const std::function<absl::StatusOr<bool>(CommitLog&)>& edit);
 
+struct EpochCommit;
+
 // The lock of the commit log of a directory: an exclusive flock(2) on the
 // directory, which every writer of the log holds for its read-modify-write,
 // and for as long as its temporary file of the new log exists. Held for the
@@ -142,8 +144,20 @@ class CommitLogUpdate {
       const std::function<absl::StatusOr<bool>(CommitLog&)>& edit) &&;
 
  private:
+  friend absl::Status CommitEpoch(CommitLogUpdate update,
+                                  const std::string& db_type,
+                                  const EpochCommit& commit);
   struct State;
+  // What an edit did to the log. A commit usually appends one entry at the
+  // end: the log's bytes then grow by that entry's, and the rest is not
+  // encoded again.
+  enum class Edit { kNone, kChanged, kAppendedLast };
+
   explicit CommitLogUpdate(std::unique_ptr<State> state);
+  absl::Status FinishEdit(
+      bool is_commit,
+      const std::function<absl::StatusOr<Edit>(CommitLog&)>& edit) &&;
+
   std::unique_ptr<State> state_;
 };
 
@@ -172,7 +186,8 @@ struct EpochCommit {
   std::optional<Preemption> preemption;
   // Applied to the log in the same write, after the commit's own edit: the
   // Checkpointer's retention (RetireEpochs), so that an epoch is listed and
-  // the epochs it retires are unlisted at once. May be empty.
+  // the epochs it retires are unlisted at once. It may take entries out of
+  // the log and must change nothing else. May be empty.
   std::function<void(CommitLog&)> also;
 };
 

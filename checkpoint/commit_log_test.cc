@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "checkpoint/checkpoint_paths.h"
+#include "checkpoint/checksummed.h"
 #include "checkpoint/file_util.h"
 #include "checkpoint/io_faults.h"
 #include "checkpoint/retention.h"
@@ -315,6 +316,60 @@ TEST(CommitLogTest, ThePreviousCopyIsWrittenWhereLinksAreRefused) {
                                      LogPath(dir), ".prev.tmp-")));
   EXPECT_THAT(failed.message(), HasSubstr(": Input/output error"));
   EXPECT_THAT(Entries(dir.path()), ElementsAre("0:a", "1:a"));
+}
+
+// After commits that append an entry (whose bytes grow the log's without
+// encoding it again) and commits that change it otherwise, the file always
+// holds exactly protobuf's encoding of the log it lists, for entries whose
+// length takes one, two and three bytes to encode.
+TEST(CommitLogTest, AnAppendedEntryGivesTheBytesOfTheWholeLog) {
+  TempDir dir;
+  auto expect_canonical = [&](const std::string& after) {
+    const CommitLog log = ReadCommitLog(dir.path()).value();
+    EXPECT_EQ(ReadFileToString(LogPath(dir)).value(),
+              FrameChecksummed(log.SerializeAsString()))
+        << after;
+  };
+  // Job "a"'s entries, with `n` more nodes.
+  auto nodes = [](const std::string& prefix, int n) {
+    std::vector<std::string> names = {"a"};
+    for (int i = 0; i < n; ++i) names.push_back(absl::StrCat(prefix, i));
+    return names;
+  };
+  Commit(dir.path(), 0, {"a"});
+  expect_canonical("the first commit");
+  Commit(dir.path(), 1, {"a"});
+  expect_canonical("an append");
+  Commit(dir.path(), 2, nodes("wide_", 40));  // an entry over 127 bytes
+  expect_canonical("a two-byte length");
+  Commit(dir.path(), 3, nodes("very_wide_node_", 2000));  // over 16 KiB
+  expect_canonical("a three-byte length");
+  Commit(dir.path(), 7, {"b"});
+  Commit(dir.path(), 4, {"a"});  // before another job's later epoch
+  expect_canonical("an entry sorted before the last");
+  Commit(dir.path(), 1, {"a"});  // a resumed run drops its later epochs
+  expect_canonical("a commit that drops entries");
+  EXPECT_THAT(Entries(dir.path()), ElementsAre("0:a", "1:a", "7:b"));
+  EpochCommit commit;
+  commit.epoch = 8;
+  commit.nodes = {"a"};
+  commit.also = [](CommitLog& log) {
+    TakeEntries(log, [](const CommittedEpoch& e) { return e.epoch() == 0; });
+  };
+  ASSERT_TRUE(CommitEpoch(dir.path(), "leveldb", commit).ok());
+  expect_canonical("a commit that retires an epoch");
+  Commit(dir.path(), 9, {"a"});
+  Commit(dir.path(), 10, {"a"});
+  expect_canonical("appends again");
+  EXPECT_THAT(Entries(dir.path()),
+              ElementsAre("1:a", "7:b", "8:a", "9:a", "10:a"));
+  // The database type changes the log's head: encoded whole.
+  EpochCommit other_type;
+  other_type.epoch = 11;
+  other_type.nodes = {"a"};
+  ASSERT_TRUE(CommitEpoch(dir.path(), "memory", other_type).ok());
+  expect_canonical("another database type");
+  EXPECT_EQ(ReadCommitLog(dir.path()).value().db_type(), "memory");
 }
 
 // Whether another open file description can take the directory's lock now.
