@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -428,21 +429,28 @@ absl::Status CommitEpoch(CommitLogUpdate update, const std::string& db_type,
                               }).empty();
         auto* epochs = log.mutable_epoch();
         // Increasing epochs; entries of one epoch (several jobs) stay in
-        // commit order, so the new entry stays last unless another job
-        // listed a later epoch.
-        bool last = true;
+        // commit order. The new entry goes last unless another job listed
+        // a later epoch (or the log was out of order): then it is sorted.
+        bool in_order = true;
+        int64_t previous = INT64_MIN;
         for (const CommittedEpoch& e : *epochs) {
-          if (e.epoch() > commit.epoch) last = false;
+          if (e.epoch() < previous || e.epoch() > commit.epoch) {
+            in_order = false;
+          }
+          previous = e.epoch();
         }
         *epochs->Add() = std::move(entry);
-        std::stable_sort(epochs->pointer_begin(), epochs->pointer_end(),
-                         [](const CommittedEpoch* a, const CommittedEpoch* b) {
-                           return a->epoch() < b->epoch();
-                         });
+        if (!in_order) {
+          std::stable_sort(
+              epochs->pointer_begin(), epochs->pointer_end(),
+              [](const CommittedEpoch* a, const CommittedEpoch* b) {
+                return a->epoch() < b->epoch();
+              });
+        }
         const int entries = epochs->size();
         if (commit.also) commit.also(log);
         const bool retired = log.epoch_size() != entries;
-        return same_type && !dropped && last && !retired
+        return same_type && !dropped && in_order && !retired
                    ? CommitLogUpdate::Edit::kAppendedLast
                    : CommitLogUpdate::Edit::kChanged;
       });

@@ -370,6 +370,19 @@ TEST(CommitLogTest, AnAppendedEntryGivesTheBytesOfTheWholeLog) {
   ASSERT_TRUE(CommitEpoch(dir.path(), "memory", other_type).ok());
   expect_canonical("another database type");
   EXPECT_EQ(ReadCommitLog(dir.path()).value().db_type(), "memory");
+  // A log out of order (written by hand): the next commit sorts it.
+  CommitLog unsorted = ReadCommitLog(dir.path()).value();
+  unsorted.mutable_epoch()->SwapElements(0, 1);
+  ASSERT_TRUE(WriteCommitLog(dir.path(), unsorted, /*is_commit=*/false).ok());
+  EXPECT_THAT(Entries(dir.path()),
+              ElementsAre("7:b", "1:a", "8:a", "9:a", "10:a", "11:a"));
+  EpochCommit after_unsorted;
+  after_unsorted.epoch = 12;
+  after_unsorted.nodes = {"a"};
+  ASSERT_TRUE(CommitEpoch(dir.path(), "memory", after_unsorted).ok());
+  expect_canonical("a log out of order");
+  EXPECT_THAT(Entries(dir.path()),
+              ElementsAre("1:a", "7:b", "8:a", "9:a", "10:a", "11:a", "12:a"));
 }
 
 // Whether another open file description can take the directory's lock now.
