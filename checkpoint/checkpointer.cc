@@ -213,7 +213,9 @@ absl::StatusOr<std::optional<int64_t>> Checkpointer::Start(
     JG_ASSIGN_OR_RETURN(hosted, ranks_->AllReduceSum(std::move(hosted)));
     std::vector<std::string> unhosted;
     for (size_t i = 0; i < nodes_.size(); ++i) {
-      if (hosted[i] != 1) unhosted.push_back(nodes_[i].node);
+      CHECK_LE(hosted[i], 1) << "node '" << nodes_[i].node << "' is hosted by "
+                             << hosted[i] << " ranks";
+      if (hosted[i] == 0) unhosted.push_back(nodes_[i].node);
     }
     if (!unhosted.empty()) {
       return absl::InvalidArgumentError(absl::StrCat(

@@ -188,6 +188,14 @@ std::optional<LogFile> EncodeAppended(CommitLog& log,
     payload.push_back(static_cast<char>((n & 0x7f) | 0x80));
   }
   payload.append(entry);
+#ifndef NDEBUG
+  // The bytes must say what the cache will hold beside them (EpochCommit's
+  // `also` may only take entries out, for one).
+  CommitLog parsed;
+  CHECK(parsed.ParseFromString(payload));
+  CHECK_EQ(parsed.SerializeAsString(), log.SerializeAsString())
+      << "an appended commit-log entry does not give the edited log";
+#endif
   return LogFile{std::move(log), FrameChecksummed(payload)};
 }
 
@@ -220,7 +228,8 @@ absl::Status ReplaceLog(const std::string& dir, const LogFile& written,
 
 }  // namespace
 
-absl::StatusOr<CommitLogLock> CommitLogLock::Acquire(const std::string& dir) {
+absl::StatusOr<std::optional<CommitLogLock>> CommitLogLock::Lock(
+    const std::string& dir, bool wait) {
   const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) {
     const int err = errno;
@@ -232,15 +241,27 @@ absl::StatusOr<CommitLogLock> CommitLogLock::Acquire(const std::string& dir) {
   }
   int rc;
   do {
-    rc = ::flock(fd, LOCK_EX);
+    rc = ::flock(fd, wait ? LOCK_EX : LOCK_EX | LOCK_NB);
   } while (rc != 0 && errno == EINTR);
   if (rc != 0) {
     const int err = errno;
     ::close(fd);
+    if (!wait && err == EWOULDBLOCK) return std::nullopt;
     return absl::UnavailableError(absl::StrCat("cannot lock the commit log of ",
                                                dir, ": ", std::strerror(err)));
   }
   return CommitLogLock(fd);
+}
+
+absl::StatusOr<CommitLogLock> CommitLogLock::Acquire(const std::string& dir) {
+  JG_ASSIGN_OR_RETURN(std::optional<CommitLogLock> lock,
+                      Lock(dir, /*wait=*/true));
+  return *std::move(lock);
+}
+
+absl::StatusOr<std::optional<CommitLogLock>> CommitLogLock::TryAcquire(
+    const std::string& dir) {
+  return Lock(dir, /*wait=*/false);
 }
 
 CommitLogLock::CommitLogLock(CommitLogLock&& other)

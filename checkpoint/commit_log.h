@@ -92,6 +92,9 @@ class CommitLogLock {
  public:
   // Waits for the lock. NotFound if `dir` does not exist.
   static absl::StatusOr<CommitLogLock> Acquire(const std::string& dir);
+  // The lock if it is free now, else nullopt (no wait).
+  static absl::StatusOr<std::optional<CommitLogLock>> TryAcquire(
+      const std::string& dir);
 
   CommitLogLock(CommitLogLock&& other);
   CommitLogLock& operator=(CommitLogLock&&) = delete;
@@ -102,6 +105,8 @@ class CommitLogLock {
 
  private:
   explicit CommitLogLock(int fd) : fd_(fd) {}
+  static absl::StatusOr<std::optional<CommitLogLock>> Lock(
+      const std::string& dir, bool wait);
   int fd_;
 };
 

@@ -1121,6 +1121,33 @@ TEST_F(CkptTest, GcAppliesRetentionAndRemovesOnlyJobgraphsLeftovers) {
                           "the commit log; see `ckpt list`)"));
 }
 
+// A temporary commit log exists only while its writer holds the
+// directory's lock; gc takes the lock, so one it finds there is a leftover
+// even when its pid names a live process (a pid from another host, or
+// reused). A dry run takes no lock and goes by the pid.
+TEST_F(CkptTest, GcRemovesATemporaryCommitLogUnderTheLockWhateverItsPid) {
+  SaveEpochs({0});
+  Commit({0});
+  const std::string temp =
+      absl::StrCat("MANIFEST.jobgraph.tmp-", ::getpid(), "-7");
+  WriteFile(Path(temp), "junk");
+  Result r = RunTool({"gc", dir_.path(), "--keep_last=0", "--dry_run"});
+  EXPECT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_THAT(Lines(r.out),
+              Contains(absl::StrCat("kept temporary commit log ", temp,
+                                    ": process ", ::getpid(),
+                                    " that made it is running (--force "
+                                    "removes it anyway)")));
+  r = RunTool({"gc", dir_.path(), "--keep_last=0"});
+  EXPECT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_EQ(r.err, "");  // the lock was free: no wait
+  EXPECT_THAT(Lines(r.out),
+              Contains(absl::StrCat("removed temporary commit log ", Path(temp),
+                                    " (4 bytes)")));
+  EXPECT_THAT(List(dir_.path()),
+              ElementsAre("MANIFEST.jobgraph", "trainer_0.0"));
+}
+
 TEST_F(CkptTest, GcKeepsATemporaryDatabaseThatIsOpen) {
   SaveEpochs({0});
   Commit({0});

@@ -157,21 +157,34 @@ int Gc(const GcOptions& options, std::ostream& out, std::ostream& err) {
   // A writer of the commit log holds the directory's lock for as long as
   // its temporary file exists (an MPI job's rank 0 through its whole save):
   // under the lock, a temporary log still there was left by a crash, even
-  // one made on another host, where its pid says nothing.
+  // one made on another host, where its pid says nothing. A dry run takes
+  // no lock and goes by the pid.
   std::optional<CommitLogLock> log_lock;
-  if (!dir->commit_log_temps.empty()) {
-    absl::StatusOr<CommitLogLock> lock = CommitLogLock::Acquire(dir->path);
+  if (!dir->commit_log_temps.empty() && !options.dry_run) {
+    absl::StatusOr<std::optional<CommitLogLock>> lock =
+        CommitLogLock::TryAcquire(dir->path);
+    if (lock.ok() && lock->has_value()) {
+      log_lock.emplace(**std::move(lock));
+    } else if (lock.ok()) {
+      err << "ckpt: waiting for the commit log of " << dir->path
+          << " (a job is committing or saving into it)\n";
+      absl::StatusOr<CommitLogLock> waited = CommitLogLock::Acquire(dir->path);
+      if (!waited.ok()) lock = waited.status();
+      if (waited.ok()) log_lock.emplace(*std::move(waited));
+    }
     if (!lock.ok()) {
       err << "ckpt: " << lock.status().message() << "\n";
       return kExitUsage;
     }
-    log_lock.emplace(*std::move(lock));
   }
   for (const CheckpointDir::CommitLogTemp& temp : dir->commit_log_temps) {
     // Gone while gc waited for the lock: a live writer's, renamed or
     // removed by it.
     if (!PathExists(temp.path).value_or(true)) continue;
-    if (!remove_temp(temp.path, temp.basename, temp.pid,
+    // Under the lock its pid is no question: no writer has it open.
+    const std::optional<int64_t> pid =
+        log_lock.has_value() ? std::nullopt : std::optional<int64_t>(temp.pid);
+    if (!remove_temp(temp.path, temp.basename, pid,
                      /*temp_type=*/nullptr, "temporary commit log")) {
       return kExitUsage;
     }

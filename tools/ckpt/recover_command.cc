@@ -114,6 +114,13 @@ int Recover(const RecoverOptions& options, std::ostream& out,
     out << "would write " << log_path << " listing epochs " << list << "\n";
     return kExitOk;
   }
+  // As every writer of the log: a job committing meanwhile waits, and
+  // `ckpt gc` never takes this write's temporary file for a leftover.
+  absl::StatusOr<CommitLogLock> lock = CommitLogLock::Acquire(dir->path);
+  if (!lock.ok()) {
+    err << "ckpt: " << lock.status().message() << "\n";
+    return kExitUsage;
+  }
   absl::StatusOr<bool> damaged_exists = PathExists(log_path);
   if (damaged_exists.ok() && *damaged_exists) {
     // Kept for a person to look at: recovery destroys nothing.
