@@ -258,6 +258,26 @@ TEST(MpiTest, RunHostedRunsOwnTasksAndRefusesCollectives) {
 
 // After a run in which a file was in the way of trainer_1's database of
 // epoch 2: every other epoch is committed, and the file is as it was.
+// The commit of every epoch (0 to 4) of `run` failed at the failpoint
+// commit.before_manifest, reported once on each of its `ranks` ranks (`how`
+// follows the epoch: "" or " (in the background)"), and `dir` lists none.
+void ExpectEveryCommitFailed(const ChildRun& run, const std::string& dir,
+                             size_t ranks, const std::string& how) {
+  for (int epoch = 0; epoch <= 4; ++epoch) {
+    EXPECT_EQ(Count(run.log, absl::StrCat("unable to write checkpoint for "
+                                          "epoch ",
+                                          epoch, how,
+                                          ": failpoint "
+                                          "commit.before_manifest")),
+              ranks)
+        << "epoch " << epoch << ": " << run.log;
+  }
+  EXPECT_EQ(Count(run.log, "unable to write checkpoint"), 5 * ranks) << run.log;
+  absl::StatusOr<CommitLog> log = ReadCommitLog(dir);
+  ASSERT_TRUE(log.ok()) << log.status();
+  EXPECT_EQ(CommittedEpochList(*log), "none");
+}
+
 // No temporary file of a commit-log write or of a database is in `dir`.
 void ExpectNoTemporaryFiles(const std::string& dir) {
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
@@ -335,19 +355,7 @@ TEST(MpiTest, ACommitFailingOnRankZeroIsTheSameFailureOnEveryRank) {
              {"JOBGRAPH_FAILPOINT=commit.before_manifest:error"});
   EXPECT_EQ(Output(run), std::vector<std::string>{
                              "result: epochs=4 totals=145,145,145,145"});
-  for (int epoch = 0; epoch <= 4; ++epoch) {
-    EXPECT_EQ(Count(run.log, absl::StrCat("unable to write checkpoint for "
-                                          "epoch ",
-                                          epoch,
-                                          ": failpoint "
-                                          "commit.before_manifest")),
-              4u)
-        << "epoch " << epoch << ": " << run.log;
-  }
-  EXPECT_EQ(Count(run.log, "unable to write checkpoint"), 20u) << run.log;
-  absl::StatusOr<CommitLog> log = ReadCommitLog(dir);
-  ASSERT_TRUE(log.ok()) << log.status();
-  EXPECT_EQ(CommittedEpochList(*log), "none");
+  ExpectEveryCommitFailed(run, dir, 4, "");
   ExpectNoTemporaryFiles(dir);
 }
 
@@ -436,19 +444,7 @@ TEST(MpiTest, AnAsyncCommitFailingOnRankZeroIsTheSameFailureOnEveryRank) {
              {"JOBGRAPH_FAILPOINT=commit.before_manifest:error"});
   EXPECT_EQ(Output(run),
             std::vector<std::string>{"result: epochs=4 totals=145,145"});
-  for (int epoch = 0; epoch <= 4; ++epoch) {
-    EXPECT_EQ(Count(run.log, absl::StrCat("unable to write checkpoint for "
-                                          "epoch ",
-                                          epoch,
-                                          " (in the background): failpoint "
-                                          "commit.before_manifest")),
-              2u)
-        << "epoch " << epoch << ": " << run.log;
-  }
-  EXPECT_EQ(Count(run.log, "unable to write checkpoint"), 10u) << run.log;
-  absl::StatusOr<CommitLog> log = ReadCommitLog(dir);
-  ASSERT_TRUE(log.ok()) << log.status();
-  EXPECT_EQ(CommittedEpochList(*log), "none");
+  ExpectEveryCommitFailed(run, dir, 2, " (in the background)");
 }
 
 TEST(MpiTest, AFailureInAGroupWithCollectivesAbortsTheJob) {
