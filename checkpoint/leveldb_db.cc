@@ -271,6 +271,22 @@ class OpenPaths {
   std::set<std::string> paths_ ABSL_GUARDED_BY(mu_);
 };
 
+}  // namespace
+
+absl::StatusOr<bool> DirectIoSetting(bool configured) {
+  const char* value = std::getenv(kDirectIoEnvVar);
+  if (value == nullptr || *value == '\0') return configured;
+  const absl::string_view v(value);
+  if (v == "0") return false;
+  if (v == "1") return true;
+  return absl::InvalidArgumentError(absl::StrCat(
+      kDirectIoEnvVar, "=", v,
+      " is not a setting: use 0 to write checkpoint table files through the "
+      "page cache, 1 to write them with O_DIRECT (the default), or unset it"));
+}
+
+namespace {
+
 absl::Status ValidateTuning(const LevelDbOptions& tuning,
                             const std::string& path) {
   // LevelDB clips these silently, after an int cast that wraps values of
@@ -684,6 +700,10 @@ absl::StatusOr<std::string> CanonicalPath(const std::string& path) {
 absl::StatusOr<std::unique_ptr<DB>> LevelDbType::OpenImpl(
     const std::string& path, DbMode mode, const DbOptions& options) const {
   JG_RETURN_IF_ERROR(ValidateTuning(options_, path));
+  LevelDbOptions tuning = options_;
+  if (options.write_only) {
+    JG_ASSIGN_OR_RETURN(tuning.direct_io, DirectIoSetting(options_.direct_io));
+  }
   bool created = false;
   if (mode == DbMode::kNew) {
     // Creating the directory ourselves makes "already exists" atomic and
@@ -781,7 +801,7 @@ absl::StatusOr<std::unique_ptr<DB>> LevelDbType::OpenImpl(
   } else if (options.write_only && options_.write_tables_directly) {
     const std::string held = *canonical;
     absl::StatusOr<std::unique_ptr<DB>> db = OpenLevelDbDirect(
-        path, options, options_, [held] { OpenPaths::Get().Release(held); });
+        path, options, tuning, [held] { OpenPaths::Get().Release(held); });
     if (db.ok()) return db;
     status = db.status();  // the DB released the path
   } else {

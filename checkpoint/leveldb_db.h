@@ -115,9 +115,20 @@ struct LevelDbOptions {
   // Those table files are written with O_DIRECT (staged_direct_writer.h),
   // where the file system allows it: past the page cache, whose copy of each
   // byte into fresh pages is the cost of a large save on a VM (checkpoint_bench
-  // variant dio=0 writes through the cache).
+  // variant dio=0 writes through the cache). The environment variable
+  // JOBGRAPH_DIRECT_IO, when set, decides instead (DirectIoSetting): a user
+  // whose file system is slower without its cache (a network file system,
+  // say) sets JOBGRAPH_DIRECT_IO=0 without rebuilding.
   bool direct_io = true;
 };
+
+// The environment variable that overrides LevelDbOptions::direct_io.
+inline constexpr char kDirectIoEnvVar[] = "JOBGRAPH_DIRECT_IO";
+
+// Whether table files are written with O_DIRECT: `configured` when
+// JOBGRAPH_DIRECT_IO is unset or empty, false for "0", true for "1";
+// InvalidArgument naming the variable and its value otherwise.
+absl::StatusOr<bool> DirectIoSetting(bool configured);
 
 // The "leveldb" DB type. The registered object uses the default
 // LevelDbOptions; a caller that tunes LevelDB (benchmarks, tests) makes its

@@ -2,6 +2,8 @@
 // must read them exactly, with its own DB::Open, and so must the adapter.
 
 #include <cerrno>
+#include <cstdint>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <string>
@@ -381,6 +383,60 @@ TEST(LevelDbDirectTest, EveryFailedWriteFailsTheDatabase) {
     // the file list and the fsyncs.
     EXPECT_GE(calls_failed, 20);
   }
+}
+
+// The write-side calls (io_faults) of writing `puts` into a new database.
+int64_t WriteCalls(const std::string& path,
+                   const std::vector<std::pair<std::string, std::string>>& puts,
+                   const LevelDbOptions& tuning) {
+  io_faults::Arm(int64_t{1} << 40, ENOSPC);  // counts, never fails
+  WriteDirect(path, puts, tuning);
+  const int64_t calls = io_faults::Calls();
+  io_faults::Disarm();
+  return calls;
+}
+
+// JOBGRAPH_DIRECT_IO overrides LevelDbOptions::direct_io, for a user who
+// cannot rebuild; anything but 0, 1 or nothing is refused, naming it, before
+// anything is written.
+TEST(LevelDbDirectTest, JobgraphDirectIoChoosesHowTablesAreWritten) {
+  ASSERT_EQ(std::getenv(kDirectIoEnvVar), nullptr);
+  TempDir dir;
+  std::vector<std::pair<std::string, std::string>> puts;
+  for (int i = 0; i < 4; ++i) {
+    puts.emplace_back(absl::StrFormat("big_%d", i), Value(i, 400 << 10));
+  }
+  LevelDbOptions direct;
+  LevelDbOptions cached;
+  cached.direct_io = false;
+  // The two paths differ in their calls: 256 KiB staged writes against one
+  // write per table block run.
+  const int64_t direct_calls = WriteCalls(dir.Join("direct"), puts, direct);
+  const int64_t cached_calls = WriteCalls(dir.Join("cached"), puts, cached);
+  ASSERT_NE(direct_calls, cached_calls);
+
+  ASSERT_EQ(::setenv(kDirectIoEnvVar, "0", 1), 0);
+  EXPECT_EQ(WriteCalls(dir.Join("env0"), puts, direct), cached_calls);
+  EXPECT_TRUE(ReadThroughAdapter(dir.Join("env0")) == ExpectedEntries(puts));
+  ASSERT_EQ(::setenv(kDirectIoEnvVar, "1", 1), 0);
+  EXPECT_EQ(WriteCalls(dir.Join("env1"), puts, cached), direct_calls);
+  ASSERT_EQ(::setenv(kDirectIoEnvVar, "", 1), 0);
+  EXPECT_EQ(DirectIoSetting(true).value(), true);
+  EXPECT_EQ(DirectIoSetting(false).value(), false);
+
+  ASSERT_EQ(::setenv(kDirectIoEnvVar, "yes", 1), 0);
+  const std::string refused = dir.Join("refused");
+  absl::StatusOr<std::unique_ptr<DB>> db =
+      LevelDbType().Open(refused, DbMode::kNew, WriteOnly());
+  EXPECT_EQ(db.status(),
+            absl::InvalidArgumentError(
+                "JOBGRAPH_DIRECT_IO=yes is not a setting: use 0 to write "
+                "checkpoint table files through the page cache, 1 to write "
+                "them with O_DIRECT (the default), or unset it"));
+  EXPECT_FALSE(PathExists(refused).value());
+  // Reading never writes a table: the setting does not matter there.
+  EXPECT_TRUE(ReadThroughAdapter(dir.Join("env0")) == ExpectedEntries(puts));
+  ASSERT_EQ(::unsetenv(kDirectIoEnvVar), 0);
 }
 
 }  // namespace
