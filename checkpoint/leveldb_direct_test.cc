@@ -401,6 +401,10 @@ int64_t WriteCalls(const std::string& path,
 // anything is written.
 TEST(LevelDbDirectTest, JobgraphDirectIoChoosesHowTablesAreWritten) {
   ASSERT_EQ(std::getenv(kDirectIoEnvVar), nullptr);
+  // Unset again however the test ends, for the tests after it.
+  struct Unset {
+    ~Unset() { ::unsetenv(kDirectIoEnvVar); }
+  } unset;
   TempDir dir;
   std::vector<std::pair<std::string, std::string>> puts;
   for (int i = 0; i < 4; ++i) {
@@ -436,7 +440,6 @@ TEST(LevelDbDirectTest, JobgraphDirectIoChoosesHowTablesAreWritten) {
   EXPECT_FALSE(PathExists(refused).value());
   // Reading never writes a table: the setting does not matter there.
   EXPECT_TRUE(ReadThroughAdapter(dir.Join("env0")) == ExpectedEntries(puts));
-  ASSERT_EQ(::unsetenv(kDirectIoEnvVar), 0);
 }
 
 }  // namespace
