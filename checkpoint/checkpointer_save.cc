@@ -449,13 +449,14 @@ absl::StatusOr<CheckpointStats> Checkpointer::SaveAndCommit(
   // write and its fsync, the rename and the directory's fsync. Other
   // writers of the directory wait for the lock meanwhile; this job's ranks
   // never take it.
-  const bool committer = ranks_ != nullptr && ranks_->rank() == 0;
-  std::optional<absl::StatusOr<CommitLogUpdate>> update;
-  if (committer && ready.ok()) {
+  const bool rank_zero = ranks_ != nullptr && ranks_->rank() == 0;
+  absl::StatusOr<CommitLogUpdate> update =
+      absl::InternalError("only rank 0 commits");
+  if (rank_zero && ready.ok()) {
     update = CommitLogUpdate::Begin(options_.directory);
-    if (update->ok()) {
-      if (absl::Status prepared = (*update)->Prepare(); !prepared.ok()) {
-        *update = std::move(prepared);
+    if (update.ok()) {
+      if (absl::Status prepared = update->Prepare(); !prepared.ok()) {
+        update = std::move(prepared);
       }
     }
   }
@@ -465,55 +466,43 @@ absl::StatusOr<CheckpointStats> Checkpointer::SaveAndCommit(
   absl::StatusOr<int64_t> mine = local_bytes();
   const absl::Time written = absl::Now();
   stats.write_micros = absl::ToInt64Microseconds(written - start);
+  absl::Time agreed_at = written;
+  absl::Status committed;
   if (ranks_ == nullptr) {
     JG_ASSIGN_OR_RETURN(stats.bytes, std::move(mine));
-    const absl::Status committed =
-        Commit(CommitLogUpdate::Begin(options_.directory), epoch, stats.bytes,
-               start, preemption);
-    NoteCommitAttempt(epoch, committed.ok());
-    JG_RETURN_IF_ERROR(committed);
-    stats.commit_micros = MicrosSince(written);
-    stats.wall_micros = MicrosSince(start);
-    return stats;
-  }
-  // Two collectives with rank 0 at the centre: the failures and the bytes
-  // reach rank 0 alone; rank 0 commits if no rank failed (through the
-  // update it prepared before its own save); its outcome reaches every
-  // rank.
-  JG_ASSIGN_OR_RETURN(
-      std::vector<int64_t> sums,
-      ranks_->ReduceSumToRoot({mine.ok() ? *mine : 0, mine.ok() ? 0 : 1}, 0));
-  const absl::Time agreed_at = absl::Now();
-  stats.agree_micros = absl::ToInt64Microseconds(agreed_at - written);
-  // Rank 0's outcome: the failed ranks, the total bytes, its commit's code.
-  absl::Status committed;
-  std::vector<int64_t> outcome = {0, 0, 0};
-  if (committer) {
-    outcome = {sums[1], sums[0], 0};
-    if (sums[1] == 0) {
-      // Every rank's databases are durable: the epoch is committed by one
-      // rank, for all.
-      // Rank 0 began an update when it was ready; its save then succeeded.
-      CHECK(update.has_value()) << "rank 0 committed epoch " << epoch
-                                << " without having prepared the commit";
-      committed = Commit(*std::move(update), epoch, sums[0], start, preemption);
-      outcome[2] = committed.raw_code();
+    committed = Commit(CommitLogUpdate::Begin(options_.directory), epoch,
+                       stats.bytes, start, preemption);
+  } else {
+    // Two collectives with rank 0 at the centre: the failures and the bytes
+    // reach rank 0 alone; rank 0 commits, through the update it prepared,
+    // if no rank failed; its outcome (the failed ranks, the total bytes,
+    // its commit's code) reaches every rank.
+    JG_ASSIGN_OR_RETURN(
+        std::vector<int64_t> sums,
+        ranks_->ReduceSumToRoot({mine.ok() ? *mine : 0, mine.ok() ? 0 : 1}, 0));
+    agreed_at = absl::Now();
+    stats.agree_micros = absl::ToInt64Microseconds(agreed_at - written);
+    std::vector<int64_t> outcome = {0, 0, 0};
+    if (rank_zero) {
+      outcome = {sums[1], sums[0], 0};
+      if (sums[1] == 0) {
+        // Every rank's databases are durable: the epoch is committed by one
+        // rank, for all.
+        committed =
+            Commit(std::move(update), epoch, sums[0], start, preemption);
+        outcome[2] = committed.raw_code();
+      }
     }
-  }
-  update.reset();  // a commit not made: its file goes, the lock too
-  JG_ASSIGN_OR_RETURN(outcome, ranks_->BroadcastInts(std::move(outcome), 0));
-  if (outcome[0] > 0) {
-    // The messages: which rank failed, and why.
-    JG_RETURN_IF_ERROR(Agree(mine.status()));
-    return absl::InternalError(absl::StrCat("the ranks counted ", outcome[0],
-                                            " failed saves of epoch ", epoch,
-                                            " but reported none"));
-  }
-  stats.bytes = outcome[1];
-  if (outcome[2] != 0) {
-    JG_ASSIGN_OR_RETURN(std::string status,
-                        ranks_->Broadcast(EncodeStatus(committed), 0));
-    committed = DecodeStatus(status);
+    JG_ASSIGN_OR_RETURN(outcome, ranks_->BroadcastInts(std::move(outcome), 0));
+    if (outcome[0] > 0) {
+      // The messages: which rank failed, and why.
+      JG_RETURN_IF_ERROR(Agree(mine.status()));
+      return absl::InternalError(absl::StrCat("the ranks counted ", outcome[0],
+                                              " failed saves of epoch ", epoch,
+                                              " but reported none"));
+    }
+    stats.bytes = outcome[1];
+    committed = RankZeroStatus(*ranks_, outcome[2], committed);
   }
   NoteCommitAttempt(epoch, committed.ok());
   JG_RETURN_IF_ERROR(committed);

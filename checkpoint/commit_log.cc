@@ -173,21 +173,12 @@ std::optional<LogFile> EncodeAppended(CommitLog& log,
       current.size() < kChecksummedHeaderBytes) {
     return std::nullopt;
   }
-  const std::string entry = log.epoch(log.epoch_size() - 1).SerializeAsString();
-  std::string payload;
-  payload.reserve(current.size() - kChecksummedHeaderBytes + entry.size() + 11);
-  payload.append(current, kChecksummedHeaderBytes);
-  // The key of field 3 (CommitLog.epoch), length-delimited, then the length
-  // as a varint.
-  payload.push_back(static_cast<char>((3 << 3) | 2));
-  for (uint64_t n = entry.size(); true; n >>= 7) {
-    if (n < 0x80) {
-      payload.push_back(static_cast<char>(n));
-      break;
-    }
-    payload.push_back(static_cast<char>((n & 0x7f) | 0x80));
-  }
-  payload.append(entry);
+  // The entry alone in a log of its own encodes as that field (the other
+  // fields, at their defaults, encode as nothing).
+  CommitLog tail;
+  *tail.add_epoch() = log.epoch(log.epoch_size() - 1);
+  std::string payload = current.substr(kChecksummedHeaderBytes);
+  tail.AppendToString(&payload);
 #ifndef NDEBUG
   // The bytes must say what the cache will hold beside them (EpochCommit's
   // `also` may only take entries out, for one).

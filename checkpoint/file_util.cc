@@ -59,13 +59,18 @@ int OpenNoIntr(const char* path, int flags, mode_t mode = 0) {
   return fd;
 }
 
+// fsync(2) of `fd`, open on `path` (for the message).
+absl::Status Fsync(int fd, const std::string& path) {
+  if (int e = io_faults::Next()) return PosixError(e, "fsync", path);
+  if (::fsync(fd) != 0) return PosixError(errno, "fsync", path);
+  return absl::OkStatus();
+}
+
 absl::Status FsyncPath(const std::string& path, int extra_flags) {
   int fd = OpenNoIntr(path.c_str(), O_RDONLY | extra_flags);
   if (fd < 0) return PosixError(errno, "open for fsync", path);
   FdCloser closer(fd);
-  if (int e = io_faults::Next()) return PosixError(e, "fsync", path);
-  if (::fsync(fd) != 0) return PosixError(errno, "fsync", path);
-  return absl::OkStatus();
+  return Fsync(fd, path);
 }
 
 absl::Status WriteAll(int fd, absl::string_view data, const std::string& path) {
@@ -222,8 +227,7 @@ absl::Status AtomicFileWriter::Commit(
   CHECK(!std::exchange(committing_, true))
       << "AtomicFileWriter::Commit called twice for " << path_;
   JG_RETURN_IF_ERROR(WriteAll(fd_, contents, tmp_));
-  if (int e = io_faults::Next()) return PosixError(e, "fsync", tmp_);
-  if (::fsync(fd_) != 0) return PosixError(errno, "fsync", tmp_);
+  JG_RETURN_IF_ERROR(Fsync(fd_, tmp_));
   if (int e = io_faults::Next()) return PosixError(e, "close", tmp_);
   if (::close(std::exchange(fd_, -1)) != 0) {
     return PosixError(errno, "close", tmp_);
@@ -236,11 +240,8 @@ absl::Status AtomicFileWriter::Commit(
     return PosixError(errno, absl::StrCat("rename ", tmp_, " to"), path_);
   }
   renamed_ = true;
-  if (dir_fd < 0) return FsyncDir(ParentDir(path_));
   const std::string parent = ParentDir(path_);
-  if (int e = io_faults::Next()) return PosixError(e, "fsync", parent);
-  if (::fsync(dir_fd) != 0) return PosixError(errno, "fsync", parent);
-  return absl::OkStatus();
+  return dir_fd < 0 ? FsyncDir(parent) : Fsync(dir_fd, parent);
 }
 
 absl::Status WriteFileAtomically(

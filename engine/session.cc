@@ -113,10 +113,15 @@ absl::Status OnRankZero(const Session& session,
   JG_ASSIGN_OR_RETURN(
       std::vector<int64_t> code,
       session.AllReduceSum({session.rank() == 0 ? local.raw_code() : 0}));
-  if (code[0] == 0) return absl::OkStatus();
-  JG_ASSIGN_OR_RETURN(std::string status,
-                      session.Broadcast(EncodeStatus(local), 0));
-  return DecodeStatus(status);
+  return RankZeroStatus(session, code[0], local);
+}
+
+absl::Status RankZeroStatus(const Session& session, int64_t code,
+                            const absl::Status& status) {
+  if (code == 0) return absl::OkStatus();
+  JG_ASSIGN_OR_RETURN(std::string encoded,
+                      session.Broadcast(EncodeStatus(status), 0));
+  return DecodeStatus(encoded);
 }
 
 Workspace* LocalSession::NodeWorkspace(absl::string_view node) {

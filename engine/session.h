@@ -181,6 +181,11 @@ absl::StatusOr<bool> AnyRank(const Session& session, bool local);
 // all-reduce when it is OK).
 absl::Status OnRankZero(const Session& session,
                         const std::function<absl::Status()>& fn);
+// Collective, once every rank knows the code of rank 0's `status` (from an
+// exchange of the caller's): rank 0's `status` on every rank, its message
+// broadcast only when the code is not OK. Other ranks' `status` is unused.
+absl::Status RankZeroStatus(const Session& session, int64_t code,
+                            const absl::Status& status);
 
 class LocalSession : public Session {
  public:

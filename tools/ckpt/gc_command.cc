@@ -22,6 +22,7 @@
 #include "checkpoint/file_util.h"
 #include "checkpoint/retention.h"
 #include "checkpoint/verify.h"
+#include "engine/status_macros.h"
 #include "proto/jobgraph.pb.h"
 #include "tools/ckpt/checkpoint_dir.h"
 #include "tools/ckpt/ckpt.h"
@@ -29,6 +30,21 @@
 
 namespace jobgraph {
 namespace ckpt {
+
+namespace {
+
+// The lock of the commit log of `dir`, saying on `err` when it must wait.
+absl::StatusOr<CommitLogLock> LockCommitLog(const std::string& dir,
+                                            std::ostream& err) {
+  JG_ASSIGN_OR_RETURN(std::optional<CommitLogLock> free,
+                      CommitLogLock::TryAcquire(dir));
+  if (free.has_value()) return *std::move(free);
+  err << "ckpt: waiting for the commit log of " << dir
+      << " (a job is committing or saving into it)\n";
+  return CommitLogLock::Acquire(dir);
+}
+
+}  // namespace
 
 int Gc(const GcOptions& options, std::ostream& out, std::ostream& err) {
   std::optional<CheckpointDir> dir = ScanOrReport(options.dir, err);
@@ -161,21 +177,12 @@ int Gc(const GcOptions& options, std::ostream& out, std::ostream& err) {
   // no lock and goes by the pid.
   std::optional<CommitLogLock> log_lock;
   if (!dir->commit_log_temps.empty() && !options.dry_run) {
-    absl::StatusOr<std::optional<CommitLogLock>> lock =
-        CommitLogLock::TryAcquire(dir->path);
-    if (lock.ok() && lock->has_value()) {
-      log_lock.emplace(**std::move(lock));
-    } else if (lock.ok()) {
-      err << "ckpt: waiting for the commit log of " << dir->path
-          << " (a job is committing or saving into it)\n";
-      absl::StatusOr<CommitLogLock> waited = CommitLogLock::Acquire(dir->path);
-      if (!waited.ok()) lock = waited.status();
-      if (waited.ok()) log_lock.emplace(*std::move(waited));
-    }
+    absl::StatusOr<CommitLogLock> lock = LockCommitLog(dir->path, err);
     if (!lock.ok()) {
       err << "ckpt: " << lock.status().message() << "\n";
       return kExitUsage;
     }
+    log_lock.emplace(*std::move(lock));
   }
   for (const CheckpointDir::CommitLogTemp& temp : dir->commit_log_temps) {
     // Gone while gc waited for the lock: a live writer's, renamed or

@@ -54,8 +54,9 @@ int Recover(const RecoverOptions& options, std::ostream& out,
     if (index.ok()) {
       good[db.name.epoch][db.name.node] = index->total_bytes();
       for (int b = 0; b < index->blob_size(); ++b) {
-        if (index->name(b) == kPlanPositionBlob)
+        if (index->name(b) == kPlanPositionBlob) {
           preempted.insert(db.name.epoch);
+        }
       }
     } else {
       problems[db.name.epoch].push_back(std::string(index.status().message()));
