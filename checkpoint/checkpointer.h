@@ -68,10 +68,10 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "checkpoint/commit_log.h"
-#include "checkpoint/node_lock.h"
+#include "checkpoint/commit/commit_log.h"
+#include "checkpoint/commit/node_lock.h"
+#include "checkpoint/commit/retention.h"
 #include "checkpoint/resume_from.h"
-#include "checkpoint/retention.h"
 #include "engine/session.h"
 
 namespace jobgraph {

@@ -18,7 +18,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "checkpoint/checkpointer.h"
-#include "checkpoint/commit_log.h"
+#include "checkpoint/commit/commit_log.h"
 #include "glog/logging.h"
 
 namespace jobgraph {

@@ -8,7 +8,7 @@
 #include "absl/time/clock.h"
 #include "checkpoint/checkpointer.h"
 #include "checkpoint/checkpointer_internal.h"
-#include "checkpoint/commit_log.h"
+#include "checkpoint/commit/commit_log.h"
 #include "engine/status_macros.h"
 #include "engine/task.h"
 #include "glog/logging.h"

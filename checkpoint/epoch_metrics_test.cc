@@ -4,9 +4,9 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "checkpoint/file_util.h"
 #include "checkpoint/job_runner.h"
-#include "checkpoint/test_util.h"
+#include "checkpoint/util/file_util.h"
+#include "checkpoint/util/test_util.h"
 #include "gtest/gtest.h"
 
 namespace jobgraph {

@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "checkpoint/background_delete.h"
+#include "checkpoint/util/background_delete.h"
 #include "engine/status_macros.h"
 #include "glog/logging.h"
 

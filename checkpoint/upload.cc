@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "checkpoint/file_util.h"
+#include "checkpoint/util/file_util.h"
 #include "engine/net_builder.h"
 #include "engine/ops/function_op.h"
 #include "engine/status_macros.h"

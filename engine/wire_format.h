@@ -13,7 +13,7 @@
 // only the small remaining fields.
 //
 // FastWireReader is also the checkpoint library's reader of a database's
-// blob index (checkpoint/compact_blob_index.h). Internal otherwise: visible
+// blob index (checkpoint/ops/compact_blob_index.h). Internal otherwise: visible
 // to this package and that one. Every function is pure and thread-safe.
 
 #ifndef JOBGRAPH_ENGINE_WIRE_FORMAT_H_

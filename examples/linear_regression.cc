@@ -53,7 +53,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "checkpoint/db_registry.h"
+#include "checkpoint/db/db_registry.h"
 #include "checkpoint/job.h"
 #include "engine/data/dataset.h"
 #include "engine/data/pipe.h"

@@ -14,7 +14,7 @@
 //   result: epochs=<n> totals=<t0>,<t1>,...   when the job has finished
 // Exit status 0 after the result line; 1 with the error on stderr otherwise.
 //
-// Failpoints come from JOBGRAPH_FAILPOINT (checkpoint/failpoint.h).
+// Failpoints come from JOBGRAPH_FAILPOINT (checkpoint/util/failpoint.h).
 // `--kill_after_epoch=N` SIGKILLs the process right after epoch N's
 // checkpoint is committed, which leaves a directory whose newest committed
 // epoch is exactly N: the starting point for a failpoint further on.

@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "checkpoint/file_util.h"
+#include "checkpoint/util/file_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/subprocess.h"

@@ -1,5 +1,5 @@
-// Injected I/O faults (checkpoint/io_faults.h): every write-side I/O call of
-// one epoch's save and commit, in a two-node job, fails in turn with ENOSPC
+// Injected I/O faults (checkpoint/util/io_faults.h): every write-side I/O call
+// of one epoch's save and commit, in a two-node job, fails in turn with ENOSPC
 // or EIO. Each time the failed save is reported and counted, the job goes
 // on, every committed epoch still verifies, nothing temporary is left behind,
 // and a `latest` resume ends with the exact result.
@@ -12,13 +12,13 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "checkpoint/checkpointer.h"
-#include "checkpoint/commit_log.h"
-#include "checkpoint/file_util.h"
-#include "checkpoint/io_faults.h"
+#include "checkpoint/commit/commit_log.h"
+#include "checkpoint/commit/verify.h"
 #include "checkpoint/job.h"
 #include "checkpoint/job_runner.h"
 #include "checkpoint/resume_from.h"
-#include "checkpoint/verify.h"
+#include "checkpoint/util/file_util.h"
+#include "checkpoint/util/io_faults.h"
 #include "engine/session.h"
 #include "glog/logging.h"
 #include "gmock/gmock.h"

@@ -13,7 +13,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "checkpoint/file_util.h"
+#include "checkpoint/util/file_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/subprocess.h"

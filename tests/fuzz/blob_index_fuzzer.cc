@@ -1,5 +1,5 @@
-// Fuzzes a database's blob index (checkpoint/blob_index.h): its decoding
-// (checkpoint/compact_blob_index.h) against protobuf's parser, validation,
+// Fuzzes a database's blob index (checkpoint/ops/blob_index.h): its decoding
+// (checkpoint/ops/compact_blob_index.h) against protobuf's parser, validation,
 // VerifyDb, and the load path that scans the listed values and assembles the
 // blobs (ScanDbValues + BlobAssembler), over an in-memory database.
 //
@@ -21,12 +21,12 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint/blob_index.h"
-#include "checkpoint/compact_blob_index.h"
-#include "checkpoint/crc32c.h"
-#include "checkpoint/db.h"
-#include "checkpoint/db_registry.h"
-#include "checkpoint/memory_db.h"
+#include "checkpoint/db/db.h"
+#include "checkpoint/db/db_registry.h"
+#include "checkpoint/db/memory_db.h"
+#include "checkpoint/ops/blob_index.h"
+#include "checkpoint/ops/compact_blob_index.h"
+#include "checkpoint/util/crc32c.h"
 #include "engine/blob.h"
 #include "engine/serialization.h"
 #include "tests/fuzz/fuzz_util.h"

@@ -1,4 +1,4 @@
-// Fuzzes the commit log reader (checkpoint/commit_log.h) on a damaged
+// Fuzzes the commit log reader (checkpoint/commit/commit_log.h) on a damaged
 // MANIFEST.jobgraph and its previous copy, and a commit over them.
 //
 // Input: a mode byte, a 16-bit length n, n bytes of the log, then the bytes
@@ -16,9 +16,9 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "checkpoint/checkpoint_paths.h"
-#include "checkpoint/checksummed.h"
-#include "checkpoint/commit_log.h"
+#include "checkpoint/commit/checkpoint_paths.h"
+#include "checkpoint/commit/commit_log.h"
+#include "checkpoint/util/checksummed.h"
 #include "tests/fuzz/fuzz_util.h"
 
 namespace jobgraph {

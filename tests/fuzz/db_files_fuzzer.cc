@@ -14,18 +14,18 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "checkpoint/checksummed.h"
-#include "checkpoint/db.h"
-#include "checkpoint/db_registry.h"
-#include "checkpoint/file_util.h"
+#include "checkpoint/db/db.h"
+#include "checkpoint/db/db_registry.h"
+#include "checkpoint/util/checksummed.h"
+#include "checkpoint/util/file_util.h"
 #include "proto/jobgraph.pb.h"
 #include "tests/fuzz/fuzz_util.h"
 
 namespace jobgraph {
 namespace {
 
-// The file list of a LevelDB database (checkpoint/leveldb_files.h, private
-// to the LevelDB adapter).
+// The file list of a LevelDB database (checkpoint/leveldb/leveldb_files.h,
+// private to the LevelDB adapter).
 constexpr char kDbFileList[] = "JOBGRAPH_FILES";
 
 struct Fixture {

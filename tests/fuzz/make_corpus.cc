@@ -21,12 +21,12 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "checkpoint/blob_index.h"
-#include "checkpoint/checkpoint_paths.h"
-#include "checkpoint/checksummed.h"
-#include "checkpoint/commit_log.h"
-#include "checkpoint/db.h"
-#include "checkpoint/db_registry.h"
+#include "checkpoint/commit/checkpoint_paths.h"
+#include "checkpoint/commit/commit_log.h"
+#include "checkpoint/db/db.h"
+#include "checkpoint/db/db_registry.h"
+#include "checkpoint/ops/blob_index.h"
+#include "checkpoint/util/checksummed.h"
 #include "engine/blob.h"
 #include "engine/counter.h"
 #include "engine/data/file_cursor.h"
@@ -43,8 +43,8 @@
 namespace jobgraph {
 namespace {
 
-// The file list of a LevelDB database (checkpoint/leveldb_files.h, private
-// to the LevelDB adapter).
+// The file list of a LevelDB database (checkpoint/leveldb/leveldb_files.h,
+// private to the LevelDB adapter).
 constexpr char kDbFileList[] = "JOBGRAPH_FILES";
 
 using fuzz::ArchiveEntry;

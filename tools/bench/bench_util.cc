@@ -16,7 +16,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
-#include "checkpoint/file_util.h"
+#include "checkpoint/util/file_util.h"
 #include "glog/logging.h"
 
 namespace jobgraph {

@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "checkpoint/leveldb_db.h"
-#include "checkpoint/save_load_ops.h"
+#include "checkpoint/leveldb/leveldb_db.h"
+#include "checkpoint/ops/save_load_ops.h"
 
 namespace jobgraph {
 namespace bench {

@@ -10,7 +10,7 @@
 #include <cstring>
 #include <vector>
 
-#include "checkpoint/crc32c.h"
+#include "checkpoint/util/crc32c.h"
 
 namespace {
 

@@ -44,9 +44,9 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
-#include "checkpoint/db.h"
-#include "checkpoint/file_util.h"
-#include "checkpoint/leveldb_db.h"
+#include "checkpoint/db/db.h"
+#include "checkpoint/leveldb/leveldb_db.h"
+#include "checkpoint/util/file_util.h"
 #include "glog/logging.h"
 #include "tools/bench/bench_util.h"
 

@@ -15,12 +15,12 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
-#include "checkpoint/checkpoint_paths.h"
-#include "checkpoint/commit_log.h"
-#include "checkpoint/db.h"
-#include "checkpoint/db_registry.h"
-#include "checkpoint/file_util.h"
-#include "checkpoint/save_load_ops.h"
+#include "checkpoint/commit/checkpoint_paths.h"
+#include "checkpoint/commit/commit_log.h"
+#include "checkpoint/db/db.h"
+#include "checkpoint/db/db_registry.h"
+#include "checkpoint/ops/save_load_ops.h"
+#include "checkpoint/util/file_util.h"
 #include "engine/status_macros.h"
 
 namespace jobgraph {

@@ -20,8 +20,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "checkpoint/checkpoint_paths.h"
-#include "checkpoint/db.h"
+#include "checkpoint/commit/checkpoint_paths.h"
+#include "checkpoint/db/db.h"
 #include "proto/jobgraph.pb.h"
 
 namespace jobgraph {

@@ -14,8 +14,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "checkpoint/db_registry.h"
-#include "checkpoint/file_util.h"
+#include "checkpoint/db/db_registry.h"
+#include "checkpoint/util/file_util.h"
 #include "engine/status_macros.h"
 
 namespace jobgraph {

@@ -41,7 +41,7 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint/db_registry.h"
+#include "checkpoint/db/db_registry.h"
 
 namespace jobgraph {
 namespace ckpt {
@@ -95,8 +95,9 @@ int Diff(const DiffOptions& options, std::ostream& out, std::ostream& err);
 
 struct GcOptions {
   std::string dir;
-  // Retention (checkpoint/retention.h): keep the newest keep_last committed
-  // epochs (0: all) and every epoch divisible by keep_every (0: none extra).
+  // Retention (checkpoint/commit/retention.h): keep the newest keep_last
+  // committed epochs (0: all) and every epoch divisible by keep_every (0: none
+  // extra).
   int keep_last = 0;
   int keep_every = 0;
   // Print what would be removed; remove nothing.

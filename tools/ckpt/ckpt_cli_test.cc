@@ -13,11 +13,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "checkpoint/checkpoint_paths.h"
-#include "checkpoint/commit_log.h"
-#include "checkpoint/file_util.h"
-#include "checkpoint/save_load_ops.h"
-#include "checkpoint/test_util.h"
+#include "checkpoint/commit/checkpoint_paths.h"
+#include "checkpoint/commit/commit_log.h"
+#include "checkpoint/ops/save_load_ops.h"
+#include "checkpoint/util/file_util.h"
+#include "checkpoint/util/test_util.h"
 #include "engine/blob.h"
 #include "engine/tensor.h"
 #include "gmock/gmock.h"

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "checkpoint/crc32c.h"
+#include "checkpoint/util/crc32c.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tools/ckpt/checkpoint_dir.h"

@@ -1,0 +1,206 @@
+#include "checkpoint/db/db.h"
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "glog/logging.h"
+
+namespace jobgraph {
+namespace {
+
+// Never valid; status() says why (NewErrorCursor).
+class ErrorCursor final : public Cursor {
+ public:
+  explicit ErrorCursor(absl::Status status) : status_(std::move(status)) {}
+  void SeekToFirst() override {}
+  void Seek(absl::string_view) override {}
+  void Next() override { LOG(DFATAL) << "Next() on an invalid cursor"; }
+  bool Valid() const override { return false; }
+  absl::string_view key() const override { return {}; }
+  absl::string_view value() const override { return {}; }
+  absl::Status status() const override { return status_; }
+
+ private:
+  const absl::Status status_;
+};
+
+}  // namespace
+
+std::unique_ptr<Cursor> NewErrorCursor(absl::Status status) {
+  return std::make_unique<ErrorCursor>(std::move(status));
+}
+
+// Counts live cursors so that Close() can refuse to pull the database from
+// under one (LevelDB iterators would dangle).
+class DB::TrackedCursor final : public Cursor {
+ public:
+  TrackedCursor(std::unique_ptr<Cursor> inner, std::atomic<int>* live)
+      : inner_(std::move(inner)), live_(live) {
+    live_->fetch_add(1, std::memory_order_relaxed);
+  }
+  ~TrackedCursor() override {
+    inner_.reset();
+    live_->fetch_sub(1, std::memory_order_release);
+  }
+  void SeekToFirst() override { inner_->SeekToFirst(); }
+  void Seek(absl::string_view target) override { inner_->Seek(target); }
+  void Next() override { inner_->Next(); }
+  bool Valid() const override { return inner_->Valid(); }
+  absl::string_view key() const override { return inner_->key(); }
+  absl::string_view value() const override { return inner_->value(); }
+  absl::Status status() const override { return inner_->status(); }
+
+ private:
+  std::unique_ptr<Cursor> inner_;
+  std::atomic<int>* const live_;
+};
+
+// Checks entry sizes, counts live writers and records the first failed write
+// in the DB, so that Close() can report it.
+class DB::TrackedWriter final : public Writer {
+ public:
+  TrackedWriter(std::unique_ptr<Writer> inner, DB* db)
+      : inner_(std::move(inner)), db_(db) {
+    db_->live_writers_.fetch_add(1, std::memory_order_relaxed);
+  }
+  ~TrackedWriter() override {
+    absl::Status status = inner_->Flush();
+    if (!status.ok()) {
+      LOG(ERROR) << "writer destroyed with unwritten data: " << status;
+      db_->RecordWriteError(status);
+    }
+    inner_.reset();
+    db_->live_writers_.fetch_sub(1, std::memory_order_release);
+  }
+
+  absl::Status Put(absl::string_view key, absl::string_view value) override {
+    if (absl::Status size = CheckSize(key, value); !size.ok()) return size;
+    return Check(inner_->Put(key, value));
+  }
+  absl::Status PutWithCrc(absl::string_view key, absl::string_view value,
+                          uint32_t value_crc32c) override {
+    if (absl::Status size = CheckSize(key, value); !size.ok()) return size;
+    return Check(inner_->PutWithCrc(key, value, value_crc32c));
+  }
+  absl::Status Flush() override { return Check(inner_->Flush()); }
+
+ private:
+  absl::Status CheckSize(absl::string_view key, absl::string_view value) {
+    if (key.size() + value.size() > kMaxDbEntryBytes) {
+      // Not recorded in the DB: nothing was written, and the caller sees it.
+      return absl::InvalidArgumentError(absl::StrCat(
+          "DB ", db_->path(), ": entry '", absl::CHexEscape(key.substr(0, 200)),
+          "' has ", key.size() + value.size(), " bytes, more than the ",
+          kMaxDbEntryBytes, " one entry may hold; chunk the value"));
+    }
+    return absl::OkStatus();
+  }
+  absl::Status Check(absl::Status status) {
+    if (!status.ok()) db_->RecordWriteError(status);
+    return status;
+  }
+
+  std::unique_ptr<Writer> inner_;
+  DB* const db_;
+};
+
+absl::string_view DbModeName(DbMode mode) {
+  switch (mode) {
+    case DbMode::kRead:
+      return "read";
+    case DbMode::kNew:
+      return "new";
+  }
+  return "unknown";
+}
+
+DB::DB(std::string path, DbMode mode) : path_(std::move(path)), mode_(mode) {}
+
+DB::~DB() {
+  // A cursor or writer that outlives its DB would use freed memory.
+  CHECK_EQ(live_cursors_.load(std::memory_order_acquire), 0)
+      << "DB " << path_ << " destroyed while cursors are alive";
+  CHECK_EQ(live_writers_.load(std::memory_order_acquire), 0)
+      << "DB " << path_ << " destroyed while writers are alive";
+}
+
+std::unique_ptr<Cursor> DB::NewCursor() {
+  if (closed_) {
+    return NewErrorCursor(absl::FailedPreconditionError(
+        absl::StrCat("cursor on DB ", path_, ", which is closed")));
+  }
+  return std::make_unique<TrackedCursor>(NewCursorImpl(), &live_cursors_);
+}
+
+absl::StatusOr<std::unique_ptr<Writer>> DB::NewWriter() {
+  if (closed_) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot write to DB ", path_, ": it is closed"));
+  }
+  if (mode_ != DbMode::kNew) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cannot write to DB ", path_, ": it was opened with mode ",
+        DbModeName(mode_), "; only a DB opened with mode new is writable"));
+  }
+  return std::unique_ptr<Writer>(
+      std::make_unique<TrackedWriter>(NewWriterImpl(), this));
+}
+
+absl::StatusOr<std::string> DB::Get(absl::string_view key) {
+  if (closed_) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot read DB ", path_, ": it is closed"));
+  }
+  return GetImpl(key, /*verify=*/false);
+}
+
+absl::StatusOr<std::string> DB::GetVerified(absl::string_view key) {
+  if (closed_) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot read DB ", path_, ": it is closed"));
+  }
+  return GetImpl(key, /*verify=*/true);
+}
+
+absl::Status DB::Close() {
+  if (closed_) return absl::OkStatus();
+  const int cursors = live_cursors_.load(std::memory_order_acquire);
+  const int writers = live_writers_.load(std::memory_order_acquire);
+  if (cursors != 0 || writers != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cannot close DB ", path_, ": ", cursors, " cursor(s) and ", writers,
+        " writer(s) are still alive; destroy them first"));
+  }
+  closed_ = true;
+  absl::Status close_status = CloseImpl();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!first_write_error_.ok()) {
+    return absl::Status(
+        first_write_error_.code(),
+        absl::StrCat("DB ", path_, " is incomplete: a write failed: ",
+                     first_write_error_.message(),
+                     close_status.ok() ? ""
+                                       : absl::StrCat("; closing also failed: ",
+                                                      close_status.message())));
+  }
+  return close_status;
+}
+
+absl::Status DB::NotFoundKeyError(absl::string_view key) const {
+  return absl::NotFoundError(absl::StrCat("key '", absl::CHexEscape(key),
+                                          "' not found in DB ", path_));
+}
+
+void DB::RecordWriteError(const absl::Status& status) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (first_write_error_.ok()) first_write_error_ = status;
+}
+
+}  // namespace jobgraph

@@ -1,0 +1,170 @@
+// The checkpoint operators Save, Load, DBExists and GetAllBlobNames (Caffe2's
+// ops of the same names, with the differences noted below), CommitStagedBlobs
+// and DropStagedBlobs, and
+// WriteCheckpointDb, the commit protocol of one database that Save runs.
+//
+// Paths. Caffe2 resolves a relative `db` against the workspace's root folder
+// unless `absolute_path` is set. A jobgraph workspace has no root folder, so
+// `absolute_path` is accepted for compatibility and changes nothing: a
+// relative path is relative to the process's working directory.
+//
+// Save (inputs: the blobs, at least one; optional output: an int64 scalar
+// set to the bytes written, the blob index's total_bytes)
+//   db (string, required)        path of the database to write
+//   db_type (string, required)   a registered DB type, e.g. "leveldb"
+//   absolute_path (int, 0)       see above
+//   strip_prefix (string, "")    each input name containing it is stored
+//                                without everything up to and including its
+//                                first occurrence
+//   blob_name_overrides (strings) stored names, one per input; not with
+//                                strip_prefix
+//   chunk_bytes (int, 64 MiB)    most element bytes in one tensor chunk
+//                                (SerializationOptions); Caffe2's chunk_size
+//                                (elements) is rejected rather than ignored
+//   node (string, ""), epoch (int, 0)   recorded in the database's blob index
+//   Stored names must be unique and must not be "__jobgraph_manifest__".
+//   The database is written by WriteCheckpointDb (below): a failed or
+//   interrupted Save never leaves a partial database under `db`, and saving
+//   to an existing database replaces it atomically.
+//
+// Load (no inputs; outputs: the blobs to load)
+//   db (string) / dbs (strings)  databases to read, in order (db first);
+//                                at least one, non-empty and unique
+//   db_type (string, required), absolute_path (int, 0)
+//   load_all (int, 0)            load every blob of the databases into
+//                                blobs named after them; outputs ignored
+//   allow_incomplete (int, 0)    succeed even if some outputs were not found
+//                                (they are left untouched)
+//   strip_prefix, add_prefix (string, "")   applied to stored names, strip
+//                                first, to get the name to load as
+//   source_blob_names (strings)  the name to load each output from; not with
+//                                strip_prefix or load_all
+//   verify_checksums (int, 1)    check every value's CRC-32C against the
+//                                blob index (sizes are always checked)
+//   threads (int, 0)             threads that read one database, each a
+//                                part of its blobs of about equal bytes (at
+//                                most 64); 0: one per core (up to 4) once
+//                                there are at least 16 MiB or 4096 blobs per
+//                                thread, else one
+//   expected_node (string, ""), expected_epoch (int, -1)
+//                                when set, each database's blob index must
+//                                name this node / epoch, and its recorded
+//                                files must be there with their sizes, else
+//                                DataLoss: together with the value checks,
+//                                what VerifyCheckpointDb (verify.h) checks
+//                                for a resume, so a restore reads once
+//   Each database must hold its blob index (blob_index.h), else
+//   DataLoss: a database that Save did not finish is never trusted. Only the
+//   values of wanted blobs are read, each once, checksummed, and copied once
+//   into its blob. A blob found in two databases is InvalidArgument. Missing
+//   outputs without allow_incomplete: NotFound listing them. On an error,
+//   outputs may hold partial data (Caffe2 behaves the same).
+//
+// DBExists (no inputs; output: a bool scalar)
+//   db_name (or db) (string, required), db_type (string, required),
+//   absolute_path (int, 0)
+//   True iff the database opens for reading and holds its blob index,
+//   so a partial or foreign database does not "exist"; nor does one whose
+//   blob index cannot be read (damage, I/O errors; logged). Values are not
+//   checked (see VerifyDb in blob_index.h). Errors only when no answer is
+//   possible (e.g. the database is open in this process). An unregistered
+//   db_type is NotFound listing the known types (Caffe2 said true).
+//
+// GetAllBlobNames (no inputs; output: a 1-D string tensor)
+//   include_shared (int, 1)      1: this workspace's and its ancestors' blob
+//                                names (Workspace::BlobNames); 0: only its
+//                                own (LocalBlobNames)
+//   Sorted. The output blob exists when the op runs, so its own name is in
+//   the list (and hence in every checkpoint whose blob list it makes).
+//
+// CommitStagedBlobs, DropStagedBlobs (no inputs, no outputs; jobgraph's)
+//   prefix (string, required)
+//   stage (string)               CommitStagedBlobs: FailedPrecondition
+//                                unless the marker (the blob named `prefix`
+//                                itself, a string tensor) holds this value
+//   check_only (int, 0)          CommitStagedBlobs: only that check
+//   The workspace's own blobs whose names start with `prefix` are staged
+//   (Load with add_prefix put them there). CommitStagedBlobs moves each into
+//   the blob named without the prefix, replacing its value, and removes the
+//   staged ones and the marker; DropStagedBlobs removes them all. A restore
+//   loads every node's database into staged blobs and commits them only when
+//   every load succeeded, so damage found while loading leaves every workspace
+//   as it was.
+//
+// Every error names the op, and the database path, blob or key at fault.
+//
+// Thread-safety: the operators follow operator.h. WriteCheckpointDb may run
+// concurrently for different paths; the blobs it reads must not change while
+// it runs.
+
+#ifndef JOBGRAPH_CHECKPOINT_OPS_SAVE_LOAD_OPS_H_
+#define JOBGRAPH_CHECKPOINT_OPS_SAVE_LOAD_OPS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "checkpoint/db/db.h"
+#include "engine/blob.h"
+#include "engine/serialization.h"
+
+namespace jobgraph {
+
+// One blob to write and the name to store it under.
+struct BlobToSave {
+  absl::string_view name;      // not owned; outlives the save
+  const Blob* blob = nullptr;  // not owned
+};
+
+struct CheckpointDbOptions {
+  // Recorded in the database's blob index.
+  std::string node;
+  int64_t epoch = 0;
+  SerializationOptions serialization;
+  DbOptions db;
+};
+
+// Writes `blobs` into a new database of `type` at `path` and puts it in
+// place durably. Blobs are written in order of their names (LevelDB writes
+// sorted keys fastest), each value streamed from the serializer straight
+// into the database, then the blob index, last. The steps, all through `type`
+// (DbType in db.h), so that they hold for every DB type:
+//  1. CheckInstallable(path): whatever is at `path` must be a database of
+//     `type` or something it may overwrite, so a wrong `path` can never make
+//     Save delete unrelated files (LevelDB: a database or an empty
+//     directory, and the parent directory must exist); FailedPrecondition
+//     naming the path otherwise.
+//  2. The database is written to "<dir>/.<name>.tmp-<pid>-<n>" (a leftover
+//     of that exact name is removed first) and closed, which makes it
+//     durable. Failpoint "save.after_db_write".
+//  3. Install(temporary, path): the new database replaces the old one
+//     atomically and durably; the old one is deleted (LevelDB: by the
+//     background deleter). Failpoint "save.after_rename".
+//  On any error the temporary database is removed (best effort) and `path`
+//  is unchanged, unless the error came after step 3.
+//
+// Errors name the path and, for serialization errors, the blob.
+// Returns the bytes of the values written (the blob index's total_bytes).
+absl::StatusOr<int64_t> WriteCheckpointDb(const DbType& type,
+                                          const std::string& path,
+                                          std::vector<BlobToSave> blobs,
+                                          const CheckpointDbOptions& options);
+
+// The same with the type registered as `db_type` (NotFound listing the known
+// types if there is none).
+absl::StatusOr<int64_t> WriteCheckpointDb(absl::string_view db_type,
+                                          const std::string& path,
+                                          std::vector<BlobToSave> blobs,
+                                          const CheckpointDbOptions& options);
+
+// Whether `basename` (a name inside a checkpoint directory) has the form of
+// WriteCheckpointDb's temporary databases: a database being written, the
+// leftover of a crash, or an old copy awaiting deletion. Tools that clean up
+// after crashes delete such names only when no Save can be running.
+bool IsSaveTempName(absl::string_view basename);
+
+}  // namespace jobgraph
+
+#endif  // JOBGRAPH_CHECKPOINT_OPS_SAVE_LOAD_OPS_H_

@@ -1,0 +1,210 @@
+#include "checkpoint/util/failpoint.h"
+
+#include <signal.h>
+#include <stdlib.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "glog/logging.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace jobgraph {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::KilledBySignal;
+
+class FailpointTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ::unsetenv(kFailpointEnvVar);
+    Failpoints::DisableAll();
+  }
+  void TearDown() override {
+    ::unsetenv(kFailpointEnvVar);
+    Failpoints::DisableAll();
+  }
+};
+
+TEST_F(FailpointTest, KnownNamesListEveryFailpointInPathOrder) {
+  EXPECT_THAT(Failpoints::KnownNames(),
+              ElementsAre("save.after_db_write", "save.after_rename",
+                          "commit.before_manifest", "commit.after_manifest_tmp",
+                          "commit.after_manifest", "retention.after_manifest",
+                          "retention.mid_delete"));
+  for (const FailpointInfo& info : kKnownFailpoints) {
+    EXPECT_TRUE(Failpoints::IsKnown(info.name)) << info.name;
+    EXPECT_FALSE(info.where.empty()) << info.name;
+  }
+  EXPECT_FALSE(Failpoints::IsKnown("save.before_rename"));
+}
+
+TEST_F(FailpointTest, NothingFiresWhenNothingIsEnabled) {
+  for (const std::string& name : Failpoints::KnownNames()) {
+    EXPECT_TRUE(Failpoint(name).ok()) << name;
+  }
+  EXPECT_EQ(Failpoints::EnabledSpec(), "");
+}
+
+TEST_F(FailpointTest, ErrorActionReturnsAbortedForThatFailpointOnly) {
+  ASSERT_TRUE(
+      Failpoints::Enable("save.after_db_write", FailpointAction::kError).ok());
+  absl::Status status = Failpoint("save.after_db_write");
+  EXPECT_EQ(status.code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(status.message(), "failpoint save.after_db_write");
+  EXPECT_TRUE(Failpoint("save.after_rename").ok());
+  EXPECT_EQ(Failpoints::EnabledSpec(), "save.after_db_write:error");
+
+  ASSERT_TRUE(Failpoints::Disable("save.after_db_write").ok());
+  EXPECT_TRUE(Failpoint("save.after_db_write").ok());
+  // Disabling what is not enabled is fine.
+  EXPECT_TRUE(Failpoints::Disable("save.after_db_write").ok());
+}
+
+TEST_F(FailpointTest, EveryKnownFailpointCanReturnAnError) {
+  for (const std::string& name : Failpoints::KnownNames()) {
+    ASSERT_TRUE(Failpoints::Enable(name, FailpointAction::kError).ok());
+    EXPECT_EQ(Failpoint(name).code(), absl::StatusCode::kAborted) << name;
+    Failpoints::DisableAll();
+    EXPECT_TRUE(Failpoint(name).ok()) << name;
+  }
+}
+
+TEST_F(FailpointTest, UnknownNamesAreRejectedWithTheKnownList) {
+  absl::Status status =
+      Failpoints::Enable("save.before_rename", FailpointAction::kError);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(status.message(),
+            "unknown failpoint 'save.before_rename'; known failpoints: "
+            "save.after_db_write, save.after_rename, commit.before_manifest, "
+            "commit.after_manifest_tmp, commit.after_manifest, "
+            "retention.after_manifest, retention.mid_delete");
+  EXPECT_EQ(Failpoints::Disable("nope").code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Failpoints::EnabledSpec(), "");
+}
+
+TEST_F(FailpointTest, SpecSyntax) {
+  ASSERT_TRUE(Failpoints::EnableFromSpec(
+                  " save.after_db_write:error , commit.after_manifest ,"
+                  "retention.mid_delete:crash")
+                  .ok());
+  EXPECT_EQ(Failpoints::EnabledSpec(),
+            "commit.after_manifest:crash,retention.mid_delete:crash,"
+            "save.after_db_write:error");
+  Failpoints::DisableAll();
+  EXPECT_TRUE(Failpoints::EnableFromSpec("").ok());
+  EXPECT_TRUE(Failpoints::EnableFromSpec("  ").ok());
+  EXPECT_EQ(Failpoints::EnabledSpec(), "");
+}
+
+TEST_F(FailpointTest, BadSpecsEnableNothing) {
+  absl::Status status =
+      Failpoints::EnableFromSpec("save.after_db_write:error,bogus");
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("unknown failpoint 'bogus'"));
+  EXPECT_EQ(Failpoints::EnabledSpec(), "");
+
+  status = Failpoints::EnableFromSpec("save.after_db_write:explode");
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(status.message(),
+            "failpoint 'save.after_db_write': unknown action 'explode'; "
+            "expected crash, error or sigterm");
+
+  status = Failpoints::EnableFromSpec("save.after_db_write,,");
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("has an empty entry"));
+  EXPECT_EQ(Failpoints::EnabledSpec(), "");
+}
+
+TEST_F(FailpointTest, EnvironmentVariableIsParsed) {
+  ASSERT_EQ(
+      ::setenv(kFailpointEnvVar,
+               "retention.mid_delete:error,commit.before_manifest:crash", 1),
+      0);
+  ASSERT_TRUE(Failpoints::ReloadFromEnvironment().ok());
+  EXPECT_EQ(Failpoints::EnabledSpec(),
+            "commit.before_manifest:crash,retention.mid_delete:error");
+  EXPECT_EQ(Failpoint("retention.mid_delete").code(),
+            absl::StatusCode::kAborted);
+  EXPECT_TRUE(Failpoint("save.after_rename").ok());
+
+  // The API overrides what the environment said.
+  ASSERT_TRUE(Failpoints::Disable("retention.mid_delete").ok());
+  EXPECT_TRUE(Failpoint("retention.mid_delete").ok());
+
+  // Reloading replaces everything with the variable as it is now.
+  ASSERT_TRUE(
+      Failpoints::Enable("save.after_rename", FailpointAction::kError).ok());
+  ASSERT_EQ(::unsetenv(kFailpointEnvVar), 0);
+  ASSERT_TRUE(Failpoints::ReloadFromEnvironment().ok());
+  EXPECT_EQ(Failpoints::EnabledSpec(), "");
+}
+
+TEST_F(FailpointTest, BadEnvironmentFailsEveryFailpointUntilCleared) {
+  ASSERT_EQ(::setenv(kFailpointEnvVar, "save.after_db_wirte", 1), 0);
+  absl::Status status = Failpoints::ReloadFromEnvironment();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(),
+              HasSubstr("JOBGRAPH_FAILPOINT=save.after_db_wirte: unknown "
+                        "failpoint 'save.after_db_wirte'; known failpoints: "));
+  // A typo must not silently test nothing: every evaluation reports it.
+  EXPECT_EQ(Failpoint("save.after_rename"), status);
+  EXPECT_EQ(Failpoint("commit.after_manifest"), status);
+  Failpoints::DisableAll();
+  EXPECT_TRUE(Failpoint("save.after_rename").ok());
+}
+
+using FailpointDeathTest = FailpointTest;
+
+// Enables `name` to crash and evaluates it; returns only if it did not.
+void CrashAt(const std::string& name) {
+  CHECK(Failpoints::Enable(name, FailpointAction::kCrash).ok());
+  Failpoint(name).IgnoreError();
+}
+
+TEST_F(FailpointDeathTest, CrashActionKillsTheProcessWithSigkill) {
+  for (const std::string& name : Failpoints::KnownNames()) {
+    EXPECT_EXIT(
+        {
+          CrashAt(name);
+          ::exit(0);
+        },
+        KilledBySignal(SIGKILL), "")
+        << name;
+  }
+}
+
+// Not a fixture test: the child must not touch failpoints before the
+// statement under test.
+TEST(FailpointEnvDeathTest, EnvironmentIsReadAtTheFirstEvaluation) {
+  // "threadsafe" re-executes the test binary for the child, so the child's
+  // first Failpoint() is the first use of failpoints in its process.
+  ::testing::FLAGS_gtest_death_test_style = "threadsafe";
+  ASSERT_EQ(::setenv(kFailpointEnvVar, "save.after_rename", 1), 0);
+  EXPECT_EXIT(
+      {
+        Failpoint("save.after_db_write").IgnoreError();
+        Failpoint("save.after_rename").IgnoreError();
+        ::exit(0);
+      },
+      KilledBySignal(SIGKILL), "save.after_rename");
+  ASSERT_EQ(::setenv(kFailpointEnvVar, "save.after_rename:error", 1), 0);
+  EXPECT_EXIT(
+      {
+        ::exit(Failpoint("save.after_rename").code() ==
+                       absl::StatusCode::kAborted
+                   ? 3
+                   : 4);
+      },
+      ::testing::ExitedWithCode(3), "");
+  ::testing::FLAGS_gtest_death_test_style = "fast";
+  ASSERT_EQ(::unsetenv(kFailpointEnvVar), 0);
+}
+
+}  // namespace
+}  // namespace jobgraph
