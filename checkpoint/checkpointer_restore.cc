@@ -7,21 +7,18 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "checkpoint/checkpointer.h"
-#include "checkpoint/checkpointer_internal.h"
+#include "checkpoint/checkpointer_impl.h"
 #include "checkpoint/commit/commit_log.h"
+#include "checkpoint/util/time_util.h"
 #include "engine/status_macros.h"
 #include "engine/task.h"
 #include "glog/logging.h"
 
 namespace jobgraph {
 
-using checkpointer_internal::Annotate;
-using checkpointer_internal::MicrosSince;
-using checkpointer_internal::StoppedInInit;
-
 absl::StatusOr<std::vector<std::vector<std::string>>>
-Checkpointer::FetchBlobNames(const Session& session,
-                             absl::string_view prefix) const {
+Checkpointer::Impl::FetchBlobNames(const Session& session,
+                                   absl::string_view prefix) const {
   const std::string blob = absl::StrCat(prefix, kBlobNamesBlob);
   std::vector<std::vector<std::string>> lists;
   for (const NodeState& state : nodes_) {
@@ -36,18 +33,13 @@ Checkpointer::FetchBlobNames(const Session& session,
           "blob '", kBlobNamesBlob, "' of node '", state.node, "' holds ",
           names->DebugString(4), ", not a list of names"));
     }
-    std::vector<std::string>& list = lists.emplace_back();
-    for (int64_t i = 0; i < names->numel(); ++i) {
-      // A session that already ran a save holds the save's byte count; it
-      // describes a save and is never part of one.
-      const std::string& name = names->data<std::string>()[i];
-      if (name != kSavedBytesBlob) list.push_back(name);
-    }
+    const std::string* data = names->data<std::string>();
+    lists.emplace_back(data, data + names->numel());
   }
   return lists;
 }
 
-absl::Status Checkpointer::CaptureBlobNames(Session& session) {
+absl::Status Checkpointer::Impl::CaptureBlobNames(Session& session) {
   if (nodes_.empty()) {
     return absl::FailedPreconditionError(
         "Checkpointer::CaptureBlobNames before Start: the nodes are unknown");
@@ -80,8 +72,8 @@ absl::Status Checkpointer::CaptureBlobNames(Session& session) {
   return absl::OkStatus();
 }
 
-absl::Status Checkpointer::Stage(Session& session, int64_t epoch,
-                                 bool with_blob_lists, bool committed) {
+absl::Status Checkpointer::Impl::Stage(Session& session, int64_t epoch,
+                                       bool with_blob_lists, bool committed) {
   // Names this load in every workspace it stages into (the marker), so that
   // a Restore commits only blobs of this load, never those an earlier one
   // left in another session; unique in the process.
@@ -135,8 +127,9 @@ absl::Status Checkpointer::Stage(Session& session, int64_t epoch,
   return status;
 }
 
-absl::Status Checkpointer::RunStagingOp(Session& session, const std::string& op,
-                                        std::vector<Argument> args) {
+absl::Status Checkpointer::Impl::RunStagingOp(Session& session,
+                                              const std::string& op,
+                                              std::vector<Argument> args) {
   args.push_back(MakeArg("prefix", std::string(kStagedBlobPrefix)));
   TaskGroup group(absl::StrCat("checkpoint_", op), GLOBAL);
   for (const NodeState& state : nodes_) {
@@ -145,7 +138,7 @@ absl::Status Checkpointer::RunStagingOp(Session& session, const std::string& op,
   return session.Run(group);
 }
 
-void Checkpointer::DropStaged(Session& session) {
+void Checkpointer::Impl::DropStaged(Session& session) {
   staged_.reset();
   // Removing blobs cannot fail but for a session that cannot run at all;
   // what stays is dropped by the next Stage.
@@ -154,16 +147,17 @@ void Checkpointer::DropStaged(Session& session) {
       << "dropping staged checkpoint blobs: " << status.message();
 }
 
-absl::Status Checkpointer::CommitStaged(Session& session, bool check_only) {
+absl::Status Checkpointer::Impl::CommitStaged(Session& session,
+                                              bool check_only) {
   CHECK(staged_.has_value());
   return RunStagingOp(session, "CommitStagedBlobs",
                       {MakeArg("stage", staged_->stage),
                        MakeArg("check_only", check_only ? 1 : 0)});
 }
 
-absl::StatusOr<CheckpointStats> Checkpointer::Restore(Session& session,
-                                                      int64_t epoch) {
-  WaitForBackgroundSave();
+absl::StatusOr<CheckpointStats> Checkpointer::Impl::Restore(Session& session,
+                                                            int64_t epoch) {
+  WaitForSaves();
   const absl::Time start = absl::Now();
   if (nodes_.empty()) {
     return absl::FailedPreconditionError(
@@ -208,10 +202,10 @@ absl::StatusOr<CheckpointStats> Checkpointer::Restore(Session& session,
   return stats;
 }
 
-absl::StatusOr<bool> Checkpointer::LoadBlobs(
+absl::StatusOr<bool> Checkpointer::Impl::LoadBlobs(
     Session& session, const std::vector<std::string>& nodes,
     const std::vector<std::string>& blob_names, int64_t epoch) {
-  WaitForBackgroundSave();
+  WaitForSaves();
   JG_RETURN_IF_ERROR(SetNodes(nodes));
   // Unlike Caffe2, every node's database is checked before anything is
   // loaded, so a missing one leaves every workspace untouched.

@@ -3,16 +3,17 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "checkpoint/job_group.h"
 #include "engine/status_macros.h"
 #include "google/protobuf/text_format.h"
 
 namespace jobgraph {
 
 Job::Job()
-    : init_("init", GLOBAL),
-      epoch_("epoch"),
-      download_("download"),
-      exit_("exit") {}
+    : init_(std::string(JobGroupName(JOB_GROUP_INIT)), GLOBAL),
+      epoch_(std::string(JobGroupName(JOB_GROUP_EPOCH))),
+      download_(std::string(JobGroupName(JOB_GROUP_DOWNLOAD))),
+      exit_(std::string(JobGroupName(JOB_GROUP_EXIT))) {}
 
 void Job::AddStopCondition(const BlobRef& blob) {
   if (blob.node().empty()) {

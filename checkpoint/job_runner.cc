@@ -7,23 +7,56 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "checkpoint/job_group.h"
+#include "checkpoint/upload.h"
 #include "checkpoint/util/background_delete.h"
+#include "checkpoint/util/time_util.h"
+#include "engine/session.h"
 #include "engine/status_macros.h"
 #include "glog/logging.h"
 
 namespace jobgraph {
 namespace {
 
-absl::Status Annotate(const absl::Status& s, absl::string_view what) {
-  if (s.ok()) return s;
-  return absl::Status(s.code(), absl::StrCat(what, ": ", s.message()));
+// What a failed save's message starts with.
+std::string SaveFailureContext(const SaveOutcome& outcome) {
+  switch (outcome.kind) {
+    case SaveKind::kPreemption:
+      return absl::StrCat("unable to write the preemption checkpoint of epoch ",
+                          outcome.epoch);
+    case SaveKind::kLoopFinished:
+      return absl::StrCat("unable to mark epoch ", outcome.epoch,
+                          " as the last of the epoch loop");
+    case SaveKind::kEpoch:
+      break;
+  }
+  return absl::StrCat("unable to write checkpoint for epoch ", outcome.epoch,
+                      outcome.in_background ? " (in the background)" : "");
 }
 
-int64_t MicrosSince(absl::Time start) {
-  return absl::ToInt64Microseconds(absl::Now() - start);
+Preemption PreemptionRecord(JobGroup group, const std::string& signal) {
+  Preemption record;
+  record.set_group(group);
+  record.set_signal(signal);
+  record.set_preempted_unix_micros(absl::ToUnixMicros(absl::Now()));
+  return record;
 }
 
 }  // namespace
+
+absl::string_view StopPointName(StopPoint point) {
+  switch (point) {
+    case StopPoint::kInInit:
+      return "init";
+    case StopPoint::kInEpoch:
+      return "epoch";
+    case StopPoint::kBetweenEpochs:
+      return "between epochs";
+    case StopPoint::kAfterLastEpoch:
+      return "after the last epoch";
+  }
+  return "?";
+}
 
 JobRunner::JobRunner(const Job& job, Checkpointer* checkpointer,
                      JobRunnerOptions options, UploadTaskGroupBuilder* upload)
@@ -61,65 +94,64 @@ absl::StatusOr<bool> JobRunner::AnyStopConditionTrue(
   return any;
 }
 
-absl::Status JobRunner::SaveFailed(const absl::Status& status) {
-  LOG(ERROR) << status.message();
-  ++stats_.save_failures;
-  stats_.save_errors.push_back(std::string(status.message()));
-  return options_.fail_on_save_error ? status : absl::OkStatus();
-}
-
-absl::Status JobRunner::ReportBackgroundSaves(bool wait) {
+absl::Status JobRunner::ReportSaves(bool wait) {
   if (checkpointer_ == nullptr) return absl::OkStatus();
   if (wait) checkpointer_->WaitForBackgroundSave();
   absl::Status policy;
-  for (const BackgroundSaveResult& r : checkpointer_->TakeFinishedSaves()) {
-    EpochStats* entry = nullptr;
-    for (EpochStats& e : stats_.epochs) {
-      if (e.epoch == r.epoch) entry = &e;
+  for (SaveOutcome& outcome : checkpointer_->TakeFinishedSaves()) {
+    if (outcome.stats.ok()) {
+      LOG_IF(INFO, outcome.in_background)
+          << "epoch " << outcome.epoch
+          << ": background checkpoint committed in "
+          << absl::FormatDuration(
+                 absl::Microseconds(outcome.stats->wall_micros))
+          << ", " << outcome.stats->bytes << " bytes";
+    } else {
+      const absl::Status failed =
+          Annotate(outcome.stats.status(), SaveFailureContext(outcome));
+      LOG(ERROR) << failed.message();
+      ++stats_.save_failures;
+      stats_.save_errors.push_back(std::string(failed.message()));
+      // A preemption checkpoint or mark fails while the run ends anyway;
+      // its message says what a resume will do.
+      if (options_.fail_on_save_error && outcome.kind == SaveKind::kEpoch &&
+          policy.ok()) {
+        policy = failed;
+      }
     }
-    if (r.stats.ok()) {
-      if (entry != nullptr) entry->save_bytes = r.stats->bytes;
-      LOG(INFO) << "epoch " << r.epoch
-                << ": background checkpoint committed in "
-                << absl::FormatDuration(
-                       absl::Microseconds(r.stats->wall_micros))
-                << ", " << r.stats->bytes << " bytes";
-      continue;
-    }
-    if (entry != nullptr) entry->saved = false;
-    absl::Status failed = SaveFailed(Annotate(
-        r.stats.status(), absl::StrCat("unable to write checkpoint for epoch ",
-                                       r.epoch, " (in the background)")));
-    if (policy.ok()) policy = failed;
+    stats_.saves.push_back(outcome);
+    if (options_.on_save_end) options_.on_save_end(stats_.saves.back());
   }
   return policy;
 }
 
-absl::Status JobRunner::SaveEpoch(int64_t epoch, Session& session,
-                                  EpochStats* epoch_stats) {
-  absl::StatusOr<CheckpointStats> saved =
-      checkpointer_->SaveEpoch(session, epoch);
-  if (saved.ok()) {
-    epoch_stats->saved = true;
-    epoch_stats->save_micros = saved->wall_micros;
-    epoch_stats->save_bytes = saved->bytes;
-    epoch_stats->save_in_background = saved->in_background;
-    epoch_stats->save_waited_micros = saved->waited_micros;
+bool JobRunner::Committed(SaveKind kind, int64_t epoch) const {
+  for (auto it = stats_.saves.rbegin(); it != stats_.saves.rend(); ++it) {
+    if (it->kind == kind && it->epoch == epoch) return it->stats.ok();
   }
-  if (!saved.ok()) {
-    return SaveFailed(
-        Annotate(saved.status(),
-                 absl::StrCat("unable to write checkpoint for epoch ", epoch)));
-  }
-  return absl::OkStatus();
+  return false;
 }
 
-absl::Status JobRunner::EndEpoch(const EpochStats& epoch_stats) {
-  stats_.epochs.push_back(epoch_stats);
-  if (options_.on_epoch_end) options_.on_epoch_end(epoch_stats);
-  // Background saves that ended meanwhile (this epoch's own, too, if it was
-  // that quick) are reported once the epoch's stats exist.
-  return ReportBackgroundSaves(/*wait=*/false);
+void JobRunner::SaveEpoch(int64_t epoch, Session& session,
+                          EpochStats* epoch_stats) {
+  absl::StatusOr<CheckpointStats> saved =
+      checkpointer_->SaveEpoch(session, epoch);
+  // A failure is its outcome's, which ReportSaves handles.
+  if (!saved.ok()) return;
+  epoch_stats->saved = true;
+  epoch_stats->save_micros = saved->wall_micros;
+  epoch_stats->save_bytes = saved->bytes;
+  epoch_stats->save_in_background = saved->in_background;
+  epoch_stats->save_waited_micros = saved->waited_micros;
+}
+
+absl::Status JobRunner::EndEpoch(EpochStats epoch_stats) {
+  // The epoch's own save, if it ended, and any background save that ended
+  // meanwhile. A save failure that ends the run leaves the epoch unrecorded.
+  JG_RETURN_IF_ERROR(ReportSaves(/*wait=*/false));
+  stats_.epochs.push_back(std::move(epoch_stats));
+  if (options_.on_epoch_end) options_.on_epoch_end(stats_.epochs.back());
+  return absl::OkStatus();
 }
 
 absl::Status JobRunner::RunGroup(Session& session, const TaskGroup& group,
@@ -143,73 +175,53 @@ std::string JobRunner::PreemptingSignal() const {
 }
 
 absl::Status JobRunner::PreemptMidGroup(Session& session, int64_t epoch,
-                                        const std::string& group,
+                                        JobGroup group,
                                         const TaskGroup& task_group,
-                                        EpochStats* epoch_stats) {
+                                        EpochStats epoch_stats) {
   PreemptionStats preemption;
-  preemption.group = group;
+  preemption.stopped_at =
+      group == JOB_GROUP_INIT ? StopPoint::kInInit : StopPoint::kInEpoch;
   preemption.epoch = epoch;
   preemption.signal = PreemptingSignal();
-  epoch_stats->preempted = true;
+  epoch_stats.preempted = true;
+  const std::string where = group == JOB_GROUP_INIT
+                                ? std::string(JobGroupName(group))
+                                : absl::StrCat("epoch ", epoch);
   std::string outcome;
   if (checkpointer_ == nullptr) {
     outcome = "nothing saved (the job runs without a checkpointer)";
   } else {
-    // The save in flight commits first, then this one: epochs stay in order.
-    // A failure of it under fail_on_save_error ends the run with that error
-    // (exit 1, not a requeue), as it would have at the next boundary.
-    JG_RETURN_IF_ERROR(ReportBackgroundSaves(/*wait=*/true));
-    Preemption record;
-    record.set_group(group);
-    record.set_signal(preemption.signal);
-    record.set_preempted_unix_micros(absl::ToUnixMicros(absl::Now()));
-    // Only checkpointed nodes' state is saved; a group that also runs on
-    // another node could not continue from it.
-    const std::vector<std::string> checkpointed = checkpointer_->nodes();
-    std::string unsaved;
-    for (const std::string& node : task_group.used_nodes()) {
-      if (std::find(checkpointed.begin(), checkpointed.end(), node) ==
-              checkpointed.end() &&
-          unsaved.empty()) {
-        unsaved = node;
-      }
-    }
-    absl::StatusOr<CheckpointStats> saved =
-        unsaved.empty()
-            ? checkpointer_->SavePreempted(session, epoch, record)
-            : absl::FailedPreconditionError(absl::StrCat(
-                  "node '", unsaved, "' runs tasks in the ", group,
-                  " group but is not checkpointed, so the middle of the "
-                  "group cannot be saved"));
+    // The saves in flight commit first, then this one: epochs stay in
+    // order. A failure of one under fail_on_save_error ends the run with
+    // that error (exit 1, not a requeue), as it would have at the next
+    // boundary.
+    JG_RETURN_IF_ERROR(ReportSaves(/*wait=*/true));
+    absl::StatusOr<CheckpointStats> saved = checkpointer_->SavePreempted(
+        session, epoch, PreemptionRecord(group, preemption.signal), task_group);
     if (saved.ok()) {
       preemption.saved = true;
       preemption.save_micros = saved->wall_micros;
       preemption.save_bytes = saved->bytes;
-      epoch_stats->saved = true;
-      epoch_stats->save_micros = saved->wall_micros;
-      epoch_stats->save_bytes = saved->bytes;
+      epoch_stats.saved = true;
+      epoch_stats.save_micros = saved->wall_micros;
+      epoch_stats.save_bytes = saved->bytes;
       outcome = absl::StrCat(
-          "checkpoint of epoch ", epoch, " (mid-", group, ") committed in ",
-          checkpointer_->options().directory, " in ",
+          "checkpoint of epoch ", epoch, " (mid-", JobGroupName(group),
+          ") committed in ", checkpointer_->options().directory, " in ",
           absl::FormatDuration(absl::Microseconds(saved->wall_micros)), ", ",
           saved->bytes, " bytes");
     } else {
-      ++stats_.save_failures;
-      stats_.save_errors.push_back(std::string(saved.status().message()));
-      LOG(ERROR) << "unable to write the preemption checkpoint of epoch "
-                 << epoch << ": " << saved.status().message();
       outcome = absl::StrCat(
           "the preemption checkpoint failed (", saved.status().message(),
           "); a resume starts from the newest committed epoch");
     }
   }
   stats_.preemption = preemption;
-  // The save above waited for every background save: nothing to report.
-  EndEpoch(*epoch_stats).IgnoreError();
-  const std::string message = absl::StrCat(
-      "preempted by ", preemption.signal, " in ",
-      group == "init" ? std::string("init") : absl::StrCat("epoch ", epoch),
-      ": ", outcome);
+  // Reports the preemption checkpoint's outcome; the run ends here whatever
+  // the policy says.
+  EndEpoch(std::move(epoch_stats)).IgnoreError();
+  const std::string message = absl::StrCat("preempted by ", preemption.signal,
+                                           " in ", where, ": ", outcome);
   LOG(WARNING) << message;
   return PreemptedStatus(message);
 }
@@ -217,26 +229,25 @@ absl::Status JobRunner::PreemptMidGroup(Session& session, int64_t epoch,
 absl::Status JobRunner::PreemptAtBoundary(int64_t epoch, bool loop_finished) {
   // Whether the last save committed is known only once it has ended; its
   // failure under fail_on_save_error ends the run with that error.
-  JG_RETURN_IF_ERROR(ReportBackgroundSaves(/*wait=*/true));
+  JG_RETURN_IF_ERROR(ReportSaves(/*wait=*/true));
   PreemptionStats preemption;
-  preemption.group = loop_finished ? "download" : "between epochs";
+  preemption.stopped_at =
+      loop_finished ? StopPoint::kAfterLastEpoch : StopPoint::kBetweenEpochs;
   preemption.epoch = epoch;
   preemption.signal = PreemptingSignal();
   std::string outcome;
   if (checkpointer_ == nullptr) {
     outcome = "nothing saved (the job runs without a checkpointer)";
   } else if (!loop_finished) {
-    preemption.saved = !stats_.epochs.empty() && stats_.epochs.back().saved;
+    preemption.saved = Committed(SaveKind::kEpoch, epoch);
     outcome = preemption.saved
                   ? absl::StrCat("epoch ", epoch,
                                  " is committed; a resume starts after it")
                   : "a resume starts from the newest committed epoch";
   } else {
-    Preemption record;
-    record.set_group("download");
-    record.set_signal(preemption.signal);
-    record.set_preempted_unix_micros(absl::ToUnixMicros(absl::Now()));
-    absl::Status marked = checkpointer_->MarkLoopFinished(epoch, record);
+    absl::Status marked = checkpointer_->MarkLoopFinished(
+        epoch, PreemptionRecord(JOB_GROUP_DOWNLOAD, preemption.signal));
+    ReportSaves(/*wait=*/false).IgnoreError();
     preemption.saved = marked.ok();
     outcome = marked.ok()
                   ? absl::StrCat("epoch ", epoch,
@@ -268,7 +279,11 @@ absl::StatusOr<int64_t> JobRunner::Train(Session& session) {
     JobRunner* runner;
     std::unique_ptr<PreemptionSignals> signals;
     ~EndRun() {
-      if (runner->checkpointer_ != nullptr) runner->checkpointer_->End();
+      if (runner->checkpointer_ != nullptr) {
+        runner->checkpointer_->End();
+        // Outcomes that ended with the run are recorded, never lost.
+        runner->ReportSaves(/*wait=*/false).IgnoreError();
+      }
       WaitForBackgroundDeletes();
       runner->signals_ = nullptr;
       signals.reset();
@@ -284,57 +299,57 @@ absl::StatusOr<int64_t> JobRunner::Train(Session& session) {
   signals_ = end_run.signals.get();
 
   std::optional<int64_t> resume;
-  std::optional<Preemption> resumed_in;
+  JobGroup resumed_in = JOB_GROUP_UNSPECIFIED;
   if (checkpointer_ != nullptr) {
     JG_ASSIGN_OR_RETURN(
         resume, checkpointer_->Start(session, job_.nodes_to_checkpoint(),
                                      options_.resume_from));
-    resumed_in = checkpointer_->resumed_preemption();
+    if (checkpointer_->resumed_preemption().has_value()) {
+      resumed_in = checkpointer_->resumed_preemption()->group();
+    }
   } else if (!options_.resume_from.from_scratch()) {
     return absl::InvalidArgumentError(
         absl::StrCat("resume_from_epoch=", options_.resume_from.ToString(),
                      " was given, but the job runs without a checkpointer"));
   }
   stats_.resumed_from = resume;
-  const std::string resumed_group =
-      resumed_in.has_value() ? resumed_in->group() : "";
+  const bool continue_init = resumed_in == JOB_GROUP_INIT;
+  const bool continue_epoch = resumed_in == JOB_GROUP_EPOCH;
+  const bool loop_finished = resumed_in == JOB_GROUP_DOWNLOAD;
 
   if (resume.has_value()) {
     JG_RETURN_IF_ERROR(checkpointer_->Restore(session, *resume).status());
     LOG(INFO) << "resumed from epoch " << *resume << " of "
               << checkpointer_->options().directory
-              << (resumed_group == "init"    ? " (in the middle of init)"
-                  : resumed_group == "epoch" ? " (in the middle of the epoch)"
-                  : resumed_group == "download"
-                      ? " (after the last epoch: download and exit)"
-                      : "");
+              << (continue_init    ? " (in the middle of init)"
+                  : continue_epoch ? " (in the middle of the epoch)"
+                  : loop_finished ? " (after the last epoch: download and exit)"
+                                  : "");
     if (options_.on_restore) {
-      options_.on_restore(*resume,
-                          resumed_group == "init" || resumed_group == "epoch");
+      options_.on_restore(*resume, continue_init || continue_epoch);
     }
   }
-  if (!resume.has_value() || resumed_group == "init") {
+  if (!resume.has_value() || continue_init) {
     EpochStats epoch0;
     absl::Status init = RunGroup(session, job_.init_group(), "init group",
                                  /*continue_stopped=*/resume.has_value());
     if (IsStopRequest(init)) {
-      return PreemptMidGroup(session, 0, "init", job_.init_group(), &epoch0);
+      return PreemptMidGroup(session, 0, JOB_GROUP_INIT, job_.init_group(),
+                             std::move(epoch0));
     }
     JG_RETURN_IF_ERROR(init);
     if (checkpointer_ != nullptr) {
       JG_RETURN_IF_ERROR(checkpointer_->CaptureBlobNames(session));
-      JG_RETURN_IF_ERROR(SaveEpoch(0, session, &epoch0));
-      JG_RETURN_IF_ERROR(EndEpoch(epoch0));
+      SaveEpoch(0, session, &epoch0);
+      JG_RETURN_IF_ERROR(EndEpoch(std::move(epoch0)));
     }
     JG_ASSIGN_OR_RETURN(bool preempted, PreemptionPending(session));
     if (preempted) return PreemptAtBoundary(0, false);
   }
 
-  const bool loop_finished = resumed_group == "download";
-  const bool continue_epoch = resumed_group == "epoch";
-  int64_t epoch = !resume.has_value() || resumed_group == "init" ? 1
-                  : continue_epoch || loop_finished              ? *resume
-                                                                 : *resume + 1;
+  int64_t epoch = !resume.has_value() || continue_init ? 1
+                  : continue_epoch || loop_finished    ? *resume
+                                                       : *resume + 1;
   if (!loop_finished) {
     for (bool first = true;; first = false) {
       EpochStats epoch_stats;
@@ -347,15 +362,13 @@ absl::StatusOr<int64_t> JobRunner::Train(Session& session) {
                    /*continue_stopped=*/epoch_stats.continued);
       epoch_stats.run_micros = MicrosSince(start);
       if (IsStopRequest(ran)) {
-        return PreemptMidGroup(session, epoch, "epoch", job_.epoch_group(),
-                               &epoch_stats);
+        return PreemptMidGroup(session, epoch, JOB_GROUP_EPOCH,
+                               job_.epoch_group(), std::move(epoch_stats));
       }
       JG_RETURN_IF_ERROR(ran);
       JG_ASSIGN_OR_RETURN(bool stop, AnyStopConditionTrue(session));
-      if (checkpointer_ != nullptr) {
-        JG_RETURN_IF_ERROR(SaveEpoch(epoch, session, &epoch_stats));
-      }
-      JG_RETURN_IF_ERROR(EndEpoch(epoch_stats));
+      if (checkpointer_ != nullptr) SaveEpoch(epoch, session, &epoch_stats);
+      JG_RETURN_IF_ERROR(EndEpoch(std::move(epoch_stats)));
       if (stop) break;
       JG_ASSIGN_OR_RETURN(bool preempted, PreemptionPending(session));
       if (preempted) return PreemptAtBoundary(epoch, false);
@@ -365,14 +378,14 @@ absl::StatusOr<int64_t> JobRunner::Train(Session& session) {
   JG_ASSIGN_OR_RETURN(bool preempted, PreemptionPending(session));
   if (preempted) return PreemptAtBoundary(epoch, true);
   // Everything saved is committed before the upload and the final groups.
-  JG_RETURN_IF_ERROR(ReportBackgroundSaves(/*wait=*/true));
+  JG_RETURN_IF_ERROR(ReportSaves(/*wait=*/true));
 
   if (upload_ != nullptr) {
     if (checkpointer_ == nullptr) {
       return absl::InvalidArgumentError(
           "an upload builder needs a checkpointer");
     }
-    if (loop_finished || stats_.epochs.back().saved) {
+    if (loop_finished || Committed(SaveKind::kEpoch, epoch)) {
       JG_ASSIGN_OR_RETURN(TaskGroup upload,
                           upload_->Build(epoch, *checkpointer_));
       JG_RETURN_IF_ERROR(Annotate(session.Run(upload), "upload"));

@@ -8,9 +8,11 @@
 //   then the upload builder's group, the download group, the exit group.
 //   Train() returns the last epoch run.
 //
-// Save failures do not stop the job by default (Caffe2's rule) but are never
-// silent: each is logged as an error and recorded in stats(); with
-// `fail_on_save_error` the first one ends the run.
+// Every save ends in one SaveOutcome, which the runner takes from the
+// Checkpointer in one place: it logs it, records it in stats().saves, and
+// passes it to on_save_end. Save failures do not stop the job by default
+// (Caffe2's rule) but are never silent: each is logged as an error and
+// counted in stats(); with `fail_on_save_error` the first one ends the run.
 //
 // Preemption. While Train runs, the signals in `preempt_signals` (and
 // RequestPreemption()) stop the job at the next point between two nets,
@@ -42,14 +44,17 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "checkpoint/checkpoint_stats.h"
 #include "checkpoint/checkpointer.h"
 #include "checkpoint/job.h"
 #include "checkpoint/preemption.h"
 #include "checkpoint/resume_from.h"
-#include "checkpoint/upload.h"
-#include "engine/session.h"
+#include "engine/run_control.h"
 
 namespace jobgraph {
+
+class Session;
+class UploadTaskGroupBuilder;
 
 // What happened in one epoch.
 struct EpochStats {
@@ -58,9 +63,10 @@ struct EpochStats {
   int64_t run_micros = 0;
   // Save of this epoch; zero without a checkpointer or when the save failed.
   // For an asynchronous save (CheckpointOptions::async): save_micros is the
-  // time the job was blocked, `saved` means the snapshot was taken and the
-  // bytes are known once the background save commits (a later failure is
-  // logged and counted in JobRunStats).
+  // time the job was blocked, `saved` means the snapshot was taken, and
+  // save_bytes stays 0: the save's outcome comes later, as a SaveOutcome
+  // (JobRunStats::saves, JobRunnerOptions::on_save_end); a record is never
+  // changed after on_epoch_end saw it.
   int64_t save_micros = 0;
   int64_t save_bytes = 0;
   bool saved = false;
@@ -76,11 +82,19 @@ struct EpochStats {
   bool continued = false;
 };
 
+// Where a preempted run stopped.
+enum class StopPoint {
+  kInInit,          // in the middle of the init group
+  kInEpoch,         // in the middle of an epoch
+  kBetweenEpochs,   // at an epoch boundary, or during a save
+  kAfterLastEpoch,  // in the download or exit group, or just before
+};
+// "init", "epoch", "between epochs", "after the last epoch".
+absl::string_view StopPointName(StopPoint point);
+
 // How a run was preempted.
 struct PreemptionStats {
-  // "init", "epoch" or "download" (Preemption.group, see checkpointer.h);
-  // "between epochs" when the stop came at an epoch boundary.
-  std::string group;
+  StopPoint stopped_at = StopPoint::kBetweenEpochs;
   int64_t epoch = 0;
   // "SIGTERM", ..., or "request" for RequestPreemption().
   std::string signal;
@@ -94,6 +108,9 @@ struct JobRunStats {
   // The epoch resumed from, if any.
   std::optional<int64_t> resumed_from;
   std::vector<EpochStats> epochs;  // epoch 0 (the init save) included
+  // Every save's outcome, in the order they ended (a background save's
+  // after the epochs that followed it).
+  std::vector<SaveOutcome> saves;
   int save_failures = 0;
   std::vector<std::string> save_errors;
   // Set when the run was preempted.
@@ -109,6 +126,9 @@ struct JobRunnerOptions {
   // Called after each epoch's save (and after the epoch-0 save), and for
   // the epoch a preemption stopped (EpochStats::preempted).
   std::function<void(const EpochStats&)> on_epoch_end;
+  // Called once for every save when its outcome is known: a synchronous
+  // save before its epoch's on_epoch_end, a background one later.
+  std::function<void(const SaveOutcome&)> on_save_end;
   // Called after the checkpoint of `epoch` was restored, before anything
   // runs, with `continued` true when the run continues a stopped epoch.
   std::function<void(int64_t epoch, bool continued)> on_restore;
@@ -147,18 +167,18 @@ class JobRunner {
   const JobRunStats& stats() const { return stats_; }
 
  private:
-  // Handles the background saves that finished (log, stats, the failure
-  // policy); with `wait`, first waits for the one in flight.
-  absl::Status ReportBackgroundSaves(bool wait);
-  // Counts and logs a failed save; the policy's status.
-  absl::Status SaveFailed(const absl::Status& status);
-  // Saves `epoch` and applies the save-failure policy: OK unless the save
-  // failed and fail_on_save_error is set.
-  absl::Status SaveEpoch(int64_t epoch, Session& session,
-                         EpochStats* epoch_stats);
-  // Records the epoch, calls on_epoch_end, and reports background saves
-  // that finished; the save-failure policy's status.
-  absl::Status EndEpoch(const EpochStats& epoch_stats);
+  // The one place that handles saves' outcomes: takes those that are known
+  // (with `wait`, every one, waiting for the saves in flight), logs them,
+  // records them and calls on_save_end. Returns the failure policy's
+  // status: the first failed epoch save when fail_on_save_error is set.
+  absl::Status ReportSaves(bool wait);
+  // Saves `epoch` (the outcome goes to ReportSaves).
+  void SaveEpoch(int64_t epoch, Session& session, EpochStats* epoch_stats);
+  // Whether the save of `kind` for `epoch` is reported as committed.
+  bool Committed(SaveKind kind, int64_t epoch) const;
+  // Reports the saves, records the epoch and calls on_epoch_end; the
+  // save-failure policy's status.
+  absl::Status EndEpoch(EpochStats epoch_stats);
   // Runs `group`, stoppable by a preemption; `continue_stopped` continues
   // a stopped run of it. Errors are prefixed by `what`; a stop is returned
   // as is (IsStopRequest).
@@ -167,12 +187,11 @@ class JobRunner {
   // Whether a preemption was requested on any rank (collective).
   absl::StatusOr<bool> PreemptionPending(const Session& session) const;
   std::string PreemptingSignal() const;
-  // Ends a run stopped on request in the middle of `group` ("init" or
-  // "epoch") of `epoch`: saves the preemption checkpoint.
-  absl::Status PreemptMidGroup(Session& session, int64_t epoch,
-                               const std::string& group,
+  // Ends a run stopped on request in the middle of `group` (init or
+  // epoch) of `epoch`: saves the preemption checkpoint.
+  absl::Status PreemptMidGroup(Session& session, int64_t epoch, JobGroup group,
                                const TaskGroup& task_group,
-                               EpochStats* epoch_stats);
+                               EpochStats epoch_stats);
   // Ends a run stopped at a boundary after `epoch` was saved (or its save
   // failed); `loop_finished` when that was the last epoch.
   absl::Status PreemptAtBoundary(int64_t epoch, bool loop_finished);

@@ -21,7 +21,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "engine/plan_executor.h"
+#include "engine/run_control.h"
 
 namespace jobgraph {
 

@@ -147,22 +147,35 @@ bool ConsumePiece(absl::string_view* in, absl::string_view* piece) {
   return true;
 }
 
+StatusProto StatusToProto(const absl::Status& status) {
+  StatusProto proto;
+  proto.set_code(status.raw_code());
+  proto.set_message(std::string(status.message()));
+  return proto;
+}
+
+absl::Status StatusFromProto(const StatusProto& proto) {
+  if (proto.code() < 0 ||
+      proto.code() > static_cast<int>(absl::StatusCode::kUnauthenticated)) {
+    return absl::DataLossError(
+        absl::StrCat("a status with the unknown code ", proto.code(),
+                     " came from another process: '",
+                     absl::string_view(proto.message()).substr(0, 80), "'"));
+  }
+  return absl::Status(static_cast<absl::StatusCode>(proto.code()),
+                      proto.message());
+}
+
 std::string EncodeStatus(const absl::Status& status) {
-  return absl::StrCat(static_cast<int>(status.code()), ":", status.message());
+  return StatusToProto(status).SerializeAsString();
 }
 
 absl::Status DecodeStatus(absl::string_view encoded) {
-  const size_t colon = encoded.find(':');
-  int code = 0;
-  if (colon == absl::string_view::npos ||
-      !absl::SimpleAtoi(encoded.substr(0, colon), &code) || code < 0 ||
-      code > static_cast<int>(absl::StatusCode::kUnauthenticated)) {
-    return absl::DataLossError(
-        absl::StrCat("a damaged status came from another process: '",
-                     encoded.substr(0, 80), "'"));
+  StatusProto proto;
+  if (!proto.ParseFromArray(encoded.data(), static_cast<int>(encoded.size()))) {
+    return absl::DataLossError("a damaged status came from another process");
   }
-  return absl::Status(static_cast<absl::StatusCode>(code),
-                      encoded.substr(colon + 1));
+  return StatusFromProto(proto);
 }
 
 absl::StatusOr<std::string> EncodeTensor(const Tensor& tensor) {

@@ -103,7 +103,9 @@ class Collectives {
 // A tensor (every dtype; exact).
 absl::StatusOr<std::string> EncodeTensor(const Tensor& tensor);
 absl::StatusOr<Tensor> DecodeTensor(absl::string_view bytes);
-// A status (code and message).
+// A status (code and message), as a StatusProto and as its bytes.
+StatusProto StatusToProto(const absl::Status& status);
+absl::Status StatusFromProto(const StatusProto& proto);
 std::string EncodeStatus(const absl::Status& status);
 absl::Status DecodeStatus(absl::string_view encoded);
 // Length-prefixed pieces: appends `piece` to `out`; takes the next piece

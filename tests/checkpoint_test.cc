@@ -141,13 +141,11 @@ TEST(CheckpointTest, CheckpointedBlobsAreTheInitGroupsBlobs) {
                                names->data<std::string>() + names->numel()),
       ElementsAre("blob_names", "dataset:0_cursor", "total", "val"));
   // After the run the root also holds the stop condition published by the
-  // epoch group and the last save's byte count (an output of the save task,
-  // never checkpointed); everything else the epochs made lived in private
-  // workspaces and is gone.
+  // epoch group; everything else the epochs made lived in private
+  // workspaces and is gone, and the saves leave nothing in the workspace.
   EXPECT_THAT(session.NodeWorkspace("trainer_0")->LocalBlobNames(),
-              ElementsAre("blob_names", "checkpoint_saved_bytes",
-                          "dataset:0/limit/data_finished", "dataset:0_cursor",
-                          "total", "val"));
+              ElementsAre("blob_names", "dataset:0/limit/data_finished",
+                          "dataset:0_cursor", "total", "val"));
 }
 
 TEST(CheckpointTest, DbNamesAndPartialLoadFromEveryNode) {

@@ -86,7 +86,7 @@ TEST(SumPipeline, RecoverKeepsAPreemptionCheckpointMidEpoch) {
   ChildRun recover = RunBinary(RunfilesPath("tools/ckpt"), {"recover", dir});
   ASSERT_TRUE(recover.exited_ok()) << recover.Describe();
   EXPECT_THAT(recover.lines,
-              ::testing::Contains("recovered epoch 2: trainer_0 (1027 bytes, "
+              ::testing::Contains("recovered epoch 2: trainer_0 (1003 bytes, "
                                   "preempted mid-epoch)"));
   std::vector<std::string> resume = args;
   resume.push_back("--resume_from_epoch=latest");

@@ -189,11 +189,12 @@ std::optional<Outcome> RunOnce(const TestJob& t, const std::string& dir,
     EXPECT_TRUE(IsPreempted(epochs.status())) << epochs.status();
     EXPECT_TRUE(runner.stats().preemption.has_value());
     EXPECT_TRUE(runner.stats().preemption->saved)
-        << runner.stats().preemption->group;
+        << StopPointName(runner.stats().preemption->stopped_at);
     EXPECT_EQ(runner.stats().save_failures, 0);
     if (preempted_mid_group != nullptr) {
-      const std::string& group = runner.stats().preemption->group;
-      *preempted_mid_group = group == "init" || group == "epoch";
+      const StopPoint stopped = runner.stats().preemption->stopped_at;
+      *preempted_mid_group =
+          stopped == StopPoint::kInInit || stopped == StopPoint::kInEpoch;
     }
     return std::nullopt;
   }
@@ -294,7 +295,7 @@ TEST(PreemptionCommitLogTest, MidEpochEntryIsMarkedThenReplaced) {
   ASSERT_GE(log->epoch_size(), 2);
   const CommittedEpoch& last = log->epoch(log->epoch_size() - 1);
   ASSERT_TRUE(last.has_preemption());
-  EXPECT_EQ(last.preemption().group(), "epoch");
+  EXPECT_EQ(last.preemption().group(), JOB_GROUP_EPOCH);
   EXPECT_EQ(last.preemption().signal(), "request");
   EXPECT_EQ(last.epoch(), log->epoch_size() - 1);
   for (int i = 0; i + 1 < log->epoch_size(); ++i) {
@@ -330,13 +331,15 @@ TEST(PreemptionCommitLogTest, AfterTheLastEpochAResumeRunsOnlyDownloadAndExit) {
     runner.RequestPreemptionAtNetBoundary(n);
     absl::StatusOr<int64_t> epochs = runner.Train(session);
     ASSERT_FALSE(epochs.ok()) << "no boundary in download";
-    if (runner.stats().preemption->group != "download") continue;
+    if (runner.stats().preemption->stopped_at != StopPoint::kAfterLastEpoch) {
+      continue;
+    }
     EXPECT_THAT(epochs.status().message(),
                 HasSubstr("after the last epoch, epoch 4 is marked"));
     absl::StatusOr<CommitLog> log = ReadCommitLog(dir.path());
     ASSERT_TRUE(log.ok());
     EXPECT_EQ(log->epoch(log->epoch_size() - 1).preemption().group(),
-              "download");
+              JOB_GROUP_DOWNLOAD);
     Job again;
     t.build(again);
     LocalSession resumed_session;

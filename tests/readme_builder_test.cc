@@ -15,6 +15,7 @@
 #include "engine/data/dataset.h"
 #include "engine/data/pipe.h"
 #include "engine/data/reader_with_limit.h"
+#include "engine/session.h"
 #include "gtest/gtest.h"
 
 namespace {

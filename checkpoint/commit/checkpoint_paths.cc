@@ -1,13 +1,47 @@
 #include "checkpoint/commit/checkpoint_paths.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "checkpoint/util/file_util.h"
+#include "engine/status_macros.h"
 
 namespace jobgraph {
+
+namespace {
+
+// mkdir -p.
+absl::Status CreateDirs(const std::string& dir) {
+  JG_ASSIGN_OR_RETURN(bool exists, PathExists(dir));
+  if (exists) return absl::OkStatus();
+  const std::string parent = ParentDir(dir);
+  if (!parent.empty() && parent != dir) JG_RETURN_IF_ERROR(CreateDirs(parent));
+  absl::Status s = CreateDir(dir);
+  return absl::IsAlreadyExists(s) ? absl::OkStatus() : s;
+}
+
+}  // namespace
+
+absl::Status PrepareCheckpointDirectory(const std::string& dir) {
+  absl::Status created = CreateDirs(dir);
+  if (!created.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat("checkpoint directory ", dir,
+                     " cannot be created: ", created.message()));
+  }
+  if (::access(dir.c_str(), W_OK | X_OK) != 0) {
+    return absl::UnavailableError(
+        absl::StrCat("checkpoint directory ", dir,
+                     " is not writable: ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
+}
 
 std::string CheckpointDbPath(absl::string_view dir, absl::string_view node,
                              int64_t epoch) {

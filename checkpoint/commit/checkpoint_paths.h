@@ -5,7 +5,8 @@
 //   <dir>/MANIFEST.jobgraph  the commit log (commit_log.h)
 //
 // Node names become file names, so they are restricted to characters that
-// cannot escape the directory. Pure functions; thread-safe.
+// cannot escape the directory. Functions; thread-safe. Only
+// PrepareCheckpointDirectory touches the file system.
 
 #ifndef JOBGRAPH_CHECKPOINT_COMMIT_CHECKPOINT_PATHS_H_
 #define JOBGRAPH_CHECKPOINT_COMMIT_CHECKPOINT_PATHS_H_
@@ -22,6 +23,11 @@ namespace jobgraph {
 // The file name of the commit log in a checkpoint directory. The name is part
 // of the on-disk format and predates the term "commit log".
 inline constexpr absl::string_view kCommitLogFileName = "MANIFEST.jobgraph";
+
+// Makes sure `dir` exists (creating it and its parents) and that this
+// process may create databases in it. Unavailable either way, as Caffe2's
+// cp_accessible() answers: a save cannot happen now, and a later one may.
+absl::Status PrepareCheckpointDirectory(const std::string& dir);
 
 // "<dir>/<node>.<epoch>": where a node's database for an epoch lives.
 std::string CheckpointDbPath(absl::string_view dir, absl::string_view node,

@@ -20,6 +20,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "checkpoint/commit/checkpoint_paths.h"
+#include "checkpoint/job_group.h"
 #include "checkpoint/util/checksummed.h"
 #include "checkpoint/util/failpoint.h"
 #include "checkpoint/util/file_util.h"
@@ -35,6 +36,19 @@ std::string LogPath(const std::string& dir) {
 
 std::string PreviousPath(const std::string& dir) {
   return absl::StrCat(LogPath(dir), kPreviousCommitLogSuffix);
+}
+
+// Logs written before Preemption.group existed name the group in
+// group_name: readers see it in `group`, like every other log.
+void UpgradeLegacyFields(CommitLog& log) {
+  for (CommittedEpoch& e : *log.mutable_epoch()) {
+    if (!e.has_preemption()) continue;
+    Preemption& p = *e.mutable_preemption();
+    if (p.group() == JOB_GROUP_UNSPECIFIED) {
+      p.set_group(JobGroupFromName(p.group_name()));
+    }
+    p.clear_group_name();
+  }
 }
 
 // A commit log and the bytes of the file it was read from (or written to).
@@ -77,6 +91,7 @@ absl::StatusOr<LogFile> ReadLogFile(const std::string& path,
                      file.log.format_version(), "; this build reads up to ",
                      kCommitLogFormatVersion, ". Use a newer jobgraph."));
   }
+  UpgradeLegacyFields(file.log);
   return file;
 }
 
@@ -184,6 +199,7 @@ std::optional<LogFile> EncodeAppended(CommitLog& log,
   // `also` may only take entries out, for one).
   CommitLog parsed;
   CHECK(parsed.ParseFromString(payload));
+  UpgradeLegacyFields(parsed);
   CHECK_EQ(parsed.SerializeAsString(), log.SerializeAsString())
       << "an appended commit-log entry does not give the edited log";
 #endif
@@ -303,6 +319,8 @@ CommitLogUpdate::~CommitLogUpdate() {
         state_->dir, {std::move(state_->log), *std::move(state_->current)});
   }
 }
+
+const std::string& CommitLogUpdate::dir() const { return state_->dir; }
 
 absl::StatusOr<CommitLogUpdate> CommitLogUpdate::Begin(const std::string& dir) {
   JG_ASSIGN_OR_RETURN(CommitLogLock lock, CommitLogLock::Acquire(dir));
@@ -488,17 +506,26 @@ absl::StatusOr<int64_t> ForgetEpoch(const std::string& dir, int64_t epoch,
 absl::Status MarkEpochLoopFinished(const std::string& dir, int64_t epoch,
                                    absl::Span<const std::string> nodes,
                                    const Preemption& preemption) {
-  return UpdateCommitLog(
-      dir, /*is_commit=*/false, [&](CommitLog& log) -> absl::StatusOr<bool> {
+  JG_ASSIGN_OR_RETURN(CommitLogUpdate update, CommitLogUpdate::Begin(dir));
+  return MarkEpochLoopFinished(std::move(update), epoch, nodes, preemption);
+}
+
+absl::Status MarkEpochLoopFinished(CommitLogUpdate update, int64_t epoch,
+                                   absl::Span<const std::string> nodes,
+                                   const Preemption& preemption) {
+  const std::string dir = update.dir();
+  return std::move(update).Finish(
+      /*is_commit=*/false, [&](CommitLog& log) -> absl::StatusOr<bool> {
         for (CommittedEpoch& e : *log.mutable_epoch()) {
           if (e.epoch() == epoch && BelongsToJob(e, nodes)) {
-            if (e.has_preemption() && e.preemption().group() != "download") {
+            if (e.has_preemption() &&
+                e.preemption().group() != JOB_GROUP_DOWNLOAD) {
               // Its databases hold the middle of a group, not the state
               // after the loop: a resume must continue that group.
               return absl::FailedPreconditionError(absl::StrCat(
                   "epoch ", epoch, " in ", dir,
                   " is a preemption checkpoint of the middle of its ",
-                  e.preemption().group(),
+                  JobGroupName(e.preemption().group()),
                   " group, so it cannot be marked as the last epoch"));
             }
             *e.mutable_preemption() = preemption;

@@ -138,6 +138,9 @@ class CommitLogUpdate {
   CommitLogUpdate& operator=(CommitLogUpdate&&);
   ~CommitLogUpdate();
 
+  // The directory whose log this updates.
+  const std::string& dir() const;
+
   // Keeps the intact log in place as the previous copy and creates the file
   // the new log will be written into. Errors name the file.
   absl::Status Prepare();
@@ -218,11 +221,17 @@ absl::StatusOr<int64_t> ForgetEpoch(const std::string& dir, int64_t epoch,
                                     absl::Span<const std::string> nodes);
 
 // Marks the committed `epoch` of the job of `nodes` as the one at which the
-// run's epoch loop ended before a preemption (Preemption.group "download"),
+// run's epoch loop ended before a preemption (Preemption.group
+// JOB_GROUP_DOWNLOAD),
 // so a resume from it runs the download and exit groups instead of another
 // epoch. NotFound if the job has no such entry; FailedPrecondition if that
 // entry is a preemption checkpoint of the middle of a group.
 absl::Status MarkEpochLoopFinished(const std::string& dir, int64_t epoch,
+                                   absl::Span<const std::string> nodes,
+                                   const Preemption& preemption);
+// MarkEpochLoopFinished through an update begun (and perhaps prepared)
+// ahead.
+absl::Status MarkEpochLoopFinished(CommitLogUpdate update, int64_t epoch,
                                    absl::Span<const std::string> nodes,
                                    const Preemption& preemption);
 

@@ -144,7 +144,7 @@ TEST(CommitLogTest, TakeEntriesKeepsTheOrderOfBoth) {
 
 Preemption MidEpoch() {
   Preemption p;
-  p.set_group("epoch");
+  p.set_group(JOB_GROUP_EPOCH);
   p.set_signal("SIGTERM");
   return p;
 }
@@ -191,7 +191,7 @@ TEST(CommitLogTest, OnlyAnOrdinaryEpochCanBeMarkedAsTheLast) {
   preempted.preemption = MidEpoch();
   ASSERT_TRUE(CommitEpoch(dir.path(), "leveldb", preempted).ok());
   Preemption last;
-  last.set_group("download");
+  last.set_group(JOB_GROUP_DOWNLOAD);
   absl::Status marked = MarkEpochLoopFinished(dir.path(), 1, {"a"}, last);
   EXPECT_EQ(marked.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(marked.message(), HasSubstr("middle of its epoch group"));
@@ -200,8 +200,8 @@ TEST(CommitLogTest, OnlyAnOrdinaryEpochCanBeMarkedAsTheLast) {
   ASSERT_TRUE(MarkEpochLoopFinished(dir.path(), 0, {"a"}, last).ok());
   absl::StatusOr<CommitLog> log = ReadCommitLog(dir.path());
   ASSERT_TRUE(log.ok());
-  EXPECT_EQ(log->epoch(0).preemption().group(), "download");
-  EXPECT_EQ(log->epoch(1).preemption().group(), "epoch");
+  EXPECT_EQ(log->epoch(0).preemption().group(), JOB_GROUP_DOWNLOAD);
+  EXPECT_EQ(log->epoch(1).preemption().group(), JOB_GROUP_EPOCH);
 }
 
 // Two processes commit into one directory at once, each its own job; the
@@ -552,6 +552,41 @@ TEST(CommitLogTest, ABareLogOfAnOlderVersionStillLoads) {
   Commit(dir.path(), 8, {"a"});
   EXPECT_EQ(ReadFileToString(LogPath(dir)).value().substr(0, 8), "JGCKSUM\n");
   EXPECT_THAT(Entries(dir.path()), ElementsAre("7:a", "8:a"));
+}
+
+// Logs written before Preemption.group existed named the group in field 1
+// as a string: readers see the enum, and the next commit, which appends its
+// entry to those bytes, reads back the same.
+TEST(CommitLogTest, AGroupNamedInAnOlderLogReadsAsItsEnum) {
+  TempDir dir;
+  CommitLog log;
+  log.set_format_version(1);
+  log.set_db_type("leveldb");
+  for (const auto& [epoch, name] :
+       std::vector<std::pair<int, std::string>>{
+           {0, "init"}, {1, "epoch"}, {2, "download"}, {3, "bogus"}}) {
+    CommittedEpoch* e = log.add_epoch();
+    e->set_epoch(epoch);
+    e->add_node("a");
+    e->mutable_preemption()->set_group_name(name);
+    e->mutable_preemption()->set_signal("SIGTERM");
+  }
+  ASSERT_TRUE(WriteCommitLog(dir.path(), log, /*is_commit=*/false).ok());
+  for (int pass = 0; pass < 2; ++pass) {
+    absl::StatusOr<CommitLog> read = ReadCommitLog(dir.path());
+    ASSERT_TRUE(read.ok()) << read.status();
+    ASSERT_GE(read->epoch_size(), 4);
+    const JobGroup expected[] = {JOB_GROUP_INIT, JOB_GROUP_EPOCH,
+                                 JOB_GROUP_DOWNLOAD, JOB_GROUP_UNSPECIFIED};
+    for (int i = 0; i < 4; ++i) {
+      EXPECT_EQ(read->epoch(i).preemption().group(), expected[i]) << i;
+      EXPECT_EQ(read->epoch(i).preemption().group_name(), "") << i;
+      EXPECT_EQ(read->epoch(i).preemption().signal(), "SIGTERM") << i;
+    }
+    Commit(dir.path(), 4, {"a"});
+  }
+  EXPECT_THAT(Entries(dir.path()), ElementsAre("0:a", "1:a", "2:a", "3:a",
+                                               "4:a"));
 }
 
 TEST(CommitLogTest, CreateIfMissingNeverReplacesALog) {

@@ -30,7 +30,7 @@ std::vector<CommittedEpoch> RetireEpochs(CommitLog& log,
   int newest_ordinary = -1;
   for (int k = n - 1; k >= 0; --k) {
     const CommittedEpoch& e = log.epoch(own[k]);
-    if (!e.has_preemption() || e.preemption().group() == "download") {
+    if (!e.has_preemption() || e.preemption().group() == JOB_GROUP_DOWNLOAD) {
       newest_ordinary = k;
       break;
     }

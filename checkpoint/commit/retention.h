@@ -19,16 +19,10 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "checkpoint/checkpoint_options.h"
 #include "proto/jobgraph.pb.h"
 
 namespace jobgraph {
-
-struct RetentionOptions {
-  // Keep only the newest `keep_last` committed epochs; 0 keeps all.
-  int keep_last = 0;
-  // Also keep every epoch divisible by `keep_every`; 0 keeps none extra.
-  int keep_every = 0;
-};
 
 // Takes the epochs that `retention` drops out of `log`, among the entries
 // that belong to the job of `nodes` (every entry if empty), and returns

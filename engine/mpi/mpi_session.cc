@@ -413,7 +413,7 @@ absl::Status MpiSession::Run(const TaskGroupDef& group,
   if (counts[0] > 0) {
     JG_ASSIGN_OR_RETURN(
         std::vector<std::string> all,
-        AllGather(failed ? EncodeStatus(local) : std::string("0:")));
+        AllGather(EncodeStatus(failed ? local : absl::OkStatus())));
     for (size_t r = 0; r < all.size(); ++r) {
       absl::Status s = DecodeStatus(all[r]);
       if (s.ok()) continue;
@@ -442,20 +442,26 @@ absl::StatusOr<Tensor> MpiSession::FetchBlob(absl::string_view node,
         "node '", node, "' is not one of the MPI session's nodes [",
         absl::StrJoin(nodes_, ", "), "]"));
   }
-  std::string payload;
+  FetchedBlob fetched;
   if (owner == rank_) {
     absl::StatusOr<Tensor> value = local_.FetchBlob(node, blob);
     absl::StatusOr<std::string> encoded =
         value.ok() ? EncodeTensor(*value) : value.status();
-    payload = encoded.ok() ? absl::StrCat("T", *encoded)
-                           : absl::StrCat("E", EncodeStatus(encoded.status()));
+    if (encoded.ok()) {
+      fetched.set_tensor(*std::move(encoded));
+    } else {
+      *fetched.mutable_error() = StatusToProto(encoded.status());
+    }
   }
-  JG_ASSIGN_OR_RETURN(payload, Broadcast(std::move(payload), owner));
-  if (payload.empty()) return absl::InternalError("a rank sent no blob");
-  if (payload[0] == 'E') {
-    return DecodeStatus(absl::string_view(payload).substr(1));
+  JG_ASSIGN_OR_RETURN(std::string payload,
+                      Broadcast(fetched.SerializeAsString(), owner));
+  if (!fetched.ParseFromString(payload)) {
+    return absl::DataLossError(absl::StrCat("rank ", owner, " sent blob '",
+                                            blob, "' of node '", node,
+                                            "' damaged"));
   }
-  return DecodeTensor(absl::string_view(payload).substr(1));
+  if (fetched.has_error()) return StatusFromProto(fetched.error());
+  return DecodeTensor(fetched.tensor());
 }
 
 absl::StatusOr<Tensor> MpiSession::FetchHostedBlob(

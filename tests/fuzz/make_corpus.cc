@@ -244,7 +244,7 @@ void WriteCheckpoint(const std::string& dir) {
     commit.save_micros = 1000;
     if (epoch == 1) {
       Preemption preemption;
-      preemption.set_group("epoch");
+      preemption.set_group(JOB_GROUP_EPOCH);
       preemption.set_signal("SIGTERM");
       commit.preemption = preemption;
     }

@@ -320,12 +320,12 @@ int Worker() {
       Check(saved.status());
       async_settle_us.push_back(saved->waited_micros);
       async_per_epoch = collectives.load() - before;
-      for (const BackgroundSaveResult& r : background.TakeFinishedSaves()) {
+      for (const SaveOutcome& r : background.TakeFinishedSaves()) {
         Check(r.stats.status());
       }
     }
     background.WaitForBackgroundSave();
-    for (const BackgroundSaveResult& r : background.TakeFinishedSaves()) {
+    for (const SaveOutcome& r : background.TakeFinishedSaves()) {
       Check(r.stats.status());
     }
     background.End();

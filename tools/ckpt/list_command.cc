@@ -54,10 +54,10 @@ struct EpochRow {
 // run stopped and what a resume from it does.
 std::string StateText(const EpochRow& row) {
   if (!row.preemption.has_value()) return row.state;
-  const std::string& group = row.preemption->group();
-  const std::string where = group == "init"    ? "mid-init"
-                            : group == "epoch" ? "mid-epoch"
-                                               : "after last epoch";
+  const JobGroup group = row.preemption->group();
+  const std::string where = group == JOB_GROUP_INIT    ? "mid-init"
+                            : group == JOB_GROUP_EPOCH ? "mid-epoch"
+                                                       : "after last epoch";
   return absl::StrCat(
       "preempted ", where, " (",
       row.preemption->signal().empty() ? "?" : row.preemption->signal(), ")");

@@ -98,7 +98,7 @@ int Recover(const RecoverOptions& options, std::ostream& out,
       // A resume must continue it mid-group, not run the next epoch. The
       // signal is not recorded in the databases.
       Preemption* preemption = entry->mutable_preemption();
-      preemption->set_group(epoch == 0 ? "init" : "epoch");
+      preemption->set_group(epoch == 0 ? JOB_GROUP_INIT : JOB_GROUP_EPOCH);
       preemption->set_signal("unknown (recovered)");
     }
     out << "recovered epoch " << epoch << ": "

@@ -1,0 +1,140 @@
+// Internal to the Checkpointer (checkpointer.cc, checkpointer_save.cc,
+// checkpointer_restore.cc): its state and the steps its calls share. The
+// saves themselves run through the save pipeline
+// (pipeline/save_pipeline.h); this holds what a run knows around it: the
+// nodes and their blob lists, the resume choice, the staged restore.
+
+#ifndef JOBGRAPH_CHECKPOINT_CHECKPOINTER_IMPL_H_
+#define JOBGRAPH_CHECKPOINT_CHECKPOINTER_IMPL_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "checkpoint/checkpointer.h"
+#include "checkpoint/commit/commit_log.h"
+#include "checkpoint/pipeline/coordinator.h"
+#include "checkpoint/pipeline/save_pipeline.h"
+#include "checkpoint/pipeline/save_queue.h"
+#include "engine/operator.h"
+#include "engine/session.h"
+
+namespace jobgraph {
+
+// Whether the committed `entry` (may be null) is a preemption checkpoint
+// taken in the middle of init, whose blob list is fixed only when init ends.
+inline bool StoppedInInit(const CommittedEpoch* entry) {
+  return entry != nullptr && entry->has_preemption() &&
+         entry->preemption().group() == JOB_GROUP_INIT;
+}
+
+class Checkpointer::Impl {
+ public:
+  Impl(CheckpointOptions options, bool single_node);
+  ~Impl();
+
+  struct NodeState {
+    std::string node;                // where the tasks run: the job's node
+    std::string file_name;           // what the databases are named after
+    std::vector<std::string> blobs;  // fixed by CaptureBlobNames / Restore
+  };
+
+  // What the last Stage loaded, for Restore to put in place.
+  struct Staged {
+    int64_t epoch = 0;
+    std::string stage;  // the load's name, in the staged blobs' marker
+    // Per node; empty when the lists were not loaded (stopped in init).
+    std::vector<std::vector<std::string>> blob_lists;
+  };
+
+  // --- checkpointer.cc: the run.
+
+  // Checks and keeps `nodes` (the same as an earlier run's, if any).
+  absl::Status SetNodes(const std::vector<std::string>& nodes);
+  // A pipeline for a run on `session` (null: one process, no session);
+  // the one of the run in progress is drained first.
+  void StartPipeline(const Session* session);
+  // The pipeline of the run; a save after End starts one on `session`.
+  SavePipeline& Pipeline(const Session& session);
+  // The rest of Start: the locks and the resume choice. With a session,
+  // the chosen epoch is left staged for Restore.
+  absl::StatusOr<std::optional<int64_t>> ChooseStart(Session* session,
+                                                     const ResumeFrom& resume);
+  // Waits until every save of the run has its outcome.
+  void WaitForSaves() {
+    if (pipeline_ != nullptr) pipeline_->Drain();
+  }
+  // Drains and ends the run's pipeline, keeping the outcomes nobody took.
+  void EndPipeline();
+  // Moves the pipeline's outcomes to unclaimed_, which keeps the newest
+  // kMaxUnclaimedOutcomes (failures dropped are logged).
+  void KeepOutcomes();
+  std::vector<SaveOutcome> TakeFinished();
+
+  // --- checkpointer_save.cc: what each kind of save records and saves.
+
+  absl::StatusOr<CheckpointStats> SaveEpoch(Session& session, int64_t epoch);
+  absl::StatusOr<CheckpointStats> SavePreempted(Session& session, int64_t epoch,
+                                                const Preemption& preemption,
+                                                const TaskGroup& stopped);
+  absl::Status MarkLoopFinished(int64_t epoch, const Preemption& preemption);
+
+  // --- checkpointer_restore.cc: blob lists, staging, restore.
+
+  absl::Status CaptureBlobNames(Session& session);
+  absl::StatusOr<CheckpointStats> Restore(Session& session, int64_t epoch);
+  absl::StatusOr<bool> LoadBlobs(Session& session,
+                                 const std::vector<std::string>& nodes,
+                                 const std::vector<std::string>& blob_names,
+                                 int64_t epoch);
+  // Loads every node's database of `epoch` into staged blobs
+  // (kStagedBlobPrefix), replacing any staged before, and, with
+  // `with_blob_lists`, their blob lists; the loads check what a
+  // verification would. On an error nothing stays staged: DataLoss for
+  // damage, a missing database included when the epoch is `committed`.
+  absl::Status Stage(Session& session, int64_t epoch, bool with_blob_lists,
+                     bool committed);
+
+  std::string DbPathOf(const NodeState& state, int64_t epoch) const;
+  // NodeState::file_name of every node: the names in the commit log.
+  std::vector<std::string> FileNames() const;
+  std::vector<std::string> NodeNames() const;
+
+  const CheckpointOptions options_;
+  const bool single_node_;
+  std::vector<NodeState> nodes_;
+  bool blobs_fixed_ = false;
+  std::optional<Preemption> resumed_preemption_;
+  std::optional<Staged> staged_;
+
+ private:
+  // Runs staging operator `op` (ops/save_load_ops.h) with `args` and the
+  // staged prefix on every node, in one group.
+  absl::Status RunStagingOp(Session& session, const std::string& op,
+                            std::vector<Argument> args);
+  // Removes the staged blobs of `session`.
+  void DropStaged(Session& session);
+  // Puts the blobs of the last Stage in place in `session` (with
+  // `check_only`, only checks that every node holds them).
+  absl::Status CommitStaged(Session& session, bool check_only);
+  // Each node's "blob_names" blob (named with `prefix` first), in node
+  // order.
+  absl::StatusOr<std::vector<std::vector<std::string>>> FetchBlobNames(
+      const Session& session, absl::string_view prefix) const;
+
+  // Runs the pipeline's write and commit: inline, or (options_.async) on
+  // one thread for the Checkpointer's life.
+  std::unique_ptr<SaveQueue> queue_;
+  std::unique_ptr<SavePipeline> pipeline_;
+  // Outcomes of ended runs that nobody took, oldest first (bounded).
+  std::vector<SaveOutcome> unclaimed_;
+};
+
+}  // namespace jobgraph
+
+#endif  // JOBGRAPH_CHECKPOINT_CHECKPOINTER_IMPL_H_

@@ -1,0 +1,196 @@
+#include "checkpoint/pipeline/coordinator.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "engine/collectives.h"
+#include "engine/session.h"
+#include "glog/logging.h"
+#include "proto/jobgraph.pb.h"
+
+namespace jobgraph {
+namespace {
+
+class LocalCoordinator : public Coordinator {
+ public:
+  bool commits() const override { return true; }
+  bool spans_processes() const override { return false; }
+  bool Hosts(absl::string_view node) const override { return true; }
+  absl::Status CheckPlacement(const std::vector<std::string>&) override {
+    return absl::OkStatus();
+  }
+  absl::Status Agree(const absl::Status& local) override { return local; }
+  absl::StatusOr<int64_t> AgreeWithCommitter(const absl::Status& local,
+                                             int64_t value) override {
+    if (!local.ok()) return local;
+    return value;
+  }
+  absl::Status OnCommitter(const std::function<absl::Status()>& fn) override {
+    return fn();
+  }
+  absl::StatusOr<CommitLogRead> ShareCommitLog(
+      const std::function<absl::StatusOr<CommitLogRead>()>& read) override {
+    return read();
+  }
+  Settled Settle(const SettleRound& round) override {
+    Settled settled;
+    if (round.write.has_value()) {
+      if (round.write->status.ok()) {
+        settled.write = round.write->bytes;
+      } else {
+        settled.write = round.write->status;
+      }
+    }
+    settled.commit = round.commit;
+    return settled;
+  }
+};
+
+// The exchanges run over the session's own collectives. An error of those
+// would leave the ranks on different paths (and Open MPI's errors are fatal
+// anyway), so it is a CHECK failure, never a status.
+class SessionCoordinator : public Coordinator {
+ public:
+  explicit SessionCoordinator(const Session* session) : session_(*session) {}
+
+  bool commits() const override { return session_.rank() == kCommitter; }
+  bool spans_processes() const override { return true; }
+  bool Hosts(absl::string_view node) const override {
+    return session_.HostsNode(node);
+  }
+
+  absl::Status CheckPlacement(const std::vector<std::string>& nodes) override {
+    std::vector<int64_t> hosted;
+    for (const std::string& node : nodes) hosted.push_back(Hosts(node) ? 1 : 0);
+    hosted = Sum(std::move(hosted), "the placement of the nodes");
+    std::vector<std::string> unhosted;
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      CHECK_LE(hosted[i], 1) << "node '" << nodes[i] << "' is hosted by "
+                             << hosted[i] << " ranks";
+      if (hosted[i] == 0) unhosted.push_back(nodes[i]);
+    }
+    if (unhosted.empty()) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cannot checkpoint node(s) '", absl::StrJoin(unhosted, "', '"),
+        "': no rank of the session runs them; checkpoint only the job's "
+        "nodes"));
+  }
+
+  absl::Status Agree(const absl::Status& local) override {
+    absl::Status agreed = AgreeOnStatus(session_, local);
+    return agreed;
+  }
+
+  absl::StatusOr<int64_t> AgreeWithCommitter(const absl::Status& local,
+                                             int64_t value) override {
+    // The failures and the committer's value in one small all-reduce.
+    const std::vector<int64_t> sums =
+        Sum({local.ok() ? 0 : 1, commits() ? value : 0}, "an agreement");
+    if (sums[0] > 0) return FirstFailure(local);
+    return sums[1];
+  }
+
+  absl::Status OnCommitter(const std::function<absl::Status()>& fn) override {
+    const absl::Status mine = commits() ? fn() : absl::OkStatus();
+    const int64_t code =
+        Sum({commits() ? mine.raw_code() : 0}, "the committer's status")[0];
+    return CommitterStatus(code, mine);
+  }
+
+  absl::StatusOr<CommitLogRead> ShareCommitLog(
+      const std::function<absl::StatusOr<CommitLogRead>()>& read) override {
+    SharedCommitLog shared;
+    if (commits()) {
+      absl::StatusOr<CommitLogRead> mine = read();
+      if (mine.ok()) {
+        *shared.mutable_damage() = StatusToProto(mine->damage);
+        *shared.mutable_log() = std::move(mine->log);
+      } else {
+        *shared.mutable_error() = StatusToProto(mine.status());
+      }
+    }
+    absl::StatusOr<std::string> sent =
+        session_.Broadcast(shared.SerializeAsString(), kCommitter);
+    CHECK(sent.ok()) << "sharing the commit log: " << sent.status();
+    SharedCommitLog received;
+    CHECK(received.ParseFromString(*sent))
+        << "rank " << kCommitter << " sent a commit log that does not parse";
+    if (received.has_error()) return StatusFromProto(received.error());
+    CommitLogRead read_log;
+    read_log.damage = StatusFromProto(received.damage());
+    read_log.log = std::move(*received.mutable_log());
+    return read_log;
+  }
+
+  Settled Settle(const SettleRound& round) override {
+    const bool write_failed =
+        round.write.has_value() && !round.write->status.ok();
+    const absl::Status commit =
+        commits() && round.commit.has_value() ? *round.commit : absl::OkStatus();
+    // Three figures in one all-reduce: the failed writes, the bytes written
+    // and the committer's code. The messages travel only after a failure.
+    const std::vector<int64_t> sums =
+        Sum({write_failed ? 1 : 0,
+             round.write.has_value() && !write_failed ? round.write->bytes : 0,
+             commit.raw_code()},
+            "a checkpoint's outcome");
+    Settled settled;
+    if (round.write.has_value()) {
+      if (sums[0] > 0) {
+        settled.write = FirstFailure(round.write->status);
+      } else {
+        settled.write = sums[1];
+      }
+    }
+    if (round.commit.has_value()) settled.commit = CommitterStatus(sums[2], commit);
+    return settled;
+  }
+
+ private:
+  static constexpr int kCommitter = 0;
+
+  std::vector<int64_t> Sum(std::vector<int64_t> values, absl::string_view what) {
+    absl::StatusOr<std::vector<int64_t>> sums =
+        session_.AllReduceSum(std::move(values));
+    CHECK(sums.ok()) << "agreeing on " << what << ": " << sums.status();
+    return *std::move(sums);
+  }
+
+  // Collective, once every rank knows that some rank failed: that failure.
+  absl::Status FirstFailure(const absl::Status& local) {
+    absl::Status agreed = AgreeOnStatus(session_, local);
+    if (agreed.ok()) {
+      return absl::InternalError(
+          "the ranks counted a failure, but no rank reported one");
+    }
+    return agreed;
+  }
+
+  // Collective: the committer's `status`, whose code every rank knows.
+  absl::Status CommitterStatus(int64_t code, const absl::Status& status) {
+    absl::Status shared = RankZeroStatus(session_, code, status);
+    if (code != 0 && shared.ok()) {
+      return absl::InternalError(
+          "the committing rank reported a failure code with an OK status");
+    }
+    return shared;
+  }
+
+  const Session& session_;
+};
+
+}  // namespace
+
+std::unique_ptr<Coordinator> NewLocalCoordinator() {
+  return std::make_unique<LocalCoordinator>();
+}
+
+std::unique_ptr<Coordinator> NewSessionCoordinator(const Session* session) {
+  if (session == nullptr || session->num_ranks() <= 1) {
+    return NewLocalCoordinator();
+  }
+  return std::make_unique<SessionCoordinator>(session);
+}
+
+}  // namespace jobgraph

@@ -1,0 +1,494 @@
+#include "checkpoint/pipeline/save_pipeline.h"
+
+#include <algorithm>
+#include <system_error>
+#include <thread>  // NOLINT(build/c++11)
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "checkpoint/commit/checkpoint_paths.h"
+#include "checkpoint/commit/commit_log.h"
+#include "checkpoint/commit/retention.h"
+#include "checkpoint/ops/save_load_ops.h"
+#include "checkpoint/util/time_util.h"
+#include "engine/session.h"
+#include "engine/status_macros.h"
+#include "glog/logging.h"
+
+namespace jobgraph {
+
+// One save between its start and its outcome. The job's thread and the
+// queue's thread take turns with it: the job's thread touches it only while
+// the queue has no work of it (after SaveQueue::Wait).
+struct SavePipeline::Flight {
+  SaveRecord record;
+  // The hosted nodes' frozen blobs, and where each node's database goes.
+  struct NodeSnapshot {
+    std::string node;
+    std::string file_name;
+    std::string path;
+    std::vector<BlobSnapshot> blobs;
+  };
+  std::vector<NodeSnapshot> snapshots;
+  Stage next = Stage::kWrite;
+  // Whether the save outlived the Save call that started it.
+  bool in_background = false;
+
+  absl::Time start;
+  // Time spent waiting at an exchange for the next call from the job's
+  // thread: left out of the save's own time.
+  absl::Time parked_at;
+  int64_t parked_micros = 0;
+  absl::Time done_at;
+
+  // This process's write; then every process's (the total bytes).
+  WriteReport written;
+  absl::StatusOr<int64_t> agreed = absl::UnknownError("not agreed yet");
+  // The committer's commit-log update, begun ahead of the agreement when
+  // the commit follows within the same call (see Prepare).
+  std::optional<absl::StatusOr<CommitLogUpdate>> update;
+  // The committer's status of its commit, then every process's.
+  absl::Status committed;
+  int64_t write_micros = 0;
+  int64_t agree_micros = 0;
+  int64_t commit_micros = 0;
+};
+
+namespace {
+
+// After a commit that failed: its new log may be in place all the same
+// (say, the directory's fsync failed after the rename). Then the epochs it
+// retired are unlisted, and no later commit would see them again: their
+// databases are deleted here. Those the log still lists stay.
+void DeleteIfUnlisted(const std::string& dir,
+                      std::vector<CommittedEpoch> retired,
+                      absl::Span<const std::string> nodes) {
+  if (retired.empty()) return;
+  absl::StatusOr<CommitLog> log = ReadCommitLog(dir);
+  if (!log.ok()) return;
+  std::vector<CommittedEpoch> unlisted;
+  for (CommittedEpoch& e : retired) {
+    if (FindCommittedEpoch(*log, e.epoch(), nodes) == nullptr) {
+      unlisted.push_back(std::move(e));
+    }
+  }
+  DeleteRetired(dir, unlisted, /*background=*/true).IgnoreError();
+}
+
+std::vector<std::string> FileNamesOf(const std::vector<PipelineNode>& nodes) {
+  std::vector<std::string> names;
+  names.reserve(nodes.size());
+  for (const PipelineNode& n : nodes) names.push_back(n.file_name);
+  return names;
+}
+
+}  // namespace
+
+SavePipeline::SavePipeline(const CheckpointOptions& options,
+                           std::vector<PipelineNode> nodes,
+                           std::unique_ptr<Coordinator> coordinator,
+                           SaveQueue* queue)
+    : options_(options),
+      nodes_(std::move(nodes)),
+      file_names_(FileNamesOf(nodes_)),
+      coordinator_(std::move(coordinator)),
+      queue_(queue) {}
+
+SavePipeline::~SavePipeline() {
+  Drain();
+  for (const SaveOutcome& outcome : finished_) {
+    // Nobody asked for these; a failure must still not go unnoticed.
+    if (!outcome.stats.ok()) {
+      LOG(ERROR) << "the checkpoint of epoch " << outcome.epoch
+                 << " failed: " << outcome.stats.status().message();
+    }
+  }
+}
+
+absl::Status SavePipeline::LockNodes() {
+  if (!locks_.empty()) return absl::OkStatus();
+  std::vector<std::unique_ptr<NodeLock>> locks;
+  for (const PipelineNode& n : nodes_) {
+    if (!coordinator_->Hosts(n.node)) continue;
+    JG_ASSIGN_OR_RETURN(std::unique_ptr<NodeLock> lock,
+                        NodeLock::Acquire(options_.directory, n.file_name));
+    locks.push_back(std::move(lock));
+  }
+  locks_ = std::move(locks);
+  return absl::OkStatus();
+}
+
+bool SavePipeline::MayBeListed(int64_t epoch) const {
+  return !listed_bound_.has_value() || epoch <= *listed_bound_;
+}
+
+absl::Status SavePipeline::Prepare(const SaveRecord& record, bool* agreed) {
+  *agreed = false;
+  // The mark edits an entry that is there: nothing to get ready.
+  if (record.kind == SaveKind::kLoopFinished) return absl::OkStatus();
+  absl::Status local = PrepareCheckpointDirectory(options_.directory);
+  if (local.ok()) local = LockNodes();
+  if (!MayBeListed(record.epoch)) return local;
+  // The log must never list an epoch over databases being replaced, so the
+  // epoch's entry goes first, once every earlier save has its outcome (a
+  // commit in flight may be adding it), and every process waits for that.
+  Drain();
+  *agreed = true;
+  int64_t newest = -1;  // of the job's entries left in the log
+  if (local.ok() && coordinator_->commits()) {
+    // Before any database is in place: databases without a commit log are
+    // then always damage, never a crash before the first commit.
+    local = CreateCommitLogIfMissing(options_.directory, options_.db_type);
+    if (local.ok()) {
+      absl::StatusOr<int64_t> left =
+          ForgetEpoch(options_.directory, record.epoch, file_names_);
+      if (left.ok()) newest = *left;
+      local = left.status();
+    }
+  }
+  JG_ASSIGN_OR_RETURN(newest, coordinator_->AgreeWithCommitter(local, newest));
+  listed_bound_ = newest;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<CheckpointStats> SavePipeline::Save(
+    const Session* session, const SaveRecord& record,
+    const std::vector<std::vector<std::string>>& blobs, bool wait) {
+  const absl::Time start = absl::Now();
+  // The saves before this one reach their boundary's exchange; at most one
+  // of them writes while this one does.
+  Settle();
+  const int64_t waited = MicrosSince(start);
+
+  auto flight = std::make_shared<Flight>();
+  flight->record = record;
+  flight->start = absl::Now();
+  bool agreed = false;
+  absl::Status local = Prepare(record, &agreed);
+  // Every process has this failure: no exchange is needed to agree on it.
+  const bool failed_everywhere = agreed && !local.ok();
+  // The committer of several processes begins its commit ahead, before its
+  // own databases, when the commit follows in this call: what is left after
+  // the agreement is then one write, two fsyncs and a rename, not a wait of
+  // every process for the committer's lock and read.
+  if (local.ok() && coordinator_->commits() &&
+      coordinator_->spans_processes() && queue_->runs_inline()) {
+    flight->update = CommitLogUpdate::Begin(options_.directory);
+    if (flight->update->ok()) {
+      if (absl::Status prepared = (*flight->update)->Prepare();
+          !prepared.ok()) {
+        flight->update = std::move(prepared);
+      }
+    }
+  }
+  if (local.ok() && record.kind != SaveKind::kLoopFinished) {
+    for (size_t i = 0; i < nodes_.size() && local.ok(); ++i) {
+      const PipelineNode& n = nodes_[i];
+      if (!coordinator_->Hosts(n.node)) continue;
+      absl::StatusOr<std::vector<BlobSnapshot>> frozen =
+          session->SnapshotBlobs(n.node, blobs[i]);
+      if (!frozen.ok()) {
+        local = frozen.status();
+        break;
+      }
+      flight->snapshots.push_back(
+          {n.node, n.file_name,
+           CheckpointDbPath(options_.directory, n.file_name, record.epoch),
+           *std::move(frozen)});
+    }
+  }
+  if (!local.ok()) {
+    flight->snapshots.clear();
+    flight->written.status = local;
+    if (coordinator_->spans_processes() && !failed_everywhere) {
+      // This process's own failure becomes its write's report, agreed on
+      // like a failed write: every process goes through the same stages.
+      flight->next = Stage::kAgree;
+    } else {
+      // The outcome at once: no save is in flight (Settle, and Prepare when
+      // it agreed, left none).
+      flight->agreed = local;
+      flight->next = Stage::kDone;
+      flight->done_at = absl::Now();
+    }
+  }
+  flights_.push_back(flight);
+  if (flight->next == Stage::kDone) {
+    Collect();
+    return OutcomeOf(*flight).stats;
+  }
+  flight->in_background = !queue_->runs_inline() && !wait;
+  queue_->Run([this, flight] { Advance(*flight); });
+  if (!flight->in_background) {
+    Drain();
+    return OutcomeOf(*flight).stats;
+  }
+  CheckpointStats stats;
+  stats.epoch = record.epoch;
+  stats.num_dbs = static_cast<int>(nodes_.size());
+  stats.in_background = true;
+  stats.waited_micros = waited;
+  stats.wall_micros = MicrosSince(start);
+  return stats;
+}
+
+void SavePipeline::Advance(Flight& flight) {
+  const bool exchanges_here = !coordinator_->spans_processes();
+  while (true) {
+    switch (flight.next) {
+      case Stage::kWrite:
+        Write(flight);
+        flight.next = Stage::kAgree;
+        break;
+      case Stage::kAgree:
+      case Stage::kShare:
+        if (!exchanges_here) {
+          flight.parked_at = absl::Now();
+          return;
+        }
+        {
+          SettleRound round;
+          if (flight.next == Stage::kAgree) {
+            round.write = flight.written;
+          } else {
+            round.commit = flight.committed;
+          }
+          Settled settled = coordinator_->Settle(round);
+          if (flight.next == Stage::kAgree) {
+            flight.agreed = *settled.write;
+            flight.next = flight.agreed.ok() ? Stage::kCommit : Stage::kDone;
+          } else {
+            flight.committed = *settled.commit;
+            flight.next = Stage::kDone;
+          }
+          if (flight.next == Stage::kDone) flight.done_at = absl::Now();
+        }
+        break;
+      case Stage::kCommit:
+        Commit(flight);
+        flight.next = Stage::kShare;
+        break;
+      case Stage::kDone:
+        return;
+    }
+  }
+}
+
+void SavePipeline::Write(Flight& flight) {
+  const absl::Time start = absl::Now();
+  std::vector<absl::StatusOr<int64_t>> written(flight.snapshots.size(),
+                                               int64_t{0});
+  auto write = [&](size_t i) {
+    const Flight::NodeSnapshot& node = flight.snapshots[i];
+    std::vector<BlobToSave> blobs;
+    blobs.reserve(node.blobs.size());
+    for (const BlobSnapshot& b : node.blobs) {
+      blobs.push_back({b.name, b.blob.get()});
+    }
+    CheckpointDbOptions db_options;
+    db_options.node = node.file_name;
+    db_options.epoch = flight.record.epoch;
+    db_options.serialization.chunk_bytes = options_.chunk_bytes;
+    written[i] = WriteCheckpointDb(options_.db_type, node.path,
+                                   std::move(blobs), db_options);
+  };
+  // The nodes' databases are written side by side, as the nodes run.
+  std::vector<std::thread> others;
+  for (size_t i = 1; i < flight.snapshots.size(); ++i) {
+    try {
+      others.emplace_back(write, i);
+    } catch (const std::system_error&) {
+      write(i);  // no thread to be had: this one writes it
+    }
+  }
+  if (!flight.snapshots.empty()) write(0);
+  for (std::thread& t : others) t.join();
+  WriteReport report;
+  for (size_t i = 0; i < written.size(); ++i) {
+    if (!written[i].ok()) {
+      report.status =
+          Annotate(written[i].status(),
+                   absl::StrCat("node '", flight.snapshots[i].node, "'"));
+      break;
+    }
+    report.bytes += *written[i];
+  }
+  flight.written = std::move(report);
+  flight.write_micros = MicrosSince(start);
+}
+
+void SavePipeline::Commit(Flight& flight) {
+  if (!coordinator_->commits()) return;
+  const absl::Time start = absl::Now();
+  const SaveRecord& record = flight.record;
+  absl::StatusOr<CommitLogUpdate> update =
+      flight.update.has_value() ? *std::move(flight.update)
+                                : CommitLogUpdate::Begin(options_.directory);
+  flight.update.reset();
+  if (record.kind == SaveKind::kLoopFinished) {
+    flight.committed =
+        update.ok() ? MarkEpochLoopFinished(*std::move(update), record.epoch,
+                                            file_names_, record.preemption)
+                    : update.status();
+    flight.commit_micros = MicrosSince(start);
+    return;
+  }
+  EpochCommit commit;
+  commit.epoch = record.epoch;
+  commit.nodes = file_names_;
+  commit.total_bytes = *flight.agreed;
+  // The save's own time: without its waits for epoch boundaries.
+  commit.save_micros = MicrosSince(flight.start) - flight.parked_micros;
+  if (record.kind == SaveKind::kPreemption) commit.preemption = record.preemption;
+  // The epochs that retention retires leave the log in the commit's own
+  // write: one write, and a crash never leaves them listed beside the new
+  // epoch. Their databases go once the log no longer lists them.
+  std::vector<CommittedEpoch> retired;
+  commit.also = [&](CommitLog& log) {
+    retired = RetireEpochs(log, options_.retention, commit.nodes);
+  };
+  absl::Status committed =
+      update.ok() ? CommitEpoch(*std::move(update), options_.db_type, commit)
+                  : update.status();
+  if (!committed.ok()) {
+    DeleteIfUnlisted(options_.directory, std::move(retired), commit.nodes);
+  } else {
+    // The epoch is committed now; a failure to delete old databases must
+    // not turn it into a failed save. It is logged; those databases stay on
+    // disk, unlisted (`ckpt list` shows them as uncommitted, `ckpt gc`
+    // counts them).
+    absl::Status deleted =
+        DeleteRetired(options_.directory, retired, /*background=*/true)
+            .status();
+    LOG_IF(ERROR, !deleted.ok())
+        << "epoch " << record.epoch << " is committed in "
+        << options_.directory << ", but retention failed: " << deleted;
+  }
+  flight.committed = std::move(committed);
+  flight.commit_micros = MicrosSince(start);
+}
+
+bool SavePipeline::Settle() {
+  queue_->Wait();
+  bool progressed = false;
+  if (coordinator_->spans_processes()) {
+    // The exchanges that are due, in one round: the newest save's write and
+    // the commit before it.
+    Flight* agreeing = nullptr;
+    Flight* sharing = nullptr;
+    for (const std::shared_ptr<Flight>& f : flights_) {
+      if (f->next == Stage::kAgree) agreeing = f.get();
+      if (f->next == Stage::kShare) sharing = f.get();
+    }
+    if (agreeing != nullptr || sharing != nullptr) {
+      const absl::Time now = absl::Now();
+      SettleRound round;
+      if (agreeing != nullptr) {
+        agreeing->parked_micros += absl::ToInt64Microseconds(now - agreeing->parked_at);
+        round.write = agreeing->written;
+      }
+      if (sharing != nullptr) {
+        sharing->parked_micros += absl::ToInt64Microseconds(now - sharing->parked_at);
+        round.commit = sharing->committed;
+      }
+      Settled settled = coordinator_->Settle(round);
+      const int64_t exchange_micros = MicrosSince(now);
+      if (sharing != nullptr) {
+        sharing->committed = *settled.commit;
+        sharing->commit_micros += exchange_micros;
+        sharing->next = Stage::kDone;
+        sharing->done_at = absl::Now();
+      }
+      if (agreeing != nullptr) {
+        agreeing->agreed = *settled.write;
+        agreeing->agree_micros = exchange_micros;
+        if (agreeing->agreed.ok()) {
+          agreeing->next = Stage::kCommit;
+          // While its commit is in flight the log may list it (Prepare).
+          if (listed_bound_.has_value()) {
+            listed_bound_ = std::max(*listed_bound_, agreeing->record.epoch);
+          }
+          std::shared_ptr<Flight> next;
+          for (const std::shared_ptr<Flight>& f : flights_) {
+            if (f.get() == agreeing) next = f;
+          }
+          queue_->Run([this, next] { Advance(*next); });
+        } else {
+          agreeing->next = Stage::kDone;
+          agreeing->done_at = absl::Now();
+        }
+      }
+      progressed = true;
+    }
+  }
+  const size_t before = finished_.size();
+  Collect();
+  return progressed || finished_.size() > before;
+}
+
+void SavePipeline::Collect() {
+  while (!flights_.empty() && flights_.front()->next == Stage::kDone) {
+    std::shared_ptr<Flight> flight = std::move(flights_.front());
+    flights_.pop_front();
+    const SaveRecord& record = flight->record;
+    SaveOutcome outcome = OutcomeOf(*flight);
+    if (record.kind != SaveKind::kLoopFinished && listed_bound_.has_value()) {
+      // A commit drops the job's later entries; a failed one may still
+      // have listed the epoch (say, the log was renamed in place and then
+      // its directory's fsync failed).
+      listed_bound_ = outcome.stats.ok()
+                          ? record.epoch
+                          : std::max(*listed_bound_, record.epoch);
+    }
+    finished_.push_back(std::move(outcome));
+    // The snapshot may be freed now that the job is between two groups: an
+    // operator of the epoch during which the save ended may have read its
+    // storage through a pointer taken before a copy-on-write. Freed on the
+    // queue's thread, off the job's.
+    auto frozen = std::make_shared<std::vector<Flight::NodeSnapshot>>(
+        std::move(flight->snapshots));
+    queue_->Run([frozen = std::move(frozen)] {});
+  }
+}
+
+SaveOutcome SavePipeline::OutcomeOf(const Flight& flight) const {
+  SaveOutcome outcome;
+  outcome.epoch = flight.record.epoch;
+  outcome.kind = flight.record.kind;
+  outcome.in_background = flight.in_background;
+  absl::Status status = flight.agreed.status();
+  if (status.ok()) status = flight.committed;
+  if (!status.ok()) {
+    outcome.stats = status;
+    return outcome;
+  }
+  CheckpointStats stats;
+  stats.epoch = flight.record.epoch;
+  stats.num_dbs = flight.record.kind == SaveKind::kLoopFinished
+                      ? 0
+                      : static_cast<int>(nodes_.size());
+  stats.bytes = *flight.agreed;
+  stats.write_micros = flight.write_micros;
+  stats.agree_micros = flight.agree_micros;
+  stats.commit_micros = flight.commit_micros;
+  stats.in_background = flight.in_background;
+  stats.wall_micros =
+      absl::ToInt64Microseconds(flight.done_at - flight.start) -
+      flight.parked_micros;
+  outcome.stats = stats;
+  return outcome;
+}
+
+void SavePipeline::Drain() {
+  // Every round moves a save on: after the queue's wait each one waits at
+  // an exchange or is done.
+  while (!flights_.empty()) CHECK(Settle()) << "a checkpoint save is stuck";
+}
+
+std::vector<SaveOutcome> SavePipeline::TakeFinished() {
+  if (!coordinator_->spans_processes() && queue_->Idle()) Collect();
+  return std::exchange(finished_, {});
+}
+
+}  // namespace jobgraph

@@ -1,0 +1,154 @@
+// SavePipeline: every save a Checkpointer makes, in one shape.
+//
+//   prepare   the directory, the hosted nodes' locks, and, when the commit
+//             log may list the epoch already, its entry taken out first
+//             (caller's thread);
+//   snapshot  the checkpointed blobs of the nodes this process hosts,
+//             frozen: tensors are shared copy-on-write (caller's thread);
+//   write     each snapshot's database, durable under its final name
+//             (WriteCheckpointDb, the one route to a database);
+//   agree     on every process's write (Coordinator::Settle);
+//   commit    the committer records the save in the commit log, retiring
+//             what retention drops, in the same write;
+//   share     the committer's status reaches every process (Settle).
+//
+// Two seams place the stages; neither adds a path:
+//   - the SaveQueue runs write and commit at once (a synchronous save) or on
+//     its thread while the job goes on (an asynchronous save);
+//   - the Coordinator says whether the exchanges reach other processes. Then
+//     they run only in the job's thread, in Save and Drain: a background
+//     save waits at an exchange for the next boundary, and the exchanges of
+//     two consecutive saves (the newest write, the commit before it) go in
+//     one round. In one process they run wherever the save is.
+// A synchronous save is the asynchronous pipeline run inline: Save drains
+// it before returning.
+//
+// What a save records (SaveRecord) is the only difference between an
+// epoch's save, a preemption checkpoint and the mark after the last epoch.
+//
+// Every save ends in exactly one SaveOutcome (TakeFinished), the same on
+// every process. A database written by a save is committed only when every
+// process's write of it succeeded; nothing else ever is.
+//
+// One pipeline serves one run (Checkpointer::Start to End). It borrows the
+// options, the queue and the session given to Save; not thread-safe (the
+// job's thread calls it; the queue's thread runs what it hands over).
+
+#ifndef JOBGRAPH_CHECKPOINT_PIPELINE_SAVE_PIPELINE_H_
+#define JOBGRAPH_CHECKPOINT_PIPELINE_SAVE_PIPELINE_H_
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "checkpoint/checkpoint_options.h"
+#include "checkpoint/checkpoint_stats.h"
+#include "checkpoint/commit/node_lock.h"
+#include "checkpoint/pipeline/coordinator.h"
+#include "checkpoint/pipeline/save_queue.h"
+#include "proto/jobgraph.pb.h"
+
+namespace jobgraph {
+
+class Session;
+
+// What one save commits.
+struct SaveRecord {
+  SaveKind kind = SaveKind::kEpoch;
+  int64_t epoch = 0;
+  // kPreemption: where the run stopped. kLoopFinished: the mark.
+  Preemption preemption;
+};
+
+// A checkpointed node: where its blobs live, and its databases' name.
+struct PipelineNode {
+  std::string node;
+  std::string file_name;
+};
+
+class SavePipeline {
+ public:
+  // `nodes` are every checkpointed node of the job, in order (a commit
+  // lists them all); `options` and `queue` must outlive the pipeline.
+  SavePipeline(const CheckpointOptions& options,
+               std::vector<PipelineNode> nodes,
+               std::unique_ptr<Coordinator> coordinator, SaveQueue* queue);
+  SavePipeline(const SavePipeline&) = delete;
+  SavePipeline& operator=(const SavePipeline&) = delete;
+  // Drains; then releases the locks.
+  ~SavePipeline();
+
+  Coordinator& coordinator() { return *coordinator_; }
+
+  // Takes the lock of every node this process hosts, unless held already.
+  // FailedPrecondition naming the holder when another run holds one.
+  absl::Status LockNodes();
+
+  // Runs one save of `record`: `blobs[i]` of node i, frozen in `session`
+  // (for kLoopFinished, which writes no database: none, and `session` may
+  // be null). Collective across processes.
+  //
+  // Returns the outcome when the save has finished by then: with an inline
+  // queue, with `wait` (the caller needs it: the run ends), or when it
+  // failed before it reached the queue. Otherwise the stats of the part
+  // done in the caller's thread, in_background set. Either way, the outcome
+  // also comes out of TakeFinished.
+  absl::StatusOr<CheckpointStats> Save(
+      const Session* session, const SaveRecord& record,
+      const std::vector<std::vector<std::string>>& blobs, bool wait = false);
+
+  // Brings every save to its outcome. Collective.
+  void Drain();
+
+  // The outcomes that are known, oldest first. Waits for nothing and
+  // exchanges nothing: in several processes an outcome is known once the
+  // processes have agreed on it (in Save or Drain).
+  std::vector<SaveOutcome> TakeFinished();
+
+ private:
+  struct Flight;
+  enum class Stage { kWrite, kAgree, kCommit, kShare, kDone };
+
+  // Directory, locks, and the epoch's old entry (see MayBeListed). An error
+  // here is every process's when `*agreed`, else this process's own.
+  absl::Status Prepare(const SaveRecord& record, bool* agreed);
+  // Whether the commit log may list `epoch` of this job already.
+  bool MayBeListed(int64_t epoch) const;
+  // Runs the flight's stages that need no exchange with other processes,
+  // up to the next one that does (in the queue's thread or the caller's).
+  void Advance(Flight& flight);
+  // The local stages.
+  void Write(Flight& flight);
+  void Commit(Flight& flight);
+  // In the job's thread: waits for the queue, runs the exchanges that are
+  // due in one round, hands what follows to the queue and collects the
+  // finished saves. Returns whether anything was exchanged or finished.
+  bool Settle();
+  // Moves the finished saves at the front of flights_ to finished_.
+  void Collect();
+  SaveOutcome OutcomeOf(const Flight& flight) const;
+
+  const CheckpointOptions& options_;
+  const std::vector<PipelineNode> nodes_;
+  const std::vector<std::string> file_names_;  // of nodes_, for commits
+  const std::unique_ptr<Coordinator> coordinator_;
+  SaveQueue* const queue_;
+  std::vector<std::unique_ptr<NodeLock>> locks_;
+  // Saves without an outcome yet, oldest first.
+  std::deque<std::shared_ptr<Flight>> flights_;
+  std::vector<SaveOutcome> finished_;
+  // An upper bound of this job's epochs that the commit log lists, the
+  // same on every process; unknown (nullopt) until the first save. Only
+  // this job adds its entries (it holds its nodes' locks), so a save of a
+  // newer epoch has nothing to take out of the log.
+  std::optional<int64_t> listed_bound_;
+};
+
+}  // namespace jobgraph
+
+#endif  // JOBGRAPH_CHECKPOINT_PIPELINE_SAVE_PIPELINE_H_
