@@ -19,10 +19,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
+#include "checkpoint/leveldb/leveldb_file_list.h"
 #include "checkpoint/leveldb/leveldb_files.h"
 #include "checkpoint/leveldb/leveldb_format.h"
+#include "checkpoint/leveldb/leveldb_options.h"
 #include "checkpoint/leveldb/leveldb_table_writer.h"
-#include "checkpoint/leveldb/leveldb_tables.h"
 #include "checkpoint/util/file_util.h"
 #include "engine/status_macros.h"
 

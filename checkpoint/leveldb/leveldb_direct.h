@@ -47,7 +47,7 @@
 
 #include "absl/status/statusor.h"
 #include "checkpoint/db/db.h"
-#include "checkpoint/leveldb/leveldb_db.h"
+#include "checkpoint/leveldb/leveldb_options.h"
 
 namespace jobgraph {
 

@@ -1,6 +1,7 @@
 // The names of LevelDB's own files inside a database directory. Internal to
-// the LevelDB adapter (leveldb_db.cc, leveldb_tables.cc, leveldb_type.cc):
-// nothing else may depend on how LevelDB lays out a database.
+// the LevelDB adapter (leveldb_db.cc, leveldb_direct.cc,
+// leveldb_file_list.cc, leveldb_manifest.cc, leveldb_type.cc): nothing else
+// may depend on how LevelDB lays out a database.
 
 #ifndef JOBGRAPH_CHECKPOINT_LEVELDB_LEVELDB_FILES_H_
 #define JOBGRAPH_CHECKPOINT_LEVELDB_LEVELDB_FILES_H_

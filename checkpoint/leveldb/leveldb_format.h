@@ -1,7 +1,8 @@
 // LevelDB 1.23's on-disk encodings (doc/table_format.md, doc/log_format.md
 // and its VersionEdit), shared by the reader of finished databases
-// (leveldb_tables.cc) and the direct writer (leveldb_direct.cc), so that
-// both sides use one definition of every constant and field. Internal to the
+// (leveldb_tables.cc, leveldb_manifest.cc, leveldb_table_checks.cc) and the
+// direct writer (leveldb_direct.cc, leveldb_table_writer.cc), so that both
+// sides use one definition of every constant and field. Internal to the
 // LevelDB adapter. All functions are pure and thread-safe.
 
 #ifndef JOBGRAPH_CHECKPOINT_LEVELDB_LEVELDB_FORMAT_H_

@@ -1,0 +1,51 @@
+// JOBGRAPH_FILES, jobgraph's own record of a LevelDB database's files: the
+// name, size and CRC-32C of every other file in the directory, as the
+// writers saw the bytes pass (a DbFileList in a checksummed frame;
+// checkpoint/FORMAT.md). Every way of closing a kNew database writes it
+// (leveldb_native.cc through LevelDB, leveldb_direct.cc without), and every
+// way of reading one checks against it (DB::VerifyFiles, and the copy made
+// before LevelDB's recovery in leveldb_db.cc). A file of its own because the
+// writers and the readers all use it and it is jobgraph's format, not
+// LevelDB's. Internal to the LevelDB adapter.
+//
+// Ownership: nothing outlives a call. Thread-safe; a result describes the
+// directory only while no one else writes to it (the DB holding the path).
+
+#ifndef JOBGRAPH_CHECKPOINT_LEVELDB_LEVELDB_FILE_LIST_H_
+#define JOBGRAPH_CHECKPOINT_LEVELDB_LEVELDB_FILE_LIST_H_
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "checkpoint/db/db.h"
+
+namespace jobgraph {
+
+// Checks the database at `path` against its JOBGRAPH_FILES (DB::VerifyFiles
+// of a database read from its tables or through LevelDB; also used before a
+// database with a non-empty log is recovered).
+absl::Status VerifyLevelDbFileList(const std::string& path,
+                                   const DB::FileCheck& check);
+
+// What a writer recorded of a file as it wrote it.
+struct WrittenFile {
+  uint64_t size = 0;
+  uint32_t crc = 0;
+};
+
+// Writes JOBGRAPH_FILES into the closed database at `path`: every other file
+// of the directory with its size and CRC-32C, as `recorded` returns them for
+// the file's full path; a file it does not know, or whose size differs from
+// the record (LOCK, created by a lock), is read once. Written atomically and
+// durably (WriteFileAtomically).
+absl::Status WriteLevelDbFileList(
+    const std::string& path,
+    const std::function<std::optional<WrittenFile>(const std::string&)>&
+        recorded);
+
+}  // namespace jobgraph
+
+#endif  // JOBGRAPH_CHECKPOINT_LEVELDB_LEVELDB_FILE_LIST_H_
