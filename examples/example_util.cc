@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -9,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -16,7 +18,8 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
+#include "absl/flags/internal/parse.h"
+#include "absl/flags/internal/usage.h"
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
 #include "absl/status/status.h"
@@ -39,7 +42,7 @@ ABSL_FLAG(std::string, checkpoint_dir, "",
           "Directory for checkpoints (created on the first save); empty runs "
           "without checkpoints. Relative paths resolve against "
           "$BUILD_WORKING_DIRECTORY when set.");
-ABSL_FLAG(std::string, resume_from_epoch, "",
+ABSL_FLAG(jobgraph::ResumeFrom, resume_from_epoch, {},
           "Resume from this committed epoch, or 'latest' (the newest one that "
           "verifies; from scratch if there is none). Empty starts from "
           "scratch. Needs --checkpoint_dir.");
@@ -92,6 +95,20 @@ std::string& ProgramName() {
 int& PreemptExitCode() {
   static int code = kPreemptedExitCode;
   return code;
+}
+
+// True while InitExample parses the command line.
+std::atomic<bool>& ParsingCommandLine() {
+  static std::atomic<bool> parsing{false};
+  return parsing;
+}
+
+// Registered with std::atexit by InitExample: an exit while the command line
+// is parsed is Abseil rejecting it, which ends the program with status 2.
+void ExitWhileParsing() {
+  if (!ParsingCommandLine().load()) return;
+  std::fflush(nullptr);  // std::_Exit flushes nothing
+  std::_Exit(2);
 }
 
 std::string FormatBytes(int64_t bytes) {
@@ -195,6 +212,20 @@ std::optional<int64_t> SumRecords(const Session& session,
 
 }  // namespace
 
+std::string CommonFlagsUsage(int indent) {
+  const std::string margin(indent, ' ');
+  return absl::StrCat(
+      margin,
+      "[--checkpoint_dir=DIR] [--resume_from_epoch=E|latest] "
+      "[--keep_last=N]\n",
+      margin,
+      "[--metrics_out=FILE] [--async_checkpoint] [--dump_plan] "
+      "[--plan_dot=FILE]\n",
+      margin, "[--epoch_delay_ms=MS] [--record_delay_ms=MS]\n", margin,
+      "[--preempt_signals=TERM,USR1,INT] [--preempt_exit_code=75]\n", margin,
+      "[--session=auto|local|mpi]");
+}
+
 void InitExample(int argc, char** argv, absl::string_view usage) {
   absl::SetProgramUsageMessage(usage);
   // --help lists the example's own flags and the common ones; the engine's
@@ -205,7 +236,26 @@ void InitExample(int argc, char** argv, absl::string_view usage) {
   };
   config.contains_helpshort_flags = config.contains_help_flags;
   absl::SetFlagsUsageConfig(config);
-  std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
+  // What absl::ParseCommandLine does, with one difference: a command line
+  // that does not parse (an unknown flag, or a value its flag rejects, such
+  // as --resume_from_epoch=soon) ends the program with status 2, like every
+  // other usage error of the examples, not Abseil's 1. Abseil prints the
+  // error and calls std::exit(1) in the middle of parsing; ExitWhileParsing
+  // turns that exit into status 2. --help and the other usage flags are
+  // handled once parsing is done, so they keep Abseil's own status.
+  // absl::ParseCommandLine is ParseCommandLineImpl with kHandleUsage (Abseil
+  // 20220623, Debian 12); these are its internal parts, so a newer Abseil
+  // that changes them fails the build here rather than changing behaviour.
+  std::atexit(ExitWhileParsing);
+  ParsingCommandLine().store(true);
+  std::vector<char*> positional = absl::flags_internal::ParseCommandLineImpl(
+      argc, argv, absl::flags_internal::ArgvListAction::kRemoveParsedArgs,
+      absl::flags_internal::UsageFlagsAction::kIgnoreUsage,
+      absl::flags_internal::OnUndefinedFlag::kAbortIfUndefined);
+  ParsingCommandLine().store(false);
+  const int usage_exit = absl::flags_internal::HandleUsageFlags(
+      std::cout, absl::ProgramUsageMessage());
+  if (usage_exit != -1) std::exit(usage_exit);
   std::string name = argv[0];
   const size_t slash = name.rfind('/');
   if (slash != std::string::npos) name = name.substr(slash + 1);
@@ -257,18 +307,11 @@ absl::StatusOr<CommonOptions> ReadCommonFlags() {
   JG_ASSIGN_OR_RETURN(
       options.checkpoint_dir,
       ResolvePath("checkpoint_dir", absl::GetFlag(FLAGS_checkpoint_dir)));
-  const std::string resume = absl::GetFlag(FLAGS_resume_from_epoch);
-  absl::StatusOr<ResumeFrom> parsed = ResumeFrom::Parse(resume);
-  if (!parsed.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--resume_from_epoch=", resume,
-        " is not valid: give a committed epoch number, or 'latest' (leave it "
-        "empty to start from scratch)"));
-  }
-  options.resume_from = *parsed;
+  // A bad value never gets here: flag parsing (InitExample) rejects it.
+  options.resume_from = absl::GetFlag(FLAGS_resume_from_epoch);
   if (!options.resume_from.from_scratch() && options.checkpoint_dir.empty()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--resume_from_epoch=", resume,
+        absl::StrCat("--resume_from_epoch=", options.resume_from.ToString(),
                      " needs --checkpoint_dir (the directory to resume from)"));
   }
   options.session = absl::GetFlag(FLAGS_session);

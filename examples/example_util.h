@@ -7,7 +7,8 @@
 //   --checkpoint_dir=DIR       checkpoint into DIR; "" runs without
 //                              checkpoints
 //   --resume_from_epoch=E      a committed epoch number, or "latest"; "" (the
-//                              default) starts from scratch
+//                              default) starts from scratch. A ResumeFrom
+//                              flag: flag parsing rejects other values
 //   --keep_last=N              keep only the newest N committed epochs; 0
 //                              keeps all
 //   --dump_plan                print the job as a text proto and exit
@@ -30,7 +31,7 @@
 // user typed the command.
 //
 // Typical main():
-//   InitExample(argc, argv, "usage...");
+//   InitExample(argc, argv, "usage...\n" + CommonFlagsUsage(2));
 //   absl::StatusOr<CommonOptions> common = ReadCommonFlags();
 //   if (!common.ok()) return UsageError(common.status());
 //   Job job; ... build ...
@@ -84,13 +85,22 @@ struct CommonOptions {
   std::string session = "auto";  // --session: "auto", "local" or "mpi"
 };
 
-// Parses the command line (Abseil flags; unknown flags and positional
-// arguments end the program with status 2) and sends glog to stderr.
+// Parses the command line (Abseil flags) and sends glog to stderr. A
+// command line that does not parse (an unknown flag, a value its flag
+// rejects such as --resume_from_epoch=soon, a positional argument) ends the
+// program with status 2 and a message naming the flag or argument; --help
+// and the other Abseil usage flags print and exit as in
+// absl::ParseCommandLine.
 void InitExample(int argc, char** argv, absl::string_view usage);
 
+// The common flags for an example's usage message (the synopsis --help
+// prints): a few lines of "[--flag=VALUE] ...", each indented by `indent`
+// spaces, without a final newline.
+std::string CommonFlagsUsage(int indent);
+
 // Reads and checks the common flags. Errors are InvalidArgument and name the
-// flag: a bad --resume_from_epoch, resuming without --checkpoint_dir, a
-// negative --keep_last or --epoch_delay_ms, ...
+// flag: resuming without --checkpoint_dir, a negative --keep_last or
+// --epoch_delay_ms, ...
 absl::StatusOr<CommonOptions> ReadCommonFlags();
 
 // OK when min <= value <= max, else InvalidArgument

@@ -300,13 +300,8 @@ int Main(int argc, char** argv) {
       "  linear_regression [--nodes=N] [--num_samples=N] [--num_features=N] "
       "[--batch_size=N] [--learning_rate=F]\n"
       "                    [--epochs=N] [--loss_threshold=F] "
-      "[--noise=F] [--seed=N] [--model_out=DB]\n"
-      "                    [--checkpoint_dir=DIR] "
-      "[--resume_from_epoch=E|latest] [--keep_last=N]\n"
-      "                    [--dump_plan] [--plan_dot=FILE] "
-      "[--epoch_delay_ms=MS] [--record_delay_ms=MS]\n"
-      "               [--preempt_signals=TERM,USR1,INT] "
-      "[--preempt_exit_code=75] [--session=auto|local|mpi]");
+      "[--noise=F] [--seed=N] [--model_out=DB]\n" +
+          CommonFlagsUsage(20));
   absl::StatusOr<CommonOptions> common = ReadCommonFlags();
   if (!common.ok()) return UsageError(common.status());
   absl::StatusOr<Options> options = ReadFlags();

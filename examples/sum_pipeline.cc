@@ -15,8 +15,9 @@
 //
 // Flags: --nodes, --num_records, --records_per_epoch, --initial_total, and
 // the common ones (examples/example_util.h): --checkpoint_dir,
-// --resume_from_epoch, --keep_last, --dump_plan, --plan_dot,
-// --epoch_delay_ms.
+// --resume_from_epoch, --keep_last, --metrics_out, --async_checkpoint,
+// --dump_plan, --plan_dot, --epoch_delay_ms, --record_delay_ms,
+// --preempt_signals, --preempt_exit_code, --session.
 //
 // The last line on stdout is
 //   result: epochs=<last epoch> totals=<total of trainer_0>,<trainer_1>,...
@@ -112,13 +113,8 @@ int Main(int argc, char** argv) {
               "Caffe2's checkpoint_test pipeline: sums values read a few per "
               "epoch, with checkpoints and resume.\n"
               "  sum_pipeline [--nodes=N] [--num_records=N] "
-              "[--records_per_epoch=N] [--initial_total=N]\n"
-              "               [--checkpoint_dir=DIR] "
-              "[--resume_from_epoch=E|latest] [--keep_last=N]\n"
-              "               [--dump_plan] [--plan_dot=FILE] "
-              "[--epoch_delay_ms=MS] [--record_delay_ms=MS]\n"
-              "               [--preempt_signals=TERM,USR1,INT] "
-              "[--preempt_exit_code=75] [--session=auto|local|mpi]");
+              "[--records_per_epoch=N] [--initial_total=N]\n" +
+                  CommonFlagsUsage(15));
   absl::StatusOr<CommonOptions> common = ReadCommonFlags();
   if (!common.ok()) return UsageError(common.status());
   absl::StatusOr<Options> options = ReadFlags();

@@ -172,13 +172,8 @@ int Main(int argc, char** argv) {
               "Counts the words of a text file with a multi-threaded pipe, "
               "checkpointing every --lines_per_epoch lines.\n"
               "  text_stats --input=FILE [--threads=N] [--lines_per_epoch=N] "
-              "[--batch_size=N] [--top_k=N]\n"
-              "             [--checkpoint_dir=DIR] "
-              "[--resume_from_epoch=E|latest] [--keep_last=N]\n"
-              "             [--dump_plan] [--plan_dot=FILE] "
-              "[--epoch_delay_ms=MS] [--record_delay_ms=MS]\n"
-              "               [--preempt_signals=TERM,USR1,INT] "
-              "[--preempt_exit_code=75] [--session=auto|local|mpi]");
+              "[--batch_size=N] [--top_k=N]\n" +
+                  CommonFlagsUsage(13));
   absl::StatusOr<CommonOptions> common = ReadCommonFlags();
   if (!common.ok()) return UsageError(common.status());
   absl::StatusOr<Options> options = ReadFlags();

@@ -183,6 +183,40 @@ TEST(SumPipeline, BadFlagsFailWithAClearMessage) {
   EXPECT_THAT(word.log, HasSubstr("soon"));
 }
 
+// --resume_from_epoch is a ResumeFrom flag: Abseil's flag parsing rejects a
+// bad value, naming the flag and the accepted forms, and the example turns
+// that (and an unknown flag) into its usage-error status, 2.
+TEST(SumPipeline, FlagParsingRejectsABadResumeValueAndUnknownFlags) {
+  const std::string dir = NewTempDir("sum_flagparse");
+  ChildRun word =
+      SumPipeline({"--checkpoint_dir=" + dir, "--resume_from_epoch=soon"});
+  EXPECT_EQ(word.exit_code(), 2) << word.Describe();
+  EXPECT_THAT(word.log, HasSubstr("'soon' specified for flag "
+                                  "'resume_from_epoch'"));
+  EXPECT_THAT(word.log, HasSubstr("give a non-negative epoch number or "
+                                  "'latest'"));
+  EXPECT_TRUE(ListDir(dir).value().empty()) << "nothing was run";
+  ChildRun unknown = SumPipeline({"--no_such_flag=1"});
+  EXPECT_EQ(unknown.exit_code(), 2) << unknown.Describe();
+  EXPECT_THAT(unknown.log, HasSubstr("no_such_flag"));
+}
+
+// The synopsis --help prints names every common flag.
+TEST(SumPipeline, HelpListsEveryCommonFlag) {
+  ChildRun help = SumPipeline({"--help"});
+  const std::string out = absl::StrJoin(help.lines, "\n");
+  for (const char* flag :
+       {"[--checkpoint_dir=DIR]", "[--resume_from_epoch=E|latest]",
+        "[--keep_last=N]", "[--metrics_out=FILE]", "[--async_checkpoint]",
+        "[--dump_plan]", "[--plan_dot=FILE]", "[--epoch_delay_ms=MS]",
+        "[--record_delay_ms=MS]", "[--preempt_signals=TERM,USR1,INT]",
+        "[--preempt_exit_code=75]", "[--session=auto|local|mpi]", "[--nodes=N]",
+        "[--num_records=N]", "[--records_per_epoch=N]",
+        "[--initial_total=N]"}) {
+    EXPECT_THAT(out, HasSubstr(flag)) << help.Describe();
+  }
+}
+
 TEST(SumPipeline, DumpPlanAndPlanDot) {
   ChildRun dump = SumPipeline({"--dump_plan"});
   ASSERT_TRUE(dump.exited_ok()) << dump.Describe();

@@ -15,16 +15,25 @@
 //   bazel run //:main -- --checkpoint_dir=/tmp/c --resume_from_epoch=latest
 //     result: epochs=3 total=45 (resumed from epoch 2)
 //
-// Exit status: 0 on success (a requested stop included), 2 for bad
-// arguments, 1 when the job fails.
+// Exit status: 0 on success (a requested stop included), 1 when the job
+// fails, 2 for arguments main() rejects (a relative --checkpoint_dir, a
+// positional argument, ...). Abseil's flag parsing rejects an unknown flag or
+// a bad value (--resume_from_epoch=soon) itself, with a message naming the
+// flag, and exits with status 1.
 
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
+#include <vector>
 
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "checkpoint/checkpointer.h"
 #include "checkpoint/job.h"
 #include "checkpoint/job_runner.h"
@@ -37,6 +46,17 @@
 #include "engine/session.h"
 #include "engine/tensor.h"
 #include "glog/logging.h"
+
+ABSL_FLAG(std::string, checkpoint_dir, "",
+          "Directory of the checkpoints, an absolute path (required).");
+// A ResumeFrom flag: "", "latest" or an epoch number; flag parsing rejects
+// anything else with the accepted forms.
+ABSL_FLAG(jobgraph::ResumeFrom, resume_from_epoch, {},
+          "Resume from this committed epoch, or 'latest' (the newest one); "
+          "empty starts from scratch.");
+ABSL_FLAG(std::optional<int64_t>, stop_after_epoch, std::nullopt,
+          "Stop once this epoch (>= 1) is saved, as a preemption would; "
+          "unset runs to the end.");
 
 namespace {
 
@@ -55,32 +75,26 @@ struct Args {
   std::exit(2);
 }
 
-// Takes "--name=value" arguments; prints the usage and exits with status 2
-// on anything else.
+// Parses the flags (see above) and checks what Abseil cannot: prints the
+// usage and exits with status 2 on a positional argument, a missing or
+// relative --checkpoint_dir, or a --stop_after_epoch below 1.
 Args ParseArgs(int argc, char** argv) {
+  absl::SetProgramUsageMessage(kUsage);
+  const std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
+  if (positional.size() > 1) {
+    UsageError(std::string("unknown argument '") + positional[1] + "'");
+  }
   Args args;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    const size_t eq = arg.find('=');
-    const std::string name = arg.substr(0, eq);
-    const std::string value = eq == std::string::npos ? "" : arg.substr(eq + 1);
-    if (name == "--checkpoint_dir") {
-      args.checkpoint_dir = value;
-    } else if (name == "--resume_from_epoch") {
-      absl::StatusOr<jobgraph::ResumeFrom> resume =
-          jobgraph::ResumeFrom::Parse(value);
-      if (!resume.ok()) UsageError(std::string(resume.status().message()));
-      args.resume_from = *resume;
-    } else if (name == "--stop_after_epoch") {
-      char* end = nullptr;
-      args.stop_after_epoch = std::strtoll(value.c_str(), &end, 10);
-      if (value.empty() || *end != '\0' || args.stop_after_epoch < 1) {
-        UsageError("--stop_after_epoch must be an epoch number >= 1, got '" +
-                   value + "'");
-      }
-    } else {
-      UsageError("unknown argument '" + arg + "'");
+  args.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
+  args.resume_from = absl::GetFlag(FLAGS_resume_from_epoch);
+  const std::optional<int64_t> stop = absl::GetFlag(FLAGS_stop_after_epoch);
+  if (stop.has_value()) {
+    if (*stop < 1) {
+      UsageError(
+          absl::StrCat("--stop_after_epoch must be an epoch number >= 1, got '",
+                       *stop, "'"));
     }
+    args.stop_after_epoch = *stop;
   }
   // `bazel run` starts the program in its runfiles tree, where a relative
   // directory would be lost.
