@@ -67,7 +67,7 @@ void RunWith(MakeManager make_manager) {
     EXPECT_EQ(testing::Caffe2Total(session), 145);
     EXPECT_EQ(runner.stats().save_failures, 0);
     ASSERT_EQ(runner.stats().epochs.size(), 5u);
-    // Every save reports the bytes it wrote, and the manifest records them:
+    // Every save reports the bytes it wrote, and the commit log records them:
     // the four blobs of this pipeline take 291 bytes.
     for (const EpochStats& e : runner.stats().epochs) {
       EXPECT_TRUE(e.saved) << "epoch " << e.epoch;
@@ -703,7 +703,7 @@ TEST(CheckpointTest, ReSavingAListedEpochUnlistsItBeforeItsDatabasesChange) {
   // Epoch 1 again, its commit failing: the log no longer lists it, although
   // its databases were rewritten.
   ASSERT_TRUE(
-      Failpoints::Enable("commit.before_manifest", FailpointAction::kError)
+      Failpoints::Enable("commit.before_commit_log", FailpointAction::kError)
           .ok());
   absl::StatusOr<CheckpointStats> failed = manager.SaveEpoch(session, 1);
   Failpoints::DisableAll();
@@ -715,7 +715,7 @@ TEST(CheckpointTest, ReSavingAListedEpochUnlistsItBeforeItsDatabasesChange) {
   // Epoch 2 is new again; epoch 1 is listed again.
   ASSERT_TRUE(manager.SaveEpoch(session, 2).ok());
   ASSERT_TRUE(
-      Failpoints::Enable("commit.before_manifest", FailpointAction::kError)
+      Failpoints::Enable("commit.before_commit_log", FailpointAction::kError)
           .ok());
   failed = manager.SaveEpoch(session, 1);
   Failpoints::DisableAll();
@@ -744,7 +744,7 @@ TEST(CheckpointTest, ACommitFailingAfterItsLogLandedStillDeletesWhatItRetired) {
   ASSERT_TRUE(manager.SaveEpoch(session, 0).ok());
   ASSERT_TRUE(manager.SaveEpoch(session, 1).ok());
   ASSERT_TRUE(
-      Failpoints::Enable("commit.after_manifest", FailpointAction::kError)
+      Failpoints::Enable("commit.after_commit_log", FailpointAction::kError)
           .ok());
   absl::StatusOr<CheckpointStats> failed = manager.SaveEpoch(session, 2);
   Failpoints::DisableAll();
@@ -758,7 +758,7 @@ TEST(CheckpointTest, ACommitFailingAfterItsLogLandedStillDeletesWhatItRetired) {
 }
 
 // keep_last=2 with keep_every=2 keeps the two newest epochs and the even
-// ones, drops the rest from the manifest and deletes their databases.
+// ones, drops the rest from the commit log and deletes their databases.
 TEST(CheckpointTest, RetentionKeepsTheNewestAndTheMilestones) {
   const std::string dir = NewTempDir("retention");
   Job job;
@@ -768,10 +768,10 @@ TEST(CheckpointTest, RetentionKeepsTheNewestAndTheMilestones) {
       {.directory = dir, .retention = {.keep_last = 2, .keep_every = 2}});
   JobRunner runner(job, &manager);
   ASSERT_EQ(runner.Train(session).value(), 4);
-  absl::StatusOr<CommitLog> manifest = ReadCommitLog(dir);
-  ASSERT_TRUE(manifest.ok()) << manifest.status();
+  absl::StatusOr<CommitLog> commit_log = ReadCommitLog(dir);
+  ASSERT_TRUE(commit_log.ok()) << commit_log.status();
   std::vector<int64_t> committed;
-  for (const CommittedEpoch& e : manifest->epoch())
+  for (const CommittedEpoch& e : commit_log->epoch())
     committed.push_back(e.epoch());
   EXPECT_THAT(committed, ElementsAre(0, 2, 3, 4));
   EXPECT_THAT(
@@ -788,7 +788,7 @@ TEST(CheckpointTest, RetentionKeepsTheNewestAndTheMilestones) {
   EXPECT_EQ(testing::Caffe2Total(again), 145);
 }
 
-// The in-memory DB type goes through the same commit: the manifest is on
+// The in-memory DB type goes through the same commit: the commit log is on
 // disk, the databases in memory.
 TEST(CheckpointTest, InMemoryDatabasesCommitAndResume) {
   const std::string dir = NewTempDir("memory");

@@ -5,7 +5,7 @@
 // 0..9 three at a time into a total that starts at 100; the job ends after
 // epoch 4 with every total at 145. A MultiNodeCheckpointManager saves every
 // node's workspace into `--checkpoint_dir` after init (epoch 0) and after
-// every epoch, and commits each epoch in the directory manifest.
+// every epoch, and commits each epoch in the commit log.
 //
 // Standard output, one line at a time and flushed at once so that a parent
 // that SIGKILLs this process still sees every line printed before the kill:

@@ -2,7 +2,7 @@
 // is killed with SIGKILL, at every failpoint of the save / commit / retention
 // path and at random moments, and is then resumed with
 // --resume_from_epoch=latest. After every kill the checkpoint directory must
-// hold only complete, verifying databases for the epochs its manifest lists;
+// hold only complete, verifying databases for the epochs its commit log lists;
 // a resume must start from a committed epoch and end exactly as an
 // uninterrupted run does.
 //
@@ -76,18 +76,18 @@ std::vector<std::string> NodeNames() {
   return nodes;
 }
 
-// The committed epochs of `dir` (none without a manifest), after checking
-// the invariants of the commit protocol: the manifest parses, its epochs are
+// The committed epochs of `dir` (none without a commit log), after checking
+// the invariants of the commit protocol: the commit log parses, its epochs are
 // increasing, and every epoch it lists has a database for every node in
 // place that verifies (checksums, node, epoch).
 std::vector<int64_t> CommittedEpochsAndCheck(const std::string& dir) {
   std::vector<int64_t> epochs;
-  absl::StatusOr<CommitLog> manifest = ReadCommitLog(dir);
-  if (absl::IsNotFound(manifest.status())) return epochs;
-  EXPECT_TRUE(manifest.ok()) << manifest.status();
-  if (!manifest.ok()) return epochs;
-  EXPECT_EQ(manifest->db_type(), "leveldb");
-  for (const CommittedEpoch& committed : manifest->epoch()) {
+  absl::StatusOr<CommitLog> commit_log = ReadCommitLog(dir);
+  if (absl::IsNotFound(commit_log.status())) return epochs;
+  EXPECT_TRUE(commit_log.ok()) << commit_log.status();
+  if (!commit_log.ok()) return epochs;
+  EXPECT_EQ(commit_log->db_type(), "leveldb");
+  for (const CommittedEpoch& committed : commit_log->epoch()) {
     if (!epochs.empty()) {
       EXPECT_GT(committed.epoch(), epochs.back()) << "epochs out of order";
     }
@@ -105,7 +105,7 @@ std::vector<int64_t> CommittedEpochsAndCheck(const std::string& dir) {
   return epochs;
 }
 
-// The epochs a manifest lists after epochs 0..`newest` were committed one
+// The epochs a commit log lists after epochs 0..`newest` were committed one
 // after the other with retention keep_last=`keep_last` (0 keeps all).
 std::vector<int64_t> Retained(int64_t newest, int keep_last) {
   std::vector<int64_t> epochs;
@@ -165,12 +165,12 @@ enum class Phase {
 
 // By the failpoint's name (kKnownFailpoints documents where each fires). A
 // new failpoint is tested automatically; if it fires at another phase than
-// its prefix suggests, the exact check of the manifest after the crash fails
+// its prefix suggests, the exact check of the commit log after the crash fails
 // until it is classified here.
 Phase PhaseOf(absl::string_view failpoint) {
   if (absl::StartsWith(failpoint, "retention.")) return Phase::kRetention;
-  if (failpoint == "commit.after_manifest") return Phase::kAfterCommit;
-  // save.*, commit.before_manifest, commit.after_manifest_tmp.
+  if (failpoint == "commit.after_commit_log") return Phase::kAfterCommit;
+  // save.*, commit.before_commit_log, commit.after_commit_log_tmp.
   return Phase::kBeforeCommit;
 }
 

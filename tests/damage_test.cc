@@ -6,8 +6,8 @@
 //    damaged database, and
 //  - resuming from `latest` reports it, falls back to epoch 3 and ends
 //    exactly as an uninterrupted run does, re-saving a good epoch 4.
-// Damage to the directory manifest itself stops a resume with DataLoss
-// naming the manifest, and leaves every file as it was.
+// Damage to the commit log itself stops a resume with DataLoss naming the
+// commit log, and leaves every file as it was.
 //
 // A finished database holds its values in a table file (.ldb), its blob
 // index in a second one (the index's key sorts before the blob names, and
@@ -88,10 +88,12 @@ RunOutcome RunPipeline(const std::string& dir, const std::string& resume) {
 }
 
 std::vector<int64_t> CommittedEpochs(const std::string& dir) {
-  absl::StatusOr<CommitLog> manifest = ReadCommitLog(dir);
-  CHECK(manifest.ok()) << manifest.status();
+  absl::StatusOr<CommitLog> commit_log = ReadCommitLog(dir);
+  CHECK(commit_log.ok()) << commit_log.status();
   std::vector<int64_t> epochs;
-  for (const CommittedEpoch& e : manifest->epoch()) epochs.push_back(e.epoch());
+  for (const CommittedEpoch& e : commit_log->epoch()) {
+    epochs.push_back(e.epoch());
+  }
   return epochs;
 }
 

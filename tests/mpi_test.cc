@@ -259,7 +259,7 @@ TEST(MpiTest, RunHostedRunsOwnTasksAndRefusesCollectives) {
 // After a run in which a file was in the way of trainer_1's database of
 // epoch 2: every other epoch is committed, and the file is as it was.
 // The commit of every epoch (0 to 4) of `run` failed at the failpoint
-// commit.before_manifest, reported once on each of its `ranks` ranks (`how`
+// commit.before_commit_log, reported once on each of its `ranks` ranks (`how`
 // follows the epoch: "" or " (in the background)"), and `dir` lists none.
 void ExpectEveryCommitFailed(const ChildRun& run, const std::string& dir,
                              size_t ranks, const std::string& how) {
@@ -268,7 +268,7 @@ void ExpectEveryCommitFailed(const ChildRun& run, const std::string& dir,
                                           "epoch ",
                                           epoch, how,
                                           ": failpoint "
-                                          "commit.before_manifest")),
+                                          "commit.before_commit_log")),
               ranks)
         << "epoch " << epoch << ": " << run.log;
   }
@@ -352,7 +352,7 @@ TEST(MpiTest, ACommitFailingOnRankZeroIsTheSameFailureOnEveryRank) {
   const std::string dir = NewTempDir("commit_fails");
   ChildRun run =
       Mpirun(4, SumPipeline(), {"--nodes=4", "--checkpoint_dir=" + dir},
-             {"JOBGRAPH_FAILPOINT=commit.before_manifest:error"});
+             {"JOBGRAPH_FAILPOINT=commit.before_commit_log:error"});
   EXPECT_EQ(Output(run), std::vector<std::string>{
                              "result: epochs=4 totals=145,145,145,145"});
   ExpectEveryCommitFailed(run, dir, 4, "");
@@ -441,7 +441,7 @@ TEST(MpiTest, AnAsyncCommitFailingOnRankZeroIsTheSameFailureOnEveryRank) {
   ChildRun run =
       Mpirun(2, SumPipeline(),
              {"--nodes=2", "--checkpoint_dir=" + dir, "--async_checkpoint"},
-             {"JOBGRAPH_FAILPOINT=commit.before_manifest:error"});
+             {"JOBGRAPH_FAILPOINT=commit.before_commit_log:error"});
   EXPECT_EQ(Output(run),
             std::vector<std::string>{"result: epochs=4 totals=145,145"});
   ExpectEveryCommitFailed(run, dir, 2, " (in the background)");

@@ -160,7 +160,7 @@ ChildRun RunSignalledUntilDone(const Program& program, std::mt19937* rng,
         // Inside a save: the process raises SIGTERM at a step of every save.
         env.push_back(absl::StrCat(
             "JOBGRAPH_FAILPOINT=",
-            (*rng)() % 2 ? "save.after_db_write" : "commit.before_manifest",
+            (*rng)() % 2 ? "save.after_db_write" : "commit.before_commit_log",
             ":sigterm"));
         event = "sleeping";  // never stops the run before the failpoint does
         occurrence = 1 << 30;

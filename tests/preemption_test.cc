@@ -367,8 +367,8 @@ TEST(PreemptionSignalTest, ASignalDuringASaveStopsAfterIt) {
       RunOnce(t, reference_dir.path(), -1, nullptr);
   ASSERT_TRUE(reference.has_value());
   for (const char* spec :
-       {"save.after_db_write:sigterm", "commit.after_manifest:sigterm",
-        "save.after_rename:sigterm,commit.before_manifest:sigterm"}) {
+       {"save.after_db_write:sigterm", "commit.after_commit_log:sigterm",
+        "save.after_rename:sigterm,commit.before_commit_log:sigterm"}) {
     SCOPED_TRACE(spec);
     TempDir dir;
     ASSERT_TRUE(Failpoints::EnableFromSpec(spec).ok());
@@ -412,7 +412,7 @@ TEST(PreemptionCommitLogTest, ResavingAPreemptedEpochForgetsItFirst) {
   {
     // Every commit fails from now on: the resumed run goes on without.
     ASSERT_TRUE(
-        Failpoints::EnableFromSpec("commit.before_manifest:error").ok());
+        Failpoints::EnableFromSpec("commit.before_commit_log:error").ok());
     Job job;
     t.build(job);
     LocalSession session;

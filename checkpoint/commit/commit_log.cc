@@ -215,7 +215,7 @@ absl::Status ReplaceLog(const std::string& dir, const LogFile& written,
                         const std::string* current, bool is_commit,
                         std::optional<AtomicFileWriter> out = {},
                         int dir_fd = -1) {
-  if (is_commit) JG_RETURN_IF_ERROR(Failpoint("commit.before_manifest"));
+  if (is_commit) JG_RETURN_IF_ERROR(Failpoint("commit.before_commit_log"));
   if (!out.has_value()) {
     if (current != nullptr) JG_RETURN_IF_ERROR(KeepPreviousCopy(dir, *current));
     JG_ASSIGN_OR_RETURN(AtomicFileWriter created,
@@ -226,10 +226,10 @@ absl::Status ReplaceLog(const std::string& dir, const LogFile& written,
       written.bytes,
       [is_commit]() -> absl::Status {
         if (!is_commit) return absl::OkStatus();
-        return Failpoint("commit.after_manifest_tmp");
+        return Failpoint("commit.after_commit_log_tmp");
       },
       dir_fd));
-  if (is_commit) JG_RETURN_IF_ERROR(Failpoint("commit.after_manifest"));
+  if (is_commit) JG_RETURN_IF_ERROR(Failpoint("commit.after_commit_log"));
   return absl::OkStatus();
 }
 

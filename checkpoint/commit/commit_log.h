@@ -75,8 +75,8 @@ absl::StatusOr<CommitLogRead> ReadCommitLogWithFallback(const std::string& dir);
 // log with the result, all under the directory lock. `edit` leaves the log
 // as it was when it returns false or an error. `is_commit` arms the
 // commit failpoints
-// ("commit.before_manifest", "commit.after_manifest_tmp",
-// "commit.after_manifest"); retention's rewrite passes false. An error from
+// ("commit.before_commit_log", "commit.after_commit_log_tmp",
+// "commit.after_commit_log"); retention's rewrite passes false. An error from
 // `edit` leaves the log untouched.
 absl::Status UpdateCommitLog(
     const std::string& dir, bool is_commit,

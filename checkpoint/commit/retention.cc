@@ -53,7 +53,7 @@ absl::StatusOr<std::vector<int64_t>> DeleteRetired(
     bool background) {
   std::vector<int64_t> dropped;
   if (retired.empty()) return dropped;
-  JG_RETURN_IF_ERROR(Failpoint("retention.after_manifest"));
+  JG_RETURN_IF_ERROR(Failpoint("retention.after_commit_log"));
   bool first = true;
   for (const CommittedEpoch& e : retired) {
     for (const std::string& node : e.node()) {

@@ -15,7 +15,7 @@
 // Failpoints are enabled in two ways:
 //  - the environment, for crash tests that run a child process:
 //      JOBGRAPH_FAILPOINT=save.after_db_write              (crash)
-//      JOBGRAPH_FAILPOINT=save.after_db_write:crash,commit.after_manifest:error
+//      JOBGRAPH_FAILPOINT=save.after_rename:crash,commit.after_commit_log:error
 //      JOBGRAPH_FAILPOINT=save.after_db_write:sigterm    (a signal mid-save)
 //    It is read once, at the first Failpoint() or Failpoints call. A bad value
 //    (an unknown name or action) is logged and then returned by every
@@ -65,21 +65,21 @@ inline constexpr FailpointInfo kKnownFailpoints[] = {
      "Save: database in place under its final name, directory synced"},
     // The commit: every node's database is in place, the commit log
     // does not list the epoch yet.
-    {"commit.before_manifest",
+    {"commit.before_commit_log",
      "commit: all databases in place, before the commit log is "
      "written"},
     // The commit: the new commit log is durable under its temporary name, the
     // old commit log is still the valid one.
-    {"commit.after_manifest_tmp",
+    {"commit.after_commit_log_tmp",
      "commit: temporary commit log written and synced, before its rename"},
     // The commit: the commit log listing the epoch, and no longer the epochs
     // that retention retires (the same write), is in place and synced.
-    {"commit.after_manifest",
+    {"commit.after_commit_log",
      "commit: commit log listing the epoch (without the epochs retention "
      "retires) in place and synced"},
     // Retention: the retired epochs are out of the commit log (the commit's
     // own write, or `ckpt gc`'s), their databases still exist on disk.
-    {"retention.after_manifest",
+    {"retention.after_commit_log",
      "retention: epochs removed from the commit log, their databases not yet "
      "deleted"},
     // Retention: the first old database was deleted, the others not yet.

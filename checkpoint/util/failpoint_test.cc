@@ -31,11 +31,12 @@ class FailpointTest : public ::testing::Test {
 };
 
 TEST_F(FailpointTest, KnownNamesListEveryFailpointInPathOrder) {
-  EXPECT_THAT(Failpoints::KnownNames(),
-              ElementsAre("save.after_db_write", "save.after_rename",
-                          "commit.before_manifest", "commit.after_manifest_tmp",
-                          "commit.after_manifest", "retention.after_manifest",
-                          "retention.mid_delete"));
+  EXPECT_THAT(
+      Failpoints::KnownNames(),
+      ElementsAre("save.after_db_write", "save.after_rename",
+                  "commit.before_commit_log", "commit.after_commit_log_tmp",
+                  "commit.after_commit_log", "retention.after_commit_log",
+                  "retention.mid_delete"));
   for (const FailpointInfo& info : kKnownFailpoints) {
     EXPECT_TRUE(Failpoints::IsKnown(info.name)) << info.name;
     EXPECT_FALSE(info.where.empty()) << info.name;
@@ -80,9 +81,9 @@ TEST_F(FailpointTest, UnknownNamesAreRejectedWithTheKnownList) {
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(status.message(),
             "unknown failpoint 'save.before_rename'; known failpoints: "
-            "save.after_db_write, save.after_rename, commit.before_manifest, "
-            "commit.after_manifest_tmp, commit.after_manifest, "
-            "retention.after_manifest, retention.mid_delete");
+            "save.after_db_write, save.after_rename, commit.before_commit_log, "
+            "commit.after_commit_log_tmp, commit.after_commit_log, "
+            "retention.after_commit_log, retention.mid_delete");
   EXPECT_EQ(Failpoints::Disable("nope").code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(Failpoints::EnabledSpec(), "");
@@ -90,11 +91,11 @@ TEST_F(FailpointTest, UnknownNamesAreRejectedWithTheKnownList) {
 
 TEST_F(FailpointTest, SpecSyntax) {
   ASSERT_TRUE(Failpoints::EnableFromSpec(
-                  " save.after_db_write:error , commit.after_manifest ,"
+                  " save.after_db_write:error , commit.after_commit_log ,"
                   "retention.mid_delete:crash")
                   .ok());
   EXPECT_EQ(Failpoints::EnabledSpec(),
-            "commit.after_manifest:crash,retention.mid_delete:crash,"
+            "commit.after_commit_log:crash,retention.mid_delete:crash,"
             "save.after_db_write:error");
   Failpoints::DisableAll();
   EXPECT_TRUE(Failpoints::EnableFromSpec("").ok());
@@ -124,11 +125,11 @@ TEST_F(FailpointTest, BadSpecsEnableNothing) {
 TEST_F(FailpointTest, EnvironmentVariableIsParsed) {
   ASSERT_EQ(
       ::setenv(kFailpointEnvVar,
-               "retention.mid_delete:error,commit.before_manifest:crash", 1),
+               "retention.mid_delete:error,commit.before_commit_log:crash", 1),
       0);
   ASSERT_TRUE(Failpoints::ReloadFromEnvironment().ok());
   EXPECT_EQ(Failpoints::EnabledSpec(),
-            "commit.before_manifest:crash,retention.mid_delete:error");
+            "commit.before_commit_log:crash,retention.mid_delete:error");
   EXPECT_EQ(Failpoint("retention.mid_delete").code(),
             absl::StatusCode::kAborted);
   EXPECT_TRUE(Failpoint("save.after_rename").ok());
@@ -154,7 +155,7 @@ TEST_F(FailpointTest, BadEnvironmentFailsEveryFailpointUntilCleared) {
                         "failpoint 'save.after_db_wirte'; known failpoints: "));
   // A typo must not silently test nothing: every evaluation reports it.
   EXPECT_EQ(Failpoint("save.after_rename"), status);
-  EXPECT_EQ(Failpoint("commit.after_manifest"), status);
+  EXPECT_EQ(Failpoint("commit.after_commit_log"), status);
   Failpoints::DisableAll();
   EXPECT_TRUE(Failpoint("save.after_rename").ok());
 }

@@ -105,15 +105,15 @@ TEST(CkptCliTest, ExitCodesOutputStreamsAndWorkingDirectory) {
   ASSERT_TRUE(CreateDir(dir).ok());
   SaveW(dir, 0, 1.0f);
   SaveW(dir, 1, 2.0f);
-  CommitLog manifest;
-  manifest.set_format_version(1);
-  manifest.set_db_type("leveldb");
+  CommitLog commit_log;
+  commit_log.set_format_version(1);
+  commit_log.set_db_type("leveldb");
   for (int64_t epoch : {0, 1}) {
-    CommittedEpoch* e = manifest.add_epoch();
+    CommittedEpoch* e = commit_log.add_epoch();
     e->set_epoch(epoch);
     e->add_node("trainer_0");
   }
-  ASSERT_TRUE(WriteCommitLog(dir, manifest, /*is_commit=*/true).ok());
+  ASSERT_TRUE(WriteCommitLog(dir, commit_log, /*is_commit=*/true).ok());
 
   // Relative to BUILD_WORKING_DIRECTORY, not to the process's directory.
   Result r = RunBinary({"verify", "ck"}, scratch.path(), base.path(), scratch);

@@ -359,21 +359,21 @@ class CkptTest : public ::testing::Test {
     }
   }
 
-  // Writes a manifest that commits trainer_0's `epochs`, committed at
+  // Writes a commit log that commits trainer_0's `epochs`, committed at
   // kCommitTime + epoch seconds after a save of 1500 + epoch us.
   void Commit(const std::vector<int64_t>& epochs) {
-    CommitLog manifest;
-    manifest.set_format_version(1);
-    manifest.set_db_type("leveldb");
+    CommitLog commit_log;
+    commit_log.set_format_version(1);
+    commit_log.set_db_type("leveldb");
     for (int64_t epoch : epochs) {
-      CommittedEpoch* e = manifest.add_epoch();
+      CommittedEpoch* e = commit_log.add_epoch();
       e->set_epoch(epoch);
       e->add_node("trainer_0");
       e->set_committed_unix_micros(kCommitTime + epoch * 1000000);
       e->set_save_micros(1500 + epoch);
     }
     absl::Status status =
-        WriteCommitLog(dir_.path(), manifest, /*is_commit=*/true);
+        WriteCommitLog(dir_.path(), commit_log, /*is_commit=*/true);
     ASSERT_TRUE(status.ok()) << status;
   }
 
@@ -507,9 +507,9 @@ TEST_F(CkptTest, ListShowsCommittedUncommittedAndIncompleteEpochs) {
   const std::string temp = absl::StrCat(".trainer_0.3.tmp-", dead, "-0");
   MakeDir(Path(temp));
   WriteFile(Path(temp + "/000005.ldb"), "0123456789");
-  const std::string manifest_temp =
+  const std::string commit_log_temp =
       absl::StrCat("MANIFEST.jobgraph.tmp-", dead);
-  WriteFile(Path(manifest_temp), "junk");
+  WriteFile(Path(commit_log_temp), "junk");
   WriteFile(Path("notes.txt"), "not ours");
 
   const int64_t bytes = IndexOf(Path("trainer_0.0")).total_bytes();
@@ -532,7 +532,7 @@ TEST_F(CkptTest, ListShowsCommittedUncommittedAndIncompleteEpochs) {
           "3 incomplete trainer_0 - - - -",
           "2 committed epochs (newest 1), 1 uncommitted, 1 incomplete",
           "leftover temporaries (`ckpt gc` removes them):", temp,
-          manifest_temp));
+          commit_log_temp));
 
   r = RunTool({"list", dir_.path(), "--format=json"});
   EXPECT_EQ(r.code, kExitOk) << r.err;
@@ -558,7 +558,7 @@ TEST_F(CkptTest, ListShowsCommittedUncommittedAndIncompleteEpochs) {
                          "\"time_unix_micros\":null,\"problems\":[]}")));
   EXPECT_THAT(r.out,
               HasSubstr(absl::StrCat("\"leftover_temporaries\":[\"", temp,
-                                     "\",\"", manifest_temp, "\"]}\n")));
+                                     "\",\"", commit_log_temp, "\"]}\n")));
 }
 
 TEST_F(CkptTest, ListReportsMissingAndForeignDatabases) {
@@ -584,7 +584,7 @@ TEST_F(CkptTest, ListReportsMissingAndForeignDatabases) {
                          "blob index")));
 }
 
-TEST_F(CkptTest, ListWithoutManifestShowsUncommittedDatabases) {
+TEST_F(CkptTest, ListWithoutCommitLogShowsUncommittedDatabases) {
   SaveEpochs({4});
   Result r = RunTool({"list", dir_.path()});
   EXPECT_EQ(r.code, kExitOk) << r.err;
@@ -911,7 +911,7 @@ TEST_F(CkptTest, VerifyPassesCleanCheckpointsAndNamesDamage) {
   EXPECT_EQ(r.code, kExitOk) << r.err;
 }
 
-TEST_F(CkptTest, VerifyReportsMissingDatabasesAndADamagedManifest) {
+TEST_F(CkptTest, VerifyReportsMissingDatabasesAndADamagedCommitLog) {
   SaveEpochs({0, 1});
   Commit({0, 1});
   ASSERT_TRUE(RemoveRecursively(Path("trainer_0.0")).ok());
@@ -1046,9 +1046,9 @@ TEST_F(CkptTest, GcAppliesRetentionAndRemovesOnlyJobgraphsLeftovers) {
   const std::string live_temp =
       absl::StrCat(".trainer_0.6.tmp-", ::getpid(), "-0");
   MakeDir(Path(live_temp));
-  const std::string manifest_temp =
+  const std::string commit_log_temp =
       absl::StrCat("MANIFEST.jobgraph.tmp-", dead);
-  WriteFile(Path(manifest_temp), "junk");
+  WriteFile(Path(commit_log_temp), "junk");
   // Not jobgraph's garbage: never touched.
   WriteFile(Path("notes.txt"), "mine");
   MakeDir(Path("other"));
@@ -1072,7 +1072,7 @@ TEST_F(CkptTest, GcAppliesRetentionAndRemovesOnlyJobgraphsLeftovers) {
                                    " that made it is running (--force removes "
                                    "it anyway)"));
   EXPECT_EQ(lines[6], absl::StrCat("would remove temporary commit log ",
-                                   Path(manifest_temp), " (4 bytes)"));
+                                   Path(commit_log_temp), " (4 bytes)"));
   EXPECT_THAT(lines[7], StartsWith("would remove 5 items, "));
   EXPECT_EQ(lines[8], "kept 1 temporary that may be in use");
   EXPECT_EQ(lines[9],
@@ -1097,10 +1097,10 @@ TEST_F(CkptTest, GcAppliesRetentionAndRemovesOnlyJobgraphsLeftovers) {
       ElementsAre(".hidden.tmp-1", live_temp, "MANIFEST.jobgraph",
                   "MANIFEST.jobgraph.prev", "notes.txt", "other", "trainer_0.0",
                   "trainer_0.3", "trainer_0.4", "trainer_0.9"));
-  absl::StatusOr<CommitLog> manifest = ReadCommitLog(dir_.path());
-  ASSERT_TRUE(manifest.ok());
-  ASSERT_EQ(manifest->epoch_size(), 3);
-  EXPECT_EQ(manifest->epoch(2).epoch(), 4);
+  absl::StatusOr<CommitLog> commit_log = ReadCommitLog(dir_.path());
+  ASSERT_TRUE(commit_log.ok());
+  ASSERT_EQ(commit_log->epoch_size(), 3);
+  EXPECT_EQ(commit_log->epoch(2).epoch(), 4);
 
   // --keep_last=1 still never removes the newest; --force takes the
   // temporary whose process is alive.
@@ -1281,9 +1281,9 @@ TEST_F(CkptTest, InspectsTheCheckpointsOfAJob) {
   Result list = RunTool({"list", dir_.path()});
   EXPECT_EQ(list.code, kExitOk) << list.err;
   // Epoch 0 is saved after init, then one per epoch run.
-  absl::StatusOr<CommitLog> manifest = ReadCommitLog(dir_.path());
-  ASSERT_TRUE(manifest.ok()) << manifest.status();
-  const int epochs = manifest->epoch_size();
+  absl::StatusOr<CommitLog> commit_log = ReadCommitLog(dir_.path());
+  ASSERT_TRUE(commit_log.ok()) << commit_log.status();
+  const int epochs = commit_log->epoch_size();
   ASSERT_EQ(epochs, 5);  // 0 (after init) through 4, no retention
   std::vector<std::string> lines = Lines(list.out);
   ASSERT_EQ(lines.size(), epochs + 3u) << list.out;
