@@ -1,0 +1,301 @@
+#include "checkpoint/pipeline/save_pipeline.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "checkpoint/checkpoint_options.h"
+#include "checkpoint/checkpoint_stats.h"
+#include "checkpoint/commit/checkpoint_paths.h"
+#include "checkpoint/commit/commit_log.h"
+#include "checkpoint/ops/blob_index.h"
+#include "checkpoint/pipeline/coordinator.h"
+#include "checkpoint/pipeline/save_queue.h"
+#include "checkpoint/util/failpoint.h"
+#include "checkpoint/util/test_util.h"
+#include "engine/session.h"
+#include "engine/tensor.h"
+#include "engine/workspace.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace jobgraph {
+namespace {
+
+using ::jobgraph::testing_util::TempDir;
+using ::testing::ElementsAre;
+
+// A coordinator of several processes of which this is the committer and the
+// only one that writes: every exchange is recorded, in order, as what it
+// carried ("prepare", "w<bytes>", "c", "w<bytes>+c").
+class RecordingCoordinator : public Coordinator {
+ public:
+  explicit RecordingCoordinator(std::vector<std::string>* rounds)
+      : rounds_(*rounds) {}
+  bool commits() const override { return true; }
+  bool spans_processes() const override { return true; }
+  bool Hosts(absl::string_view) const override { return true; }
+  absl::Status CheckPlacement(const std::vector<std::string>&) override {
+    return absl::OkStatus();
+  }
+  absl::Status Agree(const absl::Status& local) override { return local; }
+  absl::StatusOr<int64_t> AgreeWithCommitter(const absl::Status& local,
+                                             int64_t value) override {
+    rounds_.push_back("prepare");
+    if (!local.ok()) return local;
+    return value;
+  }
+  absl::Status OnCommitter(const std::function<absl::Status()>& fn) override {
+    return fn();
+  }
+  absl::StatusOr<CommitLogRead> ShareCommitLog(
+      const std::function<absl::StatusOr<CommitLogRead>()>& read) override {
+    return read();
+  }
+  Settled Settle(const SettleRound& round) override {
+    std::string what;
+    Settled settled;
+    if (round.write.has_value()) {
+      what = absl::StrCat("w", round.write->bytes);
+      if (round.write->status.ok()) {
+        settled.write = round.write->bytes;
+      } else {
+        settled.write = round.write->status;
+      }
+    }
+    if (round.commit.has_value()) {
+      what += what.empty() ? "c" : "+c";
+      settled.commit = *round.commit;
+    }
+    rounds_.push_back(what);
+    return settled;
+  }
+
+ private:
+  std::vector<std::string>& rounds_;
+};
+
+class SavePipelineTest : public ::testing::Test {
+ protected:
+  // Two nodes, each with a tensor "w".
+  void SetUp() override {
+    for (const char* node : {"a", "b"}) {
+      session_.NodeWorkspace(node)->SetTensor("w", Tensor::Scalar<int64_t>(1));
+    }
+    options_.directory = dir_.path();
+  }
+
+  std::unique_ptr<SavePipeline> NewPipeline(
+      std::unique_ptr<Coordinator> coordinator, SaveQueue* queue) {
+    return std::make_unique<SavePipeline>(
+        options_, std::vector<PipelineNode>{{"a", "a"}, {"b", "b"}},
+        std::move(coordinator), queue);
+  }
+
+  absl::StatusOr<CheckpointStats> SaveEpoch(SavePipeline& pipeline,
+                                            int64_t epoch) {
+    return pipeline.Save(&session_, {.kind = SaveKind::kEpoch, .epoch = epoch},
+                         {{"w"}, {"w"}});
+  }
+
+  void SetW(int64_t value) {
+    for (const char* node : {"a", "b"}) {
+      *session_.NodeWorkspace(node)
+           ->GetBlob("w")
+           ->GetMutable<Tensor>()
+           ->mutable_data<int64_t>() = value;
+    }
+  }
+
+  // The epochs the commit log lists.
+  std::string Listed() {
+    absl::StatusOr<CommitLog> log = ReadCommitLog(dir_.path());
+    return log.ok() ? CommittedEpochList(*log) : log.status().ToString();
+  }
+
+  TempDir dir_;
+  LocalSession session_;
+  CheckpointOptions options_;
+};
+
+TEST_F(SavePipelineTest, AnInlineSaveEndsCommittedBeforeSaveReturns) {
+  std::unique_ptr<SaveQueue> queue = NewInlineSaveQueue();
+  std::unique_ptr<SavePipeline> pipeline =
+      NewPipeline(NewLocalCoordinator(), queue.get());
+  ASSERT_TRUE(pipeline->LockNodes().ok());
+  for (int64_t epoch = 0; epoch < 3; ++epoch) {
+    absl::StatusOr<CheckpointStats> saved = SaveEpoch(*pipeline, epoch);
+    ASSERT_TRUE(saved.ok()) << saved.status();
+    EXPECT_FALSE(saved->in_background);
+    EXPECT_EQ(saved->epoch, epoch);
+    EXPECT_EQ(saved->num_dbs, 2);
+    EXPECT_GT(saved->bytes, 0);
+    EXPECT_EQ(Listed(), epoch == 0 ? "0" : epoch == 1 ? "0, 1" : "0, 1, 2");
+  }
+  std::vector<SaveOutcome> outcomes = pipeline->TakeFinished();
+  ASSERT_EQ(outcomes.size(), 3u);
+  for (int64_t epoch = 0; epoch < 3; ++epoch) {
+    EXPECT_EQ(outcomes[epoch].epoch, epoch);
+    EXPECT_EQ(outcomes[epoch].kind, SaveKind::kEpoch);
+    EXPECT_FALSE(outcomes[epoch].in_background);
+    ASSERT_TRUE(outcomes[epoch].stats.ok());
+  }
+  EXPECT_TRUE(pipeline->TakeFinished().empty());
+}
+
+// A background save freezes the blobs when Save returns: a write to them
+// afterwards is not in the database.
+TEST_F(SavePipelineTest, ABackgroundSaveWritesTheBlobsAsTheyWereAtSave) {
+  std::unique_ptr<SaveQueue> queue = NewBackgroundSaveQueue();
+  std::unique_ptr<SavePipeline> pipeline =
+      NewPipeline(NewLocalCoordinator(), queue.get());
+  SetW(7);
+  absl::StatusOr<CheckpointStats> saved = SaveEpoch(*pipeline, 0);
+  ASSERT_TRUE(saved.ok()) << saved.status();
+  EXPECT_TRUE(saved->in_background);
+  EXPECT_EQ(saved->bytes, 0);
+  SetW(8);
+  pipeline->Drain();
+  std::vector<SaveOutcome> outcomes = pipeline->TakeFinished();
+  ASSERT_EQ(outcomes.size(), 1u);
+  EXPECT_TRUE(outcomes[0].in_background);
+  ASSERT_TRUE(outcomes[0].stats.ok()) << outcomes[0].stats.status();
+  EXPECT_EQ(Listed(), "0");
+  // The database holds 7: the same bytes as a database saved from 7.
+  absl::StatusOr<BlobIndex> index =
+      ReadBlobIndexAt("leveldb", CheckpointDbPath(dir_.path(), "a", 0));
+  ASSERT_TRUE(index.ok()) << index.status();
+  pipeline.reset();  // releases the nodes' locks
+  std::unique_ptr<SaveQueue> inline_queue = NewInlineSaveQueue();
+  std::unique_ptr<SavePipeline> check =
+      NewPipeline(NewLocalCoordinator(), inline_queue.get());
+  SetW(7);
+  ASSERT_TRUE(SaveEpoch(*check, 1).ok());
+  absl::StatusOr<BlobIndex> seven =
+      ReadBlobIndexAt("leveldb", CheckpointDbPath(dir_.path(), "a", 1));
+  ASSERT_TRUE(seven.ok()) << seven.status();
+  ASSERT_EQ(index->blob_size(), 1);
+  EXPECT_EQ(index->blob(0).value_crc32c(0), seven->blob(0).value_crc32c(0));
+  SetW(8);
+  ASSERT_TRUE(SaveEpoch(*check, 2).ok());
+  absl::StatusOr<BlobIndex> eight =
+      ReadBlobIndexAt("leveldb", CheckpointDbPath(dir_.path(), "a", 2));
+  ASSERT_TRUE(eight.ok()) << eight.status();
+  EXPECT_NE(index->blob(0).value_crc32c(0), eight->blob(0).value_crc32c(0));
+}
+
+// A failed write is its save's outcome; nothing of it is committed, and the
+// next save goes on.
+TEST_F(SavePipelineTest, AFailedWriteCommitsNothing) {
+  for (bool background : {false, true}) {
+    SCOPED_TRACE(background ? "background" : "inline");
+    TempDir dir;
+    options_.directory = dir.path();
+    std::unique_ptr<SaveQueue> queue =
+        background ? NewBackgroundSaveQueue() : NewInlineSaveQueue();
+    std::unique_ptr<SavePipeline> pipeline =
+        NewPipeline(NewLocalCoordinator(), queue.get());
+    ASSERT_TRUE(SaveEpoch(*pipeline, 0).ok());
+    pipeline->Drain();
+    ASSERT_TRUE(
+        Failpoints::Enable("save.after_db_write", FailpointAction::kError)
+            .ok());
+    absl::StatusOr<CheckpointStats> failed = SaveEpoch(*pipeline, 1);
+    pipeline->Drain();
+    Failpoints::DisableAll();
+    if (!background) {
+      EXPECT_EQ(failed.status().code(), absl::StatusCode::kAborted);
+    }
+    ASSERT_TRUE(SaveEpoch(*pipeline, 2).ok());
+    pipeline->Drain();
+    std::vector<SaveOutcome> outcomes = pipeline->TakeFinished();
+    ASSERT_EQ(outcomes.size(), 3u);
+    EXPECT_TRUE(outcomes[0].stats.ok());
+    EXPECT_EQ(outcomes[1].epoch, 1);
+    EXPECT_EQ(outcomes[1].stats.status().code(), absl::StatusCode::kAborted);
+    EXPECT_THAT(std::string(outcomes[1].stats.status().message()),
+                ::testing::HasSubstr("node 'a': saving checkpoint"));
+    EXPECT_TRUE(outcomes[2].stats.ok());
+    absl::StatusOr<CommitLog> log = ReadCommitLog(dir.path());
+    ASSERT_TRUE(log.ok());
+    EXPECT_EQ(CommittedEpochList(*log), "0, 2");
+  }
+}
+
+// Across processes a background save's exchanges wait for the next call
+// from the job's thread, and each boundary settles the newest write and
+// the commit before it in one round.
+TEST_F(SavePipelineTest, BackgroundExchangesTakeOneRoundPerBoundary) {
+  std::vector<std::string> rounds;
+  std::unique_ptr<SaveQueue> queue = NewBackgroundSaveQueue();
+  std::unique_ptr<SavePipeline> pipeline =
+      NewPipeline(std::make_unique<RecordingCoordinator>(&rounds), queue.get());
+  for (int64_t epoch = 1; epoch <= 3; ++epoch) {
+    absl::StatusOr<CheckpointStats> saved = SaveEpoch(*pipeline, epoch);
+    ASSERT_TRUE(saved.ok()) << saved.status();
+    EXPECT_TRUE(saved->in_background);
+  }
+  pipeline->Drain();
+  std::vector<SaveOutcome> outcomes = pipeline->TakeFinished();
+  ASSERT_EQ(outcomes.size(), 3u);
+  const std::string w = rounds.size() > 1 ? rounds[1] : "";
+  // The first save of a run agrees on what the log lists; then one round
+  // per boundary, and the last two at the drain.
+  EXPECT_THAT(rounds, ElementsAre("prepare", w, w + "+c", w + "+c", "c"));
+  EXPECT_EQ(w, absl::StrCat("w", outcomes[0].stats->bytes));
+  EXPECT_EQ(Listed(), "1, 2, 3");
+}
+
+// The same across processes with an inline queue: a save agrees on its
+// write and shares its commit before Save returns.
+TEST_F(SavePipelineTest, InlineExchangesSettleEachSaveInItsCall) {
+  std::vector<std::string> rounds;
+  std::unique_ptr<SaveQueue> queue = NewInlineSaveQueue();
+  std::unique_ptr<SavePipeline> pipeline =
+      NewPipeline(std::make_unique<RecordingCoordinator>(&rounds), queue.get());
+  for (int64_t epoch = 1; epoch <= 2; ++epoch) {
+    absl::StatusOr<CheckpointStats> saved = SaveEpoch(*pipeline, epoch);
+    ASSERT_TRUE(saved.ok()) << saved.status();
+    EXPECT_FALSE(saved->in_background);
+  }
+  const std::string w = rounds.size() > 1 ? rounds[1] : "";
+  EXPECT_THAT(rounds, ElementsAre("prepare", w, "c", w, "c"));
+  EXPECT_EQ(Listed(), "1, 2");
+}
+
+// The mark after the last epoch is a save that writes no database and
+// whose commit marks the epoch's entry.
+TEST_F(SavePipelineTest, TheMarkAfterTheLastEpochIsASaveOfItsOwn) {
+  std::unique_ptr<SaveQueue> queue = NewBackgroundSaveQueue();
+  std::unique_ptr<SavePipeline> pipeline =
+      NewPipeline(NewLocalCoordinator(), queue.get());
+  ASSERT_TRUE(SaveEpoch(*pipeline, 3).ok());
+  Preemption mark;
+  mark.set_group(JOB_GROUP_DOWNLOAD);
+  mark.set_signal("SIGTERM");
+  absl::StatusOr<CheckpointStats> marked = pipeline->Save(
+      nullptr,
+      {.kind = SaveKind::kLoopFinished, .epoch = 3, .preemption = mark}, {},
+      /*wait=*/true);
+  ASSERT_TRUE(marked.ok()) << marked.status();
+  EXPECT_FALSE(marked->in_background);
+  EXPECT_EQ(marked->num_dbs, 0);
+  absl::StatusOr<CheckpointStats> missing = pipeline->Save(
+      nullptr,
+      {.kind = SaveKind::kLoopFinished, .epoch = 4, .preemption = mark}, {},
+      /*wait=*/true);
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+  std::vector<SaveOutcome> outcomes = pipeline->TakeFinished();
+  ASSERT_EQ(outcomes.size(), 3u);
+  EXPECT_EQ(outcomes[1].kind, SaveKind::kLoopFinished);
+  EXPECT_EQ(outcomes[2].stats.status().code(), absl::StatusCode::kNotFound);
+  absl::StatusOr<CommitLog> log = ReadCommitLog(dir_.path());
+  ASSERT_TRUE(log.ok());
+  ASSERT_EQ(log->epoch_size(), 1);
+  EXPECT_EQ(log->epoch(0).preemption().group(), JOB_GROUP_DOWNLOAD);
+}
+
+}  // namespace
+}  // namespace jobgraph
