@@ -1,8 +1,11 @@
+// The execution half of RunPlan (see plan_executor.h): runs compiled steps
+// (plan_executor_compile.cc builds them), with their loops, threads and
+// reporters, and captures and restores the plan position at a stop.
+
 #include "engine/plan_executor.h"
 
 #include <algorithm>
 #include <condition_variable>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -18,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "engine/net.h"
+#include "engine/plan_executor_internal.h"
 #include "engine/serialization.h"
 #include "engine/status_macros.h"
 #include "glog/logging.h"
@@ -25,36 +29,11 @@
 namespace jobgraph {
 namespace {
 
-// The nets built in one workspace during one RunPlan. Steps that name the same
-// net in the same workspace share one instance, as in Caffe2. Owned next to
-// the workspace it serves and destroyed before it.
-struct NetCache {
-  std::mutex mu;
-  std::map<std::string, std::unique_ptr<Net>> nets ABSL_GUARDED_BY(mu);
-};
-
 constexpr char kStopPayloadUrl[] = "jobgraph.dev/stop_request";
 
-// State shared by every step of one RunPlan.
-struct PlanRun {
-  std::map<std::string, const NetDef*> net_defs;
-  const RunControl* control = nullptr;
-  // What reporters run with: the same nets, no stop requests (they report,
-  // and run once more at the end whatever stopped the body).
-  PlanRun* for_reporters = nullptr;
+}  // namespace
 
-  // Why the state at a stop could not be saved (the first reason), if so.
-  std::mutex mu;
-  std::string cannot_save ABSL_GUARDED_BY(mu);
-  void NoteCannotSave(const absl::Status& why) {
-    std::lock_guard<std::mutex> lock(mu);
-    if (cannot_save.empty()) cannot_save = std::string(why.message());
-  }
-
-  bool StopRequested() const {
-    return control != nullptr && control->StopRequested();
-  }
-};
+namespace plan_executor_internal {
 
 // The continuation test handed down from the ancestors: false once any
 // ancestor's concurrent sibling failed.
@@ -70,6 +49,8 @@ struct Continuation {
   }
 };
 
+namespace {
+
 absl::StatusOr<bool> ReadStopBlob(const Blob* blob, const std::string& name) {
   if (blob == nullptr || !blob->IsInitialized()) return false;
   if (blob->IsType<Tensor>()) {
@@ -83,32 +64,6 @@ absl::StatusOr<bool> ReadStopBlob(const Blob* blob, const std::string& name) {
                    blob->IsType<Tensor>() ? blob->Get<Tensor>().DebugString(4)
                                           : blob->TypeName()));
 }
-
-class StepWrapper;
-
-// A step made ready to run in a workspace: nets built, substeps wrapped, stop
-// blob resolved. Member order matters: nets and substeps refer to the child
-// workspace, so they are declared (and so destroyed) after it.
-struct CompiledStep {
-  const ExecutionStep* step = nullptr;
-  std::unique_ptr<Workspace> child_ws;
-  std::unique_ptr<NetCache> child_cache;
-  Workspace* ws = nullptr;
-  std::vector<std::unique_ptr<StepWrapper>> recurring;
-  std::vector<std::unique_ptr<StepWrapper>> reporters;
-  std::vector<Net*> nets;
-  Blob* stop_blob = nullptr;
-  std::atomic<bool> got_failure{false};
-};
-
-absl::StatusOr<std::unique_ptr<CompiledStep>> CompileStep(
-    PlanRun* run, const ExecutionStep* step, Workspace* ws, NetCache* cache);
-// Runs a compiled step from the start, or from `resume` (may be null). When
-// the run stops on request, `*stopped_at` says where it was.
-absl::Status RunCompiledStep(PlanRun* run, CompiledStep* compiled,
-                             const Continuation* parent,
-                             const StepPosition* resume,
-                             StepPosition* stopped_at);
 
 absl::Status PositionMismatch(const ExecutionStep& step,
                               absl::string_view what) {
@@ -158,161 +113,6 @@ absl::Status RestoreLocalBlobs(const StepPosition& at, Workspace* ws) {
                                      blob_bytes[name]));
   }
   return assembler.Finish();
-}
-
-// Wraps a step. Without create_workspace the step is compiled once, when the
-// wrapper is prepared (so a whole subtree is built before any of it runs);
-// with it, every run compiles afresh in a new child workspace.
-class StepWrapper {
- public:
-  StepWrapper(PlanRun* run, const ExecutionStep* step, Workspace* ws,
-              NetCache* cache)
-      : run_(run), step_(step), ws_(ws), cache_(cache) {}
-
-  absl::Status Prepare() {
-    if (step_->create_workspace()) return absl::OkStatus();
-    JG_ASSIGN_OR_RETURN(compiled_, CompileStep(run_, step_, ws_, cache_));
-    return absl::OkStatus();
-  }
-
-  const ExecutionStep& step() const { return *step_; }
-
-  // Reentrant: concurrent instances of one substep run the same wrapper.
-  // `resume` (may be null) continues a stopped run; `stopped_at` (may be
-  // null) receives the position when this run stops on request.
-  absl::Status Run(const Continuation* parent,
-                   const StepPosition* resume = nullptr,
-                   StepPosition* stopped_at = nullptr) {
-    if (resume != nullptr && resume->name() != step_->name()) {
-      return PositionMismatch(*step_, absl::StrCat("the position is of step '",
-                                                   resume->name(), "'"));
-    }
-    StepPosition ignored;
-    if (stopped_at == nullptr) stopped_at = &ignored;
-    if (!step_->create_workspace()) {
-      return RunCompiledStep(run_, compiled_.get(), parent, resume, stopped_at);
-    }
-    JG_ASSIGN_OR_RETURN(std::unique_ptr<CompiledStep> fresh,
-                        CompileStep(run_, step_, ws_, cache_));
-    if (resume != nullptr) {
-      JG_RETURN_IF_ERROR(RestoreLocalBlobs(*resume, fresh->ws));
-    }
-    return RunCompiledStep(run_, fresh.get(), parent, resume, stopped_at);
-  }
-
- private:
-  PlanRun* const run_;
-  const ExecutionStep* const step_;
-  Workspace* const ws_;
-  NetCache* const cache_;
-  std::unique_ptr<CompiledStep> compiled_;
-};
-
-absl::Status ValidateStep(const ExecutionStep& step) {
-  if (step.substep_size() > 0 && step.network_size() > 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "step '", step.name(), "' has both substeps and networks"));
-  }
-  if (!step.should_stop_blob().empty() && step.has_num_iter()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "step '", step.name(), "' sets both num_iter and should_stop_blob"));
-  }
-  if (step.only_once() && step.should_stop_blob().empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "step '", step.name(), "' sets only_once without should_stop_blob"));
-  }
-  if (step.has_num_iter() && step.num_iter() < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "step '", step.name(), "' has negative num_iter ", step.num_iter()));
-  }
-  bool has_recurring = false;
-  for (const ExecutionStep& sub : step.substep()) {
-    has_recurring |= !sub.has_run_every_ms();
-  }
-  if (!step.should_stop_blob().empty() && step.network_size() == 0 &&
-      !has_recurring && !step.only_once()) {
-    // Nothing would ever run between the stop checks, so nothing could set
-    // the blob: the step would spin for ever.
-    return absl::InvalidArgumentError(absl::StrCat(
-        "step '", step.name(),
-        "' has a should_stop_blob but no nets or substeps to run"));
-  }
-  if (step.num_concurrent_instances() > 1) {
-    // Instances of a substep built once would share its nets, and a net's
-    // ops and outputs may be used by one thread at a time only.
-    for (const ExecutionStep& sub : step.substep()) {
-      if (!sub.has_run_every_ms() && !sub.create_workspace()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "step '", step.name(), "' runs ", step.num_concurrent_instances(),
-            " concurrent instances of substep '", sub.name(),
-            "', which must set create_workspace so each instance gets its "
-            "own workspace and nets"));
-      }
-    }
-  }
-  if (step.has_run_every_ms() && step.run_every_ms() <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("step '", step.name(), "' has run_every_ms ",
-                     step.run_every_ms(), "; it must be positive"));
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<Net*> GetOrCreateNet(PlanRun* run, const std::string& name,
-                                    const ExecutionStep& step, Workspace* ws,
-                                    NetCache* cache) {
-  auto def = run->net_defs.find(name);
-  if (def == run->net_defs.end()) {
-    return absl::NotFoundError(
-        absl::StrCat("step '", step.name(), "' names net '", name,
-                     "', which the plan does not define"));
-  }
-  std::lock_guard<std::mutex> lock(cache->mu);
-  std::unique_ptr<Net>& net = cache->nets[name];
-  if (net == nullptr) {
-    JG_ASSIGN_OR_RETURN(net, Net::Create(*def->second, ws));
-  }
-  return net.get();
-}
-
-absl::StatusOr<std::unique_ptr<CompiledStep>> CompileStep(
-    PlanRun* run, const ExecutionStep* step, Workspace* ws, NetCache* cache) {
-  JG_RETURN_IF_ERROR(ValidateStep(*step));
-  auto compiled = std::make_unique<CompiledStep>();
-  compiled->step = step;
-  compiled->ws = ws;
-  if (step->create_workspace()) {
-    compiled->child_ws = std::make_unique<Workspace>(
-        ws, absl::StrCat(ws->name(), "/", step->name()));
-    compiled->child_cache = std::make_unique<NetCache>();
-    compiled->ws = compiled->child_ws.get();
-    cache = compiled->child_cache.get();
-  }
-  for (const ExecutionStep& substep : step->substep()) {
-    PlanRun* substep_run =
-        substep.has_run_every_ms() ? run->for_reporters : run;
-    auto wrapper = std::make_unique<StepWrapper>(substep_run, &substep,
-                                                 compiled->ws, cache);
-    JG_RETURN_IF_ERROR(wrapper->Prepare());
-    (substep.has_run_every_ms() ? compiled->reporters : compiled->recurring)
-        .push_back(std::move(wrapper));
-  }
-  for (const std::string& name : step->network()) {
-    JG_ASSIGN_OR_RETURN(Net * net,
-                        GetOrCreateNet(run, name, *step, compiled->ws, cache));
-    compiled->nets.push_back(net);
-  }
-  if (!step->should_stop_blob().empty()) {
-    compiled->stop_blob = compiled->ws->GetBlob(step->should_stop_blob());
-    if (compiled->stop_blob == nullptr) {
-      return absl::NotFoundError(absl::StrCat(
-          "should_stop_blob '", step->should_stop_blob(), "' of step '",
-          step->name(),
-          "' does not exist when the step is built; create it in an earlier "
-          "step or in one of this step's nets"));
-    }
-  }
-  return compiled;
 }
 
 // Runs each reporter of a step every run_every_ms on its own thread while the
@@ -475,6 +275,8 @@ absl::Status RunSubstepIteration(CompiledStep* c, const Continuation* own,
   return absl::OkStatus();
 }
 
+// Runs a compiled step from the start, or from `resume` (may be null). When
+// the run stops on request, `*stopped_at` says where it was.
 absl::Status RunCompiledStep(PlanRun* run, CompiledStep* c,
                              const Continuation* parent,
                              const StepPosition* resume,
@@ -533,6 +335,33 @@ absl::Status RunCompiledStep(PlanRun* run, CompiledStep* c,
 }
 
 }  // namespace
+
+absl::Status StepWrapper::Run(const Continuation* parent,
+                              const StepPosition* resume,
+                              StepPosition* stopped_at) {
+  if (resume != nullptr && resume->name() != step_->name()) {
+    return PositionMismatch(
+        *step_, absl::StrCat("the position is of step '", resume->name(), "'"));
+  }
+  StepPosition ignored;
+  if (stopped_at == nullptr) stopped_at = &ignored;
+  if (!step_->create_workspace()) {
+    return RunCompiledStep(run_, compiled_.get(), parent, resume, stopped_at);
+  }
+  JG_ASSIGN_OR_RETURN(std::unique_ptr<CompiledStep> fresh,
+                      CompileStep(run_, step_, ws_, cache_));
+  if (resume != nullptr) {
+    JG_RETURN_IF_ERROR(RestoreLocalBlobs(*resume, fresh->ws));
+  }
+  return RunCompiledStep(run_, fresh.get(), parent, resume, stopped_at);
+}
+
+}  // namespace plan_executor_internal
+
+using plan_executor_internal::Continuation;
+using plan_executor_internal::NetCache;
+using plan_executor_internal::PlanRun;
+using plan_executor_internal::StepWrapper;
 
 absl::Status StopRequestStatus(absl::string_view message) {
   absl::Status status = absl::CancelledError(message);
