@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
 #include "engine/collectives.h"
 #include "engine/session.h"
 #include "glog/logging.h"
@@ -45,6 +46,13 @@ class LocalCoordinator : public Coordinator {
     settled.commit = round.commit;
     return settled;
   }
+  CommitRound AgreeAndCommit(
+      const WriteReport& write,
+      const std::function<absl::Status(int64_t)>& commit) override {
+    const absl::Time agreed_at = absl::Now();
+    if (!write.status.ok()) return {write.status, absl::OkStatus(), agreed_at};
+    return {write.bytes, commit(write.bytes), agreed_at};
+  }
 };
 
 // The exchanges run over the session's own collectives. An error of those
@@ -66,8 +74,8 @@ class SessionCoordinator : public Coordinator {
     hosted = Sum(std::move(hosted), "the placement of the nodes");
     std::vector<std::string> unhosted;
     for (size_t i = 0; i < nodes.size(); ++i) {
-      CHECK_LE(hosted[i], 1) << "node '" << nodes[i] << "' is hosted by "
-                             << hosted[i] << " ranks";
+      CHECK_LE(hosted[i], 1)
+          << "node '" << nodes[i] << "' is hosted by " << hosted[i] << " ranks";
       if (hosted[i] == 0) unhosted.push_back(nodes[i]);
     }
     if (unhosted.empty()) return absl::OkStatus();
@@ -126,8 +134,9 @@ class SessionCoordinator : public Coordinator {
   Settled Settle(const SettleRound& round) override {
     const bool write_failed =
         round.write.has_value() && !round.write->status.ok();
-    const absl::Status commit =
-        commits() && round.commit.has_value() ? *round.commit : absl::OkStatus();
+    const absl::Status commit = commits() && round.commit.has_value()
+                                    ? *round.commit
+                                    : absl::OkStatus();
     // Three figures in one all-reduce: the failed writes, the bytes written
     // and the committer's code. The messages travel only after a failure.
     const std::vector<int64_t> sums =
@@ -143,14 +152,50 @@ class SessionCoordinator : public Coordinator {
         settled.write = sums[1];
       }
     }
-    if (round.commit.has_value()) settled.commit = CommitterStatus(sums[2], commit);
+    if (round.commit.has_value())
+      settled.commit = CommitterStatus(sums[2], commit);
     return settled;
+  }
+
+  CommitRound AgreeAndCommit(
+      const WriteReport& write,
+      const std::function<absl::Status(int64_t)>& commit) override {
+    // The failures and the bytes reach the committer alone; it commits if
+    // no process failed, and its outcome (the failed writes, the total
+    // bytes, its commit's code) reaches every process.
+    absl::StatusOr<std::vector<int64_t>> reduced = session_.ReduceSumToRoot(
+        {write.status.ok() ? 0 : 1, write.status.ok() ? write.bytes : 0},
+        kCommitter);
+    CHECK(reduced.ok()) << "agreeing on a checkpoint's writes: "
+                        << reduced.status();
+    const absl::Time agreed_at = absl::Now();
+    std::vector<int64_t> outcome = {0, 0, 0};
+    absl::Status committed;
+    if (commits()) {
+      outcome = {(*reduced)[0], (*reduced)[1], 0};
+      if (outcome[0] == 0) {
+        committed = commit(outcome[1]);
+        outcome[2] = committed.raw_code();
+      }
+    }
+    absl::StatusOr<std::vector<int64_t>> shared =
+        session_.BroadcastInts(std::move(outcome), kCommitter);
+    CHECK(shared.ok()) << "sharing a checkpoint's outcome: " << shared.status();
+    CommitRound round{(*shared)[1], absl::OkStatus(), agreed_at};
+    if ((*shared)[0] > 0) {
+      // The messages: which rank failed, and why.
+      round.write = FirstFailure(write.status);
+      return round;
+    }
+    round.commit = CommitterStatus((*shared)[2], committed);
+    return round;
   }
 
  private:
   static constexpr int kCommitter = 0;
 
-  std::vector<int64_t> Sum(std::vector<int64_t> values, absl::string_view what) {
+  std::vector<int64_t> Sum(std::vector<int64_t> values,
+                           absl::string_view what) {
     absl::StatusOr<std::vector<int64_t>> sums =
         session_.AllReduceSum(std::move(values));
     CHECK(sums.ok()) << "agreeing on " << what << ": " << sums.status();

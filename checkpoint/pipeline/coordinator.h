@@ -33,6 +33,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "checkpoint/commit/commit_log.h"
 
 namespace jobgraph {
@@ -62,6 +63,17 @@ struct Settled {
   std::optional<absl::StatusOr<int64_t>> write;
   // The committer's status, on every process.
   std::optional<absl::Status> commit;
+};
+
+// What AgreeAndCommit settles: every process's write (the total bytes, or
+// the first failure), and the committer's commit status (OK when no commit
+// was tried because a write failed).
+struct CommitRound {
+  absl::StatusOr<int64_t> write;
+  absl::Status commit;
+  // When this process knew the agreement's part it takes part in: the
+  // committer every write, the others that theirs reached the committer.
+  absl::Time agreed_at;
 };
 
 class Coordinator {
@@ -99,6 +111,16 @@ class Coordinator {
 
   // Collective: one exchange of the save pipeline (see SettleRound).
   virtual Settled Settle(const SettleRound& round) = 0;
+
+  // Collective: a save whose commit follows its write in the same call.
+  // Every process's `write` reaches the committer, which runs
+  // `commit(total_bytes)` when every write succeeded; the outcome then
+  // reaches every process. Two exchanges at the committer's centre (a
+  // reduce to it, a broadcast from it) where Settle twice takes two
+  // all-reduces.
+  virtual CommitRound AgreeAndCommit(
+      const WriteReport& write,
+      const std::function<absl::Status(int64_t total_bytes)>& commit) = 0;
 };
 
 // One process that does everything itself.

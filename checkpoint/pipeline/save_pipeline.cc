@@ -340,7 +340,8 @@ void SavePipeline::Commit(Flight& flight) {
   commit.total_bytes = *flight.agreed;
   // The save's own time: without its waits for epoch boundaries.
   commit.save_micros = MicrosSince(flight.start) - flight.parked_micros;
-  if (record.kind == SaveKind::kPreemption) commit.preemption = record.preemption;
+  if (record.kind == SaveKind::kPreemption)
+    commit.preemption = record.preemption;
   // The epochs that retention retires leave the log in the commit's own
   // write: one write, and a crash never leaves them listed beside the new
   // epoch. Their databases go once the log no longer lists them.
@@ -362,8 +363,8 @@ void SavePipeline::Commit(Flight& flight) {
         DeleteRetired(options_.directory, retired, /*background=*/true)
             .status();
     LOG_IF(ERROR, !deleted.ok())
-        << "epoch " << record.epoch << " is committed in "
-        << options_.directory << ", but retention failed: " << deleted;
+        << "epoch " << record.epoch << " is committed in " << options_.directory
+        << ", but retention failed: " << deleted;
   }
   flight.committed = std::move(committed);
   flight.commit_micros = MicrosSince(start);
@@ -381,15 +382,36 @@ bool SavePipeline::Settle() {
       if (f->next == Stage::kAgree) agreeing = f.get();
       if (f->next == Stage::kShare) sharing = f.get();
     }
-    if (agreeing != nullptr || sharing != nullptr) {
+    if (agreeing != nullptr && sharing == nullptr && queue_->runs_inline()) {
+      // The commit follows in this call: agreeing, committing and sharing
+      // are one exchange centred on the committer.
+      Flight& flight = *agreeing;
+      const absl::Time now = absl::Now();
+      flight.parked_micros += absl::ToInt64Microseconds(now - flight.parked_at);
+      CommitRound round = coordinator_->AgreeAndCommit(
+          flight.written, [&](int64_t total_bytes) {
+            flight.agreed = total_bytes;
+            Commit(flight);
+            return flight.committed;
+          });
+      flight.agree_micros = absl::ToInt64Microseconds(round.agreed_at - now);
+      flight.commit_micros = MicrosSince(round.agreed_at);
+      flight.agreed = round.write;
+      flight.committed = round.commit;
+      flight.next = Stage::kDone;
+      flight.done_at = absl::Now();
+      progressed = true;
+    } else if (agreeing != nullptr || sharing != nullptr) {
       const absl::Time now = absl::Now();
       SettleRound round;
       if (agreeing != nullptr) {
-        agreeing->parked_micros += absl::ToInt64Microseconds(now - agreeing->parked_at);
+        agreeing->parked_micros +=
+            absl::ToInt64Microseconds(now - agreeing->parked_at);
         round.write = agreeing->written;
       }
       if (sharing != nullptr) {
-        sharing->parked_micros += absl::ToInt64Microseconds(now - sharing->parked_at);
+        sharing->parked_micros +=
+            absl::ToInt64Microseconds(now - sharing->parked_at);
         round.commit = sharing->committed;
       }
       Settled settled = coordinator_->Settle(round);
@@ -473,9 +495,8 @@ SaveOutcome SavePipeline::OutcomeOf(const Flight& flight) const {
   stats.agree_micros = flight.agree_micros;
   stats.commit_micros = flight.commit_micros;
   stats.in_background = flight.in_background;
-  stats.wall_micros =
-      absl::ToInt64Microseconds(flight.done_at - flight.start) -
-      flight.parked_micros;
+  stats.wall_micros = absl::ToInt64Microseconds(flight.done_at - flight.start) -
+                      flight.parked_micros;
   outcome.stats = stats;
   return outcome;
 }

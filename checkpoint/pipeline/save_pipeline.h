@@ -7,19 +7,22 @@
 //             frozen: tensors are shared copy-on-write (caller's thread);
 //   write     each snapshot's database, durable under its final name
 //             (WriteCheckpointDb, the one route to a database);
-//   agree     on every process's write (Coordinator::Settle);
+//   agree     on every process's write;
 //   commit    the committer records the save in the commit log, retiring
 //             what retention drops, in the same write;
-//   share     the committer's status reaches every process (Settle).
+//   share     the committer's status reaches every process.
 //
 // Two seams place the stages; neither adds a path:
 //   - the SaveQueue runs write and commit at once (a synchronous save) or on
 //     its thread while the job goes on (an asynchronous save);
-//   - the Coordinator says whether the exchanges reach other processes. Then
-//     they run only in the job's thread, in Save and Drain: a background
-//     save waits at an exchange for the next boundary, and the exchanges of
-//     two consecutive saves (the newest write, the commit before it) go in
-//     one round. In one process they run wherever the save is.
+//   - the Coordinator carries the exchanges (agree, share), and says whether
+//     they reach other processes. Then they run only in the job's thread,
+//     in Save and Drain: a background save waits at an exchange for the next
+//     boundary, and the exchanges of two consecutive saves (the newest write,
+//     the commit before it) go in one round (Coordinator::Settle); a save
+//     whose commit follows in the same call agrees, commits and shares in
+//     one exchange centred on the committer (AgreeAndCommit). In one process
+//     they run wherever the save is.
 // A synchronous save is the asynchronous pipeline run inline: Save drains
 // it before returning.
 //
