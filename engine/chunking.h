@@ -49,8 +49,7 @@ std::vector<StringChunk> StringChunks(absl::Span<const std::string> strings,
 // "x#%1", "x#%10", "x#%2", ...). Chunks are written in that order so that a
 // database that keeps keys sorted (LevelDB) receives them already sorted:
 // out-of-order keys make LevelDB's table files overlap and cost a compaction
-// that rewrites the data (measured 2.5-3.7x slower saves for one large
-// tensor).
+// that rewrites the data.
 std::vector<int64_t> ChunkKeyOrder(int64_t n);
 
 }  // namespace serialization_internal

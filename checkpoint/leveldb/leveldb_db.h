@@ -6,7 +6,7 @@
 // bulk with keys in sorted order, then read in one pass. A database opened
 // with DbOptions::write_only (Save's) is written without LevelDB, straight
 // into table files (leveldb_direct.h). Otherwise LevelDbOptions
-// (leveldb_options.h, included here for callers) holds the measured defaults:
+// (leveldb_options.h, included here for callers) holds the defaults:
 // no compression, 256 MiB memtable, 64 MiB table files, writes without sync in
 // batches of up to DbOptions::writer_batch_bytes.
 //

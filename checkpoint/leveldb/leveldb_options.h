@@ -18,9 +18,9 @@
 
 namespace jobgraph {
 
-// LevelDB tuning for bulk checkpoint writes. The defaults are the best
-// measured on this machine (tools/bench/db_write_bench.cc and
-// tools/bench/checkpoint_bench.cc). Open() rejects values outside the stated
+// LevelDB tuning for bulk checkpoint writes. The defaults are the fastest
+// that tools/bench/db_write_bench and checkpoint_bench found (the figures
+// are in tools/bench/README.md). Open() rejects values outside the stated
 // ranges with InvalidArgument instead of letting LevelDB clip them.
 struct LevelDbOptions {
   // Memtable size; also the size of each log file. 256 MiB makes a 1 GiB
@@ -44,17 +44,15 @@ struct LevelDbOptions {
   // (DB::CompactRange over an empty key range: it flushes the memtable and
   // compacts nothing). Without it, up to write_buffer_size bytes stay only in
   // the log, and every later open of the checkpoint replays that log,
-  // rewrites it as a table and deletes it (slow, and it modifies a committed
-  // checkpoint). Measured with tools/bench/db_write_bench.cc: replaying the
-  // 268 MB log that 1 GiB leaves behind takes 1.3-1.6 s (a 1 GiB log with a
-  // 1 GiB memtable: 5.4-6.3 s), while the flush costs one table build of at
-  // most write_buffer_size at close and the next open takes a few ms.
+  // rewrites it as a table and deletes it (seconds per GiB, and it modifies
+  // a committed checkpoint), while the flush costs one table build of at
+  // most write_buffer_size at close.
   bool flush_memtable_on_close = true;
   // A kNew database opened with DbOptions::write_only (as Save opens its
   // databases) is written without LevelDB's write path: its table files,
   // descriptor and CURRENT are written directly (leveldb_direct.h); the
-  // result is a LevelDB database like any other. Measured with
-  // tools/bench/checkpoint_bench (variant direct=0 is LevelDB's path).
+  // result is a LevelDB database like any other (checkpoint_bench's variant
+  // direct=0 is LevelDB's path).
   // block_size, max_file_size and write_buffer_size (the bound on entries
   // Put out of key order, kept in memory) apply; nothing else does.
   bool write_tables_directly = true;

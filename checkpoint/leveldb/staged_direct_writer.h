@@ -3,17 +3,15 @@
 // writes each full buffer while the caller fills the other. The buffers are
 // 256 KiB until the file (or, with `large`, the database it belongs to) has
 // 16 MiB, then 1 MiB: small databases keep their peak memory near their
-// size, and large ones are written in requests the disk takes at full speed
-// (1 GiB: 1.2 GB/s in 256 KiB requests, 1.5 in 1 MiB ones). Internal to
-// the LevelDB adapter: OutputFile (leveldb_table_writer.h) writes table files
-// through it.
+// size, and large ones are written in requests the disk takes at full
+// speed. Internal to the LevelDB adapter: OutputFile
+// (leveldb_table_writer.h) writes table files through it.
 //
 // Why: a write through the page cache copies every byte into cache pages
-// allocated for it, and on the VMs these jobs run on, that copy is the whole
-// cost of a large save once the host has taken freed memory back (1 GiB:
-// 0.35 GB/s through the cache, 1.5-1.8 GB/s with O_DIRECT, in
-// tools/bench/README.md's measurements). A checkpoint is written once and
-// read back by another process, so caching it only evicts the job's data.
+// allocated for it, and on VMs whose host takes freed memory back that copy
+// is the whole cost of a large save (tools/bench/README.md). A checkpoint is
+// written once and read back by another process, so caching it only evicts
+// the job's data.
 //
 // Thread-compatible: one caller thread at a time; the writer thread is the
 // object's own and is stopped by Finish or the destructor.

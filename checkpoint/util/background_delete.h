@@ -1,8 +1,8 @@
 // Deletes files and directory trees on a background thread.
 //
-// Deleting a checkpoint database costs about 1.2 s per GiB on this machine's
-// disk (the `discard` mount option makes freeing blocks synchronous), as long
-// as writing it. Installing a re-saved LevelDB database (leveldb_db.h)
+// Deleting a checkpoint database can take as long as writing it (on disks
+// mounted with `discard`, freeing blocks is synchronous; tools/bench/README.md
+// has the figures). Installing a re-saved LevelDB database (leveldb_db.h)
 // replaces the old one atomically and leaves the old copy, already renamed
 // out of the way, to this deleter, so the job does not wait for it.
 //

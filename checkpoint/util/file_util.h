@@ -126,8 +126,8 @@ absl::Status ExchangeAndSync(const std::string& a, const std::string& b);
 // Deletes `path` and, for a directory, everything below it. Symlinks are
 // removed, never followed. NotFound if `path` does not exist. Does not fsync
 // the parent: a deletion that is lost in a crash is harmless to the commit
-// protocol, and on this machine deleting data that reached the disk already
-// costs ~1.2 s/GiB, so callers should run it off the critical path.
+// protocol. Deleting takes time in proportion to the bytes (see
+// background_delete.h): callers run it off the critical path.
 absl::Status RemoveRecursively(const std::string& path);
 
 }  // namespace jobgraph
