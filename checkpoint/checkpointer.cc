@@ -34,12 +34,8 @@ Checkpointer::Impl::Impl(CheckpointOptions options, bool single_node)
 
 Checkpointer::Impl::~Impl() {
   EndPipeline();
-  for (const SaveOutcome& outcome : unclaimed_) {
-    // Nobody asked for these; a failure must still not go unnoticed.
-    LOG_IF(ERROR, !outcome.stats.ok())
-        << "the checkpoint of epoch " << outcome.epoch
-        << " failed: " << outcome.stats.status().message();
-  }
+  // Nobody took these; a failure must still not go unnoticed.
+  for (const SaveOutcome& outcome : unclaimed_) LogIfFailed(outcome);
 }
 
 absl::StatusOr<std::optional<int64_t>> Checkpointer::Start(
@@ -206,13 +202,15 @@ void Checkpointer::Impl::KeepOutcomes() {
   }
   if (unclaimed_.size() <= kMaxUnclaimedOutcomes) return;
   const size_t dropped = unclaimed_.size() - kMaxUnclaimedOutcomes;
-  for (size_t i = 0; i < dropped; ++i) {
-    // Nobody asked for these; a failure must still not go unnoticed.
-    LOG_IF(ERROR, !unclaimed_[i].stats.ok())
-        << "the checkpoint of epoch " << unclaimed_[i].epoch
-        << " failed: " << unclaimed_[i].stats.status().message();
-  }
+  for (size_t i = 0; i < dropped; ++i) LogIfFailed(unclaimed_[i]);
   unclaimed_.erase(unclaimed_.begin(), unclaimed_.begin() + dropped);
+}
+
+absl::Status Checkpointer::Impl::Failed(SaveKind kind, int64_t epoch,
+                                        absl::Status status) {
+  KeepOutcomes();
+  unclaimed_.push_back({epoch, kind, /*in_background=*/false, status});
+  return status;
 }
 
 std::vector<SaveOutcome> Checkpointer::Impl::TakeFinished() {
@@ -224,14 +222,14 @@ absl::StatusOr<std::optional<int64_t>> Checkpointer::Impl::ChooseStart(
     Session* session, const ResumeFrom& resume) {
   staged_.reset();
   Coordinator& coordinator = pipeline_->coordinator();
+  // Caffe2's rule: a save that cannot happen does not stop the job. Each
+  // save will report a directory that cannot be made, and the first that
+  // can save takes the locks. Every process agrees on the locks, whatever
+  // its own directory said.
   absl::Status usable = PrepareCheckpointDirectory(options_.directory);
-  if (usable.ok()) {
-    JG_RETURN_IF_ERROR(coordinator.Agree(pipeline_->LockNodes()));
-  } else {
-    // Caffe2's rule: a save that cannot happen does not stop the job. Each
-    // save will report this, and the first that can save takes the locks.
-    LOG(WARNING) << usable.message();
-  }
+  LOG_IF(WARNING, !usable.ok()) << usable.message();
+  JG_RETURN_IF_ERROR(coordinator.Agree(usable.ok() ? pipeline_->LockNodes()
+                                                   : absl::OkStatus()));
   // The committer reads the commit log and shares it, so that every
   // process considers the same epochs; each verifies its own nodes'
   // databases of a candidate epoch, and they agree before the next one.

@@ -75,6 +75,9 @@ class Checkpointer::Impl {
   // kMaxUnclaimedOutcomes (failures dropped are logged).
   void KeepOutcomes();
   std::vector<SaveOutcome> TakeFinished();
+  // A save of `kind` for `epoch` that failed before the pipeline could run
+  // it (the same on every process): its outcome, and `status` to return.
+  absl::Status Failed(SaveKind kind, int64_t epoch, absl::Status status);
 
   // --- checkpointer_save.cc: what each kind of save records and saves.
 

@@ -33,8 +33,14 @@ Checkpointer::Impl::FetchBlobNames(const Session& session,
           "blob '", kBlobNamesBlob, "' of node '", state.node, "' holds ",
           names->DebugString(4), ", not a list of names"));
     }
-    const std::string* data = names->data<std::string>();
-    lists.emplace_back(data, data + names->numel());
+    std::vector<std::string>& list = lists.emplace_back();
+    for (int64_t i = 0; i < names->numel(); ++i) {
+      // Saves before the save pipeline left the Save task's byte count in
+      // the workspace, and a list captured after one names it; it was never
+      // saved, so a checkpoint that lists it does not hold it.
+      const std::string& name = names->data<std::string>()[i];
+      if (name != "checkpoint_saved_bytes") list.push_back(name);
+    }
   }
   return lists;
 }

@@ -17,10 +17,11 @@ namespace jobgraph {
 absl::StatusOr<CheckpointStats> Checkpointer::Impl::SaveEpoch(Session& session,
                                                               int64_t epoch) {
   if (!blobs_fixed_) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "cannot save epoch ", epoch,
-        ": the checkpointed blobs are not fixed yet (call CaptureBlobNames "
-        "or Restore first)"));
+    return Failed(SaveKind::kEpoch, epoch,
+                  absl::FailedPreconditionError(absl::StrCat(
+                      "cannot save epoch ", epoch,
+                      ": the checkpointed blobs are not fixed yet (call "
+                      "CaptureBlobNames or Restore first)")));
   }
   std::vector<std::vector<std::string>> blobs;
   for (const NodeState& state : nodes_) blobs.push_back(state.blobs);
@@ -33,9 +34,12 @@ absl::StatusOr<CheckpointStats> Checkpointer::Impl::SaveEpoch(Session& session,
 absl::StatusOr<CheckpointStats> Checkpointer::Impl::SavePreempted(
     Session& session, int64_t epoch, const Preemption& preemption,
     const TaskGroup& stopped) {
+  auto failed = [&](absl::Status status) {
+    return Failed(SaveKind::kPreemption, epoch, std::move(status));
+  };
   if (nodes_.empty()) {
-    return absl::FailedPreconditionError(
-        "Checkpointer::SavePreempted before Start: the nodes are unknown");
+    return failed(absl::FailedPreconditionError(
+        "Checkpointer::SavePreempted before Start: the nodes are unknown"));
   }
   // Only checkpointed nodes' state is saved; a group that also runs on
   // another node could not continue from it.
@@ -43,11 +47,11 @@ absl::StatusOr<CheckpointStats> Checkpointer::Impl::SavePreempted(
   for (const std::string& node : stopped.used_nodes()) {
     if (std::find(checkpointed.begin(), checkpointed.end(), node) ==
         checkpointed.end()) {
-      return absl::FailedPreconditionError(absl::StrCat(
+      return failed(absl::FailedPreconditionError(absl::StrCat(
           "node '", node, "' runs tasks in the ",
           JobGroupName(preemption.group()),
           " group but is not checkpointed, so the middle of the group "
-          "cannot be saved"));
+          "cannot be saved")));
     }
   }
   // Each node's root-workspace blobs at the stop, as its plan position
@@ -59,15 +63,15 @@ absl::StatusOr<CheckpointStats> Checkpointer::Impl::SavePreempted(
     PlanPosition position;
     if (!value.ok() || value->dtype() != STRING || value->numel() != 1 ||
         !position.ParseFromString(value->data<std::string>()[0])) {
-      return absl::FailedPreconditionError(absl::StrCat(
+      return failed(absl::FailedPreconditionError(absl::StrCat(
           "node '", state.node, "' holds no plan position of a stopped run (",
           value.ok() ? "damaged" : value.status().message(),
-          "); only a run stopped on request can be saved mid-epoch"));
+          "); only a run stopped on request can be saved mid-epoch")));
     }
     if (!position.cannot_save().empty()) {
-      return absl::FailedPreconditionError(absl::StrCat(
+      return failed(absl::FailedPreconditionError(absl::StrCat(
           "the state of node '", state.node,
-          "' at the stop cannot be saved: ", position.cannot_save()));
+          "' at the stop cannot be saved: ", position.cannot_save())));
     }
     blobs.emplace_back(position.root_blob().begin(),
                        position.root_blob().end());
@@ -84,8 +88,10 @@ absl::StatusOr<CheckpointStats> Checkpointer::Impl::SavePreempted(
 absl::Status Checkpointer::Impl::MarkLoopFinished(
     int64_t epoch, const Preemption& preemption) {
   if (pipeline_ == nullptr) {
-    return absl::FailedPreconditionError(
-        "Checkpointer::MarkLoopFinished outside a run (call Start first)");
+    return Failed(SaveKind::kLoopFinished, epoch,
+                  absl::FailedPreconditionError(
+                      "Checkpointer::MarkLoopFinished outside a run (call "
+                      "Start first)"));
   }
   absl::StatusOr<CheckpointStats> saved = pipeline_->Save(
       /*session=*/nullptr,

@@ -457,6 +457,16 @@ TEST(PreemptionCommitLogTest, AGroupOnAnUncheckpointedNodeIsNotSavedMidway) {
               HasSubstr("node 'helper' runs tasks in the epoch group but is "
                         "not checkpointed"));
   EXPECT_FALSE(runner.stats().preemption->saved);
+  // The refused preemption checkpoint is a failed save like any other.
+  EXPECT_EQ(runner.stats().save_failures, 1);
+  ASSERT_EQ(runner.stats().save_errors.size(), 1u);
+  EXPECT_THAT(runner.stats().save_errors[0],
+              HasSubstr("unable to write the preemption checkpoint of epoch 1: "
+                        "node 'helper' runs tasks"));
+  ASSERT_FALSE(runner.stats().saves.empty());
+  EXPECT_EQ(runner.stats().saves.back().kind, SaveKind::kPreemption);
+  EXPECT_EQ(runner.stats().saves.back().stats.status().code(),
+            absl::StatusCode::kFailedPrecondition);
   absl::StatusOr<CommitLog> log = ReadCommitLog(dir.path());
   ASSERT_TRUE(log.ok());
   EXPECT_FALSE(log->epoch(log->epoch_size() - 1).has_preemption());

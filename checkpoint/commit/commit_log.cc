@@ -38,16 +38,25 @@ std::string PreviousPath(const std::string& dir) {
   return absl::StrCat(LogPath(dir), kPreviousCommitLogSuffix);
 }
 
-// Logs written before Preemption.group existed name the group in
+// Logs written before Preemption.group existed name the group only in
 // group_name: readers see it in `group`, like every other log.
 void UpgradeLegacyFields(CommitLog& log) {
   for (CommittedEpoch& e : *log.mutable_epoch()) {
-    if (!e.has_preemption()) continue;
-    Preemption& p = *e.mutable_preemption();
-    if (p.group() == JOB_GROUP_UNSPECIFIED) {
+    if (e.has_preemption() && e.preemption().group() == JOB_GROUP_UNSPECIFIED) {
+      Preemption& p = *e.mutable_preemption();
       p.set_group(JobGroupFromName(p.group_name()));
     }
-    p.clear_group_name();
+  }
+}
+
+// While the format version is 1, every written entry names its group in
+// group_name too, the only field that readers of version 1 know.
+void FillGroupNames(CommitLog& log) {
+  for (CommittedEpoch& e : *log.mutable_epoch()) {
+    if (e.has_preemption() && e.preemption().group() != JOB_GROUP_UNSPECIFIED) {
+      Preemption& p = *e.mutable_preemption();
+      p.set_group_name(std::string(JobGroupName(p.group())));
+    }
   }
 }
 
@@ -167,6 +176,7 @@ absl::Status KeepPreviousCopy(const std::string& dir,
 
 // `log` and its framed bytes.
 absl::StatusOr<LogFile> Encode(const std::string& dir, CommitLog log) {
+  FillGroupNames(log);
   std::string bytes;
   if (!log.SerializeToString(&bytes)) {
     return absl::InternalError(
@@ -372,6 +382,7 @@ absl::Status CommitLogUpdate::FinishEdit(
   std::unique_ptr<State> s = std::move(state_);
   const bool versioned = s->log.format_version() == kCommitLogFormatVersion;
   JG_ASSIGN_OR_RETURN(Edit edited, edit(s->log));
+  FillGroupNames(s->log);
   if (edited == Edit::kNone) {
     if (s->current.has_value()) {
       WrittenLogs::Get().Put(s->dir,

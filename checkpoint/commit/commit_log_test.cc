@@ -556,14 +556,14 @@ TEST(CommitLogTest, ABareLogOfAnOlderVersionStillLoads) {
 
 // Logs written before Preemption.group existed named the group in field 1
 // as a string: readers see the enum, and the next commit, which appends its
-// entry to those bytes, reads back the same.
+// entry to those bytes, reads back the same. Entries written now name it in
+// both fields, for readers that know only field 1.
 TEST(CommitLogTest, AGroupNamedInAnOlderLogReadsAsItsEnum) {
   TempDir dir;
   CommitLog log;
   log.set_format_version(1);
   log.set_db_type("leveldb");
-  for (const auto& [epoch, name] :
-       std::vector<std::pair<int, std::string>>{
+  for (const auto& [epoch, name] : std::vector<std::pair<int, std::string>>{
            {0, "init"}, {1, "epoch"}, {2, "download"}, {3, "bogus"}}) {
     CommittedEpoch* e = log.add_epoch();
     e->set_epoch(epoch);
@@ -580,13 +580,29 @@ TEST(CommitLogTest, AGroupNamedInAnOlderLogReadsAsItsEnum) {
                                  JOB_GROUP_DOWNLOAD, JOB_GROUP_UNSPECIFIED};
     for (int i = 0; i < 4; ++i) {
       EXPECT_EQ(read->epoch(i).preemption().group(), expected[i]) << i;
-      EXPECT_EQ(read->epoch(i).preemption().group_name(), "") << i;
       EXPECT_EQ(read->epoch(i).preemption().signal(), "SIGTERM") << i;
     }
+    EXPECT_EQ(read->epoch(3).preemption().group_name(), "bogus");
     Commit(dir.path(), 4, {"a"});
   }
-  EXPECT_THAT(Entries(dir.path()), ElementsAre("0:a", "1:a", "2:a", "3:a",
-                                               "4:a"));
+  EXPECT_THAT(Entries(dir.path()),
+              ElementsAre("0:a", "1:a", "2:a", "3:a", "4:a"));
+  // A new entry: both fields.
+  EpochCommit commit;
+  commit.epoch = 5;
+  commit.nodes = {"a"};
+  commit.preemption.emplace();
+  commit.preemption->set_group(JOB_GROUP_EPOCH);
+  ASSERT_TRUE(CommitEpoch(dir.path(), "leveldb", commit).ok());
+  CommitLog bare;
+  ASSERT_TRUE(bare.ParseFromString(
+      UnframeChecksummed(ReadFileToString(LogPath(dir)).value(), "log")
+          .value()
+          .payload));
+  ASSERT_EQ(bare.epoch_size(), 6);
+  EXPECT_EQ(bare.epoch(5).preemption().group(), JOB_GROUP_EPOCH);
+  EXPECT_EQ(bare.epoch(5).preemption().group_name(), "epoch");
+  EXPECT_EQ(bare.epoch(1).preemption().group_name(), "epoch");
 }
 
 TEST(CommitLogTest, CreateIfMissingNeverReplacesALog) {

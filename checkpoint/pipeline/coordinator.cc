@@ -27,9 +27,6 @@ class LocalCoordinator : public Coordinator {
     if (!local.ok()) return local;
     return value;
   }
-  absl::Status OnCommitter(const std::function<absl::Status()>& fn) override {
-    return fn();
-  }
   absl::StatusOr<CommitLogRead> ShareCommitLog(
       const std::function<absl::StatusOr<CommitLogRead>()>& read) override {
     return read();
@@ -99,13 +96,6 @@ class SessionCoordinator : public Coordinator {
     return sums[1];
   }
 
-  absl::Status OnCommitter(const std::function<absl::Status()>& fn) override {
-    const absl::Status mine = commits() ? fn() : absl::OkStatus();
-    const int64_t code =
-        Sum({commits() ? mine.raw_code() : 0}, "the committer's status")[0];
-    return CommitterStatus(code, mine);
-  }
-
   absl::StatusOr<CommitLogRead> ShareCommitLog(
       const std::function<absl::StatusOr<CommitLogRead>()>& read) override {
     SharedCommitLog shared;
@@ -122,8 +112,12 @@ class SessionCoordinator : public Coordinator {
         session_.Broadcast(shared.SerializeAsString(), kCommitter);
     CHECK(sent.ok()) << "sharing the commit log: " << sent.status();
     SharedCommitLog received;
-    CHECK(received.ParseFromString(*sent))
-        << "rank " << kCommitter << " sent a commit log that does not parse";
+    if (!received.ParseFromString(*sent)) {
+      // Every rank received these bytes: every rank returns this.
+      return absl::DataLossError(
+          absl::StrCat("the commit log that rank ", kCommitter,
+                       " read reached the other ranks damaged"));
+    }
     if (received.has_error()) return StatusFromProto(received.error());
     CommitLogRead read_log;
     read_log.damage = StatusFromProto(received.damage());

@@ -17,8 +17,9 @@
 // same order, from one thread per process (the job's thread: a session's
 // collectives are not thread-safe), and return the same result on every
 // process. Statuses cross processes as StatusProto (proto/jobgraph.proto).
-// A failure of the transport itself (MPI) is fatal: the processes could no
-// longer agree on what they did.
+// A failure of the transport itself (MPI) ends the job: Open MPI's errors
+// are fatal, and the exchanges CHECK what the session returns, since the
+// processes could no longer agree on what they did.
 
 #ifndef JOBGRAPH_CHECKPOINT_PIPELINE_COORDINATOR_H_
 #define JOBGRAPH_CHECKPOINT_PIPELINE_COORDINATOR_H_
@@ -101,9 +102,6 @@ class Coordinator {
   // Collective: Agree, and then the committer's `value` on every process.
   virtual absl::StatusOr<int64_t> AgreeWithCommitter(const absl::Status& local,
                                                      int64_t value) = 0;
-
-  // Collective: the committer runs `fn`; its status on every process.
-  virtual absl::Status OnCommitter(const std::function<absl::Status()>& fn) = 0;
 
   // Collective: the committer's `read` of the commit log, on every process.
   virtual absl::StatusOr<CommitLogRead> ShareCommitLog(

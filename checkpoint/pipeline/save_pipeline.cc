@@ -45,8 +45,8 @@ struct SavePipeline::Flight {
   // This process's write; then every process's (the total bytes).
   WriteReport written;
   absl::StatusOr<int64_t> agreed = absl::UnknownError("not agreed yet");
-  // The committer's commit-log update, begun ahead of the agreement when
-  // the commit follows within the same call (see Prepare).
+  // The committer's commit-log update, begun ahead of its own write when
+  // the commit follows within the same call (see Save).
   std::optional<absl::StatusOr<CommitLogUpdate>> update;
   // The committer's status of its commit, then every process's.
   absl::Status committed;
@@ -95,15 +95,16 @@ SavePipeline::SavePipeline(const CheckpointOptions& options,
       coordinator_(std::move(coordinator)),
       queue_(queue) {}
 
+void LogIfFailed(const SaveOutcome& outcome) {
+  LOG_IF(ERROR, !outcome.stats.ok())
+      << "the checkpoint of epoch " << outcome.epoch
+      << " failed: " << outcome.stats.status().message();
+}
+
 SavePipeline::~SavePipeline() {
   Drain();
-  for (const SaveOutcome& outcome : finished_) {
-    // Nobody asked for these; a failure must still not go unnoticed.
-    if (!outcome.stats.ok()) {
-      LOG(ERROR) << "the checkpoint of epoch " << outcome.epoch
-                 << " failed: " << outcome.stats.status().message();
-    }
-  }
+  // Nobody took these; a failure must still not go unnoticed.
+  for (const SaveOutcome& outcome : finished_) LogIfFailed(outcome);
 }
 
 absl::Status SavePipeline::LockNodes() {
@@ -199,7 +200,7 @@ absl::StatusOr<CheckpointStats> SavePipeline::Save(
     }
   }
   if (!local.ok()) {
-    flight->snapshots.clear();
+    ReleaseSnapshots(*flight);
     flight->written.status = local;
     if (coordinator_->spans_processes() && !failed_everywhere) {
       // This process's own failure becomes its write's report, agreed on
@@ -256,13 +257,10 @@ void SavePipeline::Advance(Flight& flight) {
           }
           Settled settled = coordinator_->Settle(round);
           if (flight.next == Stage::kAgree) {
-            flight.agreed = *settled.write;
-            flight.next = flight.agreed.ok() ? Stage::kCommit : Stage::kDone;
+            Agreed(flight, *settled.write);
           } else {
-            flight.committed = *settled.commit;
-            flight.next = Stage::kDone;
+            Shared(flight, *settled.commit);
           }
-          if (flight.next == Stage::kDone) flight.done_at = absl::Now();
         }
         break;
       case Stage::kCommit:
@@ -370,24 +368,60 @@ void SavePipeline::Commit(Flight& flight) {
   flight.commit_micros = MicrosSince(start);
 }
 
+void SavePipeline::Agreed(Flight& flight, absl::StatusOr<int64_t> agreed) {
+  flight.agreed = std::move(agreed);
+  if (flight.agreed.ok()) {
+    flight.next = Stage::kCommit;
+  } else {
+    flight.next = Stage::kDone;
+    flight.done_at = absl::Now();
+  }
+}
+
+void SavePipeline::Shared(Flight& flight, absl::Status committed) {
+  flight.committed = std::move(committed);
+  flight.next = Stage::kDone;
+  flight.done_at = absl::Now();
+}
+
+void SavePipeline::ReleaseSnapshots(Flight& flight) {
+  if (flight.snapshots.empty()) return;
+  auto frozen = std::make_shared<std::vector<Flight::NodeSnapshot>>(
+      std::move(flight.snapshots));
+  flight.snapshots.clear();
+  queue_->Run([frozen = std::move(frozen)] {});
+}
+
 bool SavePipeline::Settle() {
   queue_->Wait();
+  // The queue's thread has no work now: the job's thread may touch every
+  // flight. A save whose write ended did so in the epoch that just
+  // finished, so its snapshot may go (ARCHITECTURE.md, invariant 6), freed
+  // on the queue's thread, off the job's.
+  for (const std::shared_ptr<Flight>& f : flights_) {
+    if (f->next != Stage::kWrite) ReleaseSnapshots(*f);
+  }
   bool progressed = false;
+  std::shared_ptr<Flight> to_commit;
   if (coordinator_->spans_processes()) {
     // The exchanges that are due, in one round: the newest save's write and
     // the commit before it.
-    Flight* agreeing = nullptr;
-    Flight* sharing = nullptr;
+    std::shared_ptr<Flight> agreeing;
+    std::shared_ptr<Flight> sharing;
     for (const std::shared_ptr<Flight>& f : flights_) {
-      if (f->next == Stage::kAgree) agreeing = f.get();
-      if (f->next == Stage::kShare) sharing = f.get();
+      if (f->next == Stage::kAgree) agreeing = f;
+      if (f->next == Stage::kShare) sharing = f;
+    }
+    const absl::Time now = absl::Now();
+    for (Flight* f : {agreeing.get(), sharing.get()}) {
+      if (f != nullptr) {
+        f->parked_micros += absl::ToInt64Microseconds(now - f->parked_at);
+      }
     }
     if (agreeing != nullptr && sharing == nullptr && queue_->runs_inline()) {
       // The commit follows in this call: agreeing, committing and sharing
       // are one exchange centred on the committer.
       Flight& flight = *agreeing;
-      const absl::Time now = absl::Now();
-      flight.parked_micros += absl::ToInt64Microseconds(now - flight.parked_at);
       CommitRound round = coordinator_->AgreeAndCommit(
           flight.written, [&](int64_t total_bytes) {
             flight.agreed = total_bytes;
@@ -396,56 +430,38 @@ bool SavePipeline::Settle() {
           });
       flight.agree_micros = absl::ToInt64Microseconds(round.agreed_at - now);
       flight.commit_micros = MicrosSince(round.agreed_at);
-      flight.agreed = round.write;
-      flight.committed = round.commit;
-      flight.next = Stage::kDone;
-      flight.done_at = absl::Now();
+      flight.agreed = std::move(round.write);
+      Shared(flight, std::move(round.commit));
       progressed = true;
     } else if (agreeing != nullptr || sharing != nullptr) {
-      const absl::Time now = absl::Now();
       SettleRound round;
-      if (agreeing != nullptr) {
-        agreeing->parked_micros +=
-            absl::ToInt64Microseconds(now - agreeing->parked_at);
-        round.write = agreeing->written;
-      }
-      if (sharing != nullptr) {
-        sharing->parked_micros +=
-            absl::ToInt64Microseconds(now - sharing->parked_at);
-        round.commit = sharing->committed;
-      }
+      if (agreeing != nullptr) round.write = agreeing->written;
+      if (sharing != nullptr) round.commit = sharing->committed;
       Settled settled = coordinator_->Settle(round);
       const int64_t exchange_micros = MicrosSince(now);
       if (sharing != nullptr) {
-        sharing->committed = *settled.commit;
         sharing->commit_micros += exchange_micros;
-        sharing->next = Stage::kDone;
-        sharing->done_at = absl::Now();
+        Shared(*sharing, *settled.commit);
       }
       if (agreeing != nullptr) {
-        agreeing->agreed = *settled.write;
         agreeing->agree_micros = exchange_micros;
-        if (agreeing->agreed.ok()) {
-          agreeing->next = Stage::kCommit;
-          // While its commit is in flight the log may list it (Prepare).
-          if (listed_bound_.has_value()) {
-            listed_bound_ = std::max(*listed_bound_, agreeing->record.epoch);
-          }
-          std::shared_ptr<Flight> next;
-          for (const std::shared_ptr<Flight>& f : flights_) {
-            if (f.get() == agreeing) next = f;
-          }
-          queue_->Run([this, next] { Advance(*next); });
-        } else {
-          agreeing->next = Stage::kDone;
-          agreeing->done_at = absl::Now();
-        }
+        Agreed(*agreeing, *settled.write);
+        if (agreeing->next == Stage::kCommit) to_commit = agreeing;
       }
       progressed = true;
     }
   }
   const size_t before = finished_.size();
   Collect();
+  if (to_commit != nullptr) {
+    // Queued once Collect is done with the flights: it must not read one
+    // the queue's thread works on, nor lower the bound below an epoch whose
+    // commit is in flight (the log may list it from then on).
+    if (listed_bound_.has_value()) {
+      listed_bound_ = std::max(*listed_bound_, to_commit->record.epoch);
+    }
+    queue_->Run([this, to_commit] { Advance(*to_commit); });
+  }
   return progressed || finished_.size() > before;
 }
 
@@ -464,13 +480,6 @@ void SavePipeline::Collect() {
                           : std::max(*listed_bound_, record.epoch);
     }
     finished_.push_back(std::move(outcome));
-    // The snapshot may be freed now that the job is between two groups: an
-    // operator of the epoch during which the save ended may have read its
-    // storage through a pointer taken before a copy-on-write. Freed on the
-    // queue's thread, off the job's.
-    auto frozen = std::make_shared<std::vector<Flight::NodeSnapshot>>(
-        std::move(flight->snapshots));
-    queue_->Run([frozen = std::move(frozen)] {});
   }
 }
 

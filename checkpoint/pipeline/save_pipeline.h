@@ -74,6 +74,9 @@ struct PipelineNode {
   std::string file_name;
 };
 
+// Logs `outcome` as an error if it failed: for outcomes nobody takes.
+void LogIfFailed(const SaveOutcome& outcome);
+
 class SavePipeline {
  public:
   // `nodes` are every checkpointed node of the job, in order (a commit
@@ -98,9 +101,10 @@ class SavePipeline {
   //
   // Returns the outcome when the save has finished by then: with an inline
   // queue, with `wait` (the caller needs it: the run ends), or when it
-  // failed before it reached the queue. Otherwise the stats of the part
-  // done in the caller's thread, in_background set. Either way, the outcome
-  // also comes out of TakeFinished.
+  // failed before it reached the queue in every process alike (alone, or in
+  // an agreed prepare). Otherwise the stats of the part done in the
+  // caller's thread, in_background set. Either way, the outcome also comes
+  // out of TakeFinished.
   absl::StatusOr<CheckpointStats> Save(
       const Session* session, const SaveRecord& record,
       const std::vector<std::vector<std::string>>& blobs, bool wait = false);
@@ -128,6 +132,12 @@ class SavePipeline {
   // The local stages.
   void Write(Flight& flight);
   void Commit(Flight& flight);
+  // A flight's state after the agreement on its write, and after its
+  // commit's status reached every process.
+  void Agreed(Flight& flight, absl::StatusOr<int64_t> agreed);
+  void Shared(Flight& flight, absl::Status committed);
+  // Hands the flight's snapshot to the queue's thread to be freed.
+  void ReleaseSnapshots(Flight& flight);
   // In the job's thread: waits for the queue, runs the exchanges that are
   // due in one round, hands what follows to the queue and collects the
   // finished saves. Returns whether anything was exchanged or finished.

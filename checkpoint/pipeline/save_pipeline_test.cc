@@ -48,9 +48,6 @@ class RecordingCoordinator : public Coordinator {
     if (!local.ok()) return local;
     return value;
   }
-  absl::Status OnCommitter(const std::function<absl::Status()>& fn) override {
-    return fn();
-  }
   absl::StatusOr<CommitLogRead> ShareCommitLog(
       const std::function<absl::StatusOr<CommitLogRead>()>& read) override {
     return read();
@@ -256,6 +253,25 @@ TEST_F(SavePipelineTest, BackgroundExchangesTakeOneRoundPerBoundary) {
   EXPECT_THAT(rounds, ElementsAre("prepare", w, w + "+c", w + "+c", "c"));
   EXPECT_EQ(w, absl::StrCat("w", outcomes[0].stats->bytes));
   EXPECT_EQ(Listed(), "1, 2, 3");
+}
+
+// A save of an epoch whose commit is still in flight takes its entry out
+// of the log first (after that commit), as every save of an epoch the log
+// may list does.
+TEST_F(SavePipelineTest, ResavingAnEpochWhoseCommitIsInFlightForgetsItFirst) {
+  std::vector<std::string> rounds;
+  std::unique_ptr<SaveQueue> queue = NewBackgroundSaveQueue();
+  std::unique_ptr<SavePipeline> pipeline =
+      NewPipeline(std::make_unique<RecordingCoordinator>(&rounds), queue.get());
+  for (int64_t epoch : {1, 2, 2}) {
+    ASSERT_TRUE(SaveEpoch(*pipeline, epoch).ok()) << epoch;
+  }
+  pipeline->Drain();
+  ASSERT_EQ(pipeline->TakeFinished().size(), 3u);
+  const std::string w = rounds.size() > 1 ? rounds[1] : "";
+  EXPECT_THAT(rounds,
+              ElementsAre("prepare", w, w + "+c", "c", "prepare", w, "c"));
+  EXPECT_EQ(Listed(), "1, 2");
 }
 
 // The same across processes with an inline queue: a save agrees on its
