@@ -47,9 +47,9 @@ Preemption PreemptionRecord(JobGroup group, const std::string& signal) {
 absl::string_view StopPointName(StopPoint point) {
   switch (point) {
     case StopPoint::kInInit:
-      return "init";
+      return JobGroupName(JOB_GROUP_INIT);
     case StopPoint::kInEpoch:
-      return "epoch";
+      return JobGroupName(JOB_GROUP_EPOCH);
     case StopPoint::kBetweenEpochs:
       return "between epochs";
     case StopPoint::kAfterLastEpoch:
