@@ -2,7 +2,6 @@
 
 #include <unistd.h>
 
-#include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -10,7 +9,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <iostream>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -18,8 +16,7 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/internal/parse.h"
-#include "absl/flags/internal/usage.h"
+#include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
 #include "absl/status/status.h"
@@ -95,20 +92,6 @@ std::string& ProgramName() {
 int& PreemptExitCode() {
   static int code = kPreemptedExitCode;
   return code;
-}
-
-// True while InitExample parses the command line.
-std::atomic<bool>& ParsingCommandLine() {
-  static std::atomic<bool> parsing{false};
-  return parsing;
-}
-
-// Registered with std::atexit by InitExample: an exit while the command line
-// is parsed is Abseil rejecting it, which ends the program with status 2.
-void ExitWhileParsing() {
-  if (!ParsingCommandLine().load()) return;
-  std::fflush(nullptr);  // std::_Exit flushes nothing
-  std::_Exit(2);
 }
 
 std::string FormatBytes(int64_t bytes) {
@@ -236,26 +219,10 @@ void InitExample(int argc, char** argv, absl::string_view usage) {
   };
   config.contains_helpshort_flags = config.contains_help_flags;
   absl::SetFlagsUsageConfig(config);
-  // What absl::ParseCommandLine does, with one difference: a command line
-  // that does not parse (an unknown flag, or a value its flag rejects, such
-  // as --resume_from_epoch=soon) ends the program with status 2, like every
-  // other usage error of the examples, not Abseil's 1. Abseil prints the
-  // error and calls std::exit(1) in the middle of parsing; ExitWhileParsing
-  // turns that exit into status 2. --help and the other usage flags are
-  // handled once parsing is done, so they keep Abseil's own status.
-  // absl::ParseCommandLine is ParseCommandLineImpl with kHandleUsage (Abseil
-  // 20220623, Debian 12); these are its internal parts, so a newer Abseil
-  // that changes them fails the build here rather than changing behaviour.
-  std::atexit(ExitWhileParsing);
-  ParsingCommandLine().store(true);
-  std::vector<char*> positional = absl::flags_internal::ParseCommandLineImpl(
-      argc, argv, absl::flags_internal::ArgvListAction::kRemoveParsedArgs,
-      absl::flags_internal::UsageFlagsAction::kIgnoreUsage,
-      absl::flags_internal::OnUndefinedFlag::kAbortIfUndefined);
-  ParsingCommandLine().store(false);
-  const int usage_exit = absl::flags_internal::HandleUsageFlags(
-      std::cout, absl::ProgramUsageMessage());
-  if (usage_exit != -1) std::exit(usage_exit);
+  // A command line Abseil rejects (an unknown flag, or a value its flag
+  // rejects, such as --resume_from_epoch=soon) ends the program here with
+  // Abseil's message naming the flag and its status, 1.
+  std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   std::string name = argv[0];
   const size_t slash = name.rfind('/');
   if (slash != std::string::npos) name = name.substr(slash + 1);

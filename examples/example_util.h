@@ -85,12 +85,10 @@ struct CommonOptions {
   std::string session = "auto";  // --session: "auto", "local" or "mpi"
 };
 
-// Parses the command line (Abseil flags) and sends glog to stderr. A
-// command line that does not parse (an unknown flag, a value its flag
-// rejects such as --resume_from_epoch=soon, a positional argument) ends the
-// program with status 2 and a message naming the flag or argument; --help
-// and the other Abseil usage flags print and exit as in
-// absl::ParseCommandLine.
+// Parses the command line (absl::ParseCommandLine) and sends glog to
+// stderr. A flag Abseil rejects (an unknown flag, a value its flag rejects
+// such as --resume_from_epoch=soon) ends the program with Abseil's message
+// naming the flag and its status, 1; a positional argument with status 2.
 void InitExample(int argc, char** argv, absl::string_view usage);
 
 // The common flags for an example's usage message (the synopsis --help

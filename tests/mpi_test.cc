@@ -68,6 +68,12 @@ std::vector<std::string> MpirunArgs(int ranks, const std::string& binary,
 // - Under --config=asan, Open MPI's frames (no frame pointers) need the slow
 //   unwinder for LeakSanitizer's suppressions of Open MPI's own allocations
 //   (engine/mpi/mpi_session.cc); other builds ignore the variable.
+// - Under --config=asan, LeakSanitizer does not scan threads' TLS in the
+//   ranks: gcc 12's runtime reads a garbage dynamic-TLS entry of a rank's
+//   main thread once Open MPI's plugins are loaded ("Tracer caught signal
+//   11" at exit, in Bazel's PID namespace, depending on the binary's
+//   layout: a change to the examples' flags alone brought it out). Leaks
+//   are still found; only TLS is not a root.
 std::vector<std::string> MpiEnv(std::vector<std::string> env = {}) {
   static const std::string* dir = [] {
     char pattern[] = "/tmp/jgmpi.XXXXXX";
@@ -83,6 +89,7 @@ std::vector<std::string> MpiEnv(std::vector<std::string> env = {}) {
   env.push_back("OMPI_MCA_orte_tmpdir_base=" + *dir);
   env.push_back("OMPI_MCA_btl_vader_backing_directory=" + *dir);
   env.push_back("ASAN_OPTIONS=fast_unwind_on_malloc=0");
+  env.push_back("LSAN_OPTIONS=use_tls=0");
   return env;
 }
 
