@@ -35,24 +35,24 @@ constexpr int kOpsPerNet = 1000;
 constexpr int64_t kStepIterations = 100000;
 
 // The trivial op: the same arithmetic as the baseline, on a tensor resolved
-// once at construction, as a real op resolves its blobs.
+// once at construction, as a real op resolves its blobs. Like a real op, it
+// takes its elements through mutable_data() on every run: a pointer kept
+// across runs would write past the tensor's copy-on-write.
 class BenchIncrementOp final : public OperatorBase {
  public:
   BenchIncrementOp(const OperatorDef& def, Workspace* ws)
-      : OperatorBase(def, ws) {
-    Tensor* t = Output(0);
-    if (t->dtype() != INT64 || t->numel() != 1) {
-      *t = Tensor::Scalar<int64_t>(0);
+      : OperatorBase(def, ws), tensor_(Output(0)) {
+    if (tensor_->dtype() != INT64 || tensor_->numel() != 1) {
+      *tensor_ = Tensor::Scalar<int64_t>(0);
     }
-    value_ = t->mutable_data<int64_t>();
   }
   absl::Status Run() override {
-    ++*value_;
+    ++*tensor_->mutable_data<int64_t>();
     return absl::OkStatus();
   }
 
  private:
-  int64_t* value_;
+  Tensor* const tensor_;
 };
 JG_REGISTER_OPERATOR(BenchIncrement, BenchIncrementOp);
 
