@@ -2,12 +2,35 @@
 
 #include <sys/mman.h>
 
+#include <atomic>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
 namespace jobgraph {
+
+namespace tensor_internal {
+namespace {
+
+// The first value of the next block to hand out. It starts one block in, so
+// that 0 is never a generation. It does not wrap: there are 2^44 blocks,
+// far more than the threads a process starts (a thread's unused values die
+// with it) times the blocks each uses.
+std::atomic<uint64_t> next_generation_block{kGenerationBlock};
+
+}  // namespace
+
+uint64_t RefillGenerationBlock() {
+  // Only uniqueness matters, not order with other memory: relaxed.
+  const uint64_t first = next_generation_block.fetch_add(
+      kGenerationBlock, std::memory_order_relaxed);
+  generation_block.next = first + 1;
+  generation_block.end = first + kGenerationBlock;
+  return first;
+}
+
+}  // namespace tensor_internal
 
 bool IsSupportedDataType(DataType dtype) {
   switch (dtype) {
@@ -70,7 +93,8 @@ int64_t NumElements(absl::Span<const int64_t> shape) {
   return n;
 }
 
-Tensor::Tensor() : shape_({0}) {}
+Tensor::Tensor()
+    : shape_({0}), generation_(tensor_internal::NextGeneration()) {}
 
 Tensor::Tensor(DataType dtype, std::vector<int64_t> shape)
     : dtype_(dtype), shape_(std::move(shape)) {
@@ -89,6 +113,7 @@ void Tensor::Allocate(bool zero) {
   CHECK(IsSupportedDataType(dtype_))
       << "unsupported tensor data type " << DataTypeName(dtype_);
   numel_ = NumElements(shape_);
+  generation_ = tensor_internal::NextGeneration();
   bytes_.reset();
   strings_.reset();
   if (dtype_ == STRING) {
@@ -129,7 +154,10 @@ Tensor::ByteBuffer::~ByteBuffer() {
 }
 
 Tensor::Tensor(const Tensor& other)
-    : dtype_(other.dtype_), shape_(other.shape_), numel_(other.numel_) {
+    : dtype_(other.dtype_),
+      shape_(other.shape_),
+      numel_(other.numel_),
+      generation_(other.generation_) {
   if (other.strings_ != nullptr) {
     strings_ = SharedStorage<std::vector<std::string>>::Make(*other.strings_);
   }
@@ -147,11 +175,13 @@ Tensor Tensor::ShareStorage() const {
   shared.numel_ = numel_;
   shared.bytes_ = bytes_;
   shared.strings_ = strings_;
+  shared.generation_ = generation_;
   return shared;
 }
 
 void Tensor::Unshare() {
-  // A plain copy: the other holders keep the old storage untouched.
+  // A plain copy: the other holders keep the old storage untouched. The
+  // mutable accessor that calls this takes the new generation.
   Tensor own(*this);
   bytes_ = std::move(own.bytes_);
   strings_ = std::move(own.strings_);
@@ -167,9 +197,12 @@ Tensor::Tensor(Tensor&& other) noexcept
       shape_(std::move(other.shape_)),
       numel_(other.numel_),
       bytes_(std::move(other.bytes_)),
-      strings_(std::move(other.strings_)) {
+      strings_(std::move(other.strings_)),
+      generation_(other.generation_) {
   other.shape_ = {0};
   other.numel_ = 0;
+  // Emptied, it no longer holds what the generation stands for.
+  other.generation_ = tensor_internal::NextGeneration();
 }
 
 Tensor& Tensor::operator=(Tensor&& other) noexcept {
@@ -179,8 +212,10 @@ Tensor& Tensor::operator=(Tensor&& other) noexcept {
     numel_ = other.numel_;
     bytes_ = std::move(other.bytes_);
     strings_ = std::move(other.strings_);
+    generation_ = other.generation_;
     other.shape_ = {0};
     other.numel_ = 0;
+    other.generation_ = tensor_internal::NextGeneration();
   }
   return *this;
 }
@@ -201,6 +236,7 @@ const void* Tensor::raw_data() const {
 void* Tensor::raw_mutable_data() {
   CHECK_NE(dtype_, STRING) << "raw_mutable_data() of a string tensor";
   if (ABSL_PREDICT_FALSE(StorageShared())) Unshare();
+  generation_ = tensor_internal::NextGeneration();
   return bytes();
 }
 

@@ -4,7 +4,23 @@
 // (jobgraph::DataType from jobgraph.proto). A scalar has shape [] and one
 // element. A Tensor owns its elements; copying a Tensor copies them. Moving is
 // cheap. A Tensor is not thread-safe: concurrent readers are fine, a writer
-// needs exclusive access.
+// needs exclusive access (a call of a mutable accessor is a write: it sets
+// the generation, below).
+//
+// Every tensor carries a write generation, generation(), so that an
+// incremental checkpoint can tell without hashing whether a tensor may have
+// changed since it last looked: two tensors, or one tensor at two moments,
+// with the same generation hold the same dtype, shape and elements, bit for
+// bit. Different generations promise nothing (the contents may be equal).
+// New storage and every mutable access take a fresh generation, unique in
+// the process and never 0; const access never changes it; copies, moves and
+// ShareStorage() snapshots keep it, since they hold the same contents.
+// A mutable access takes the generation when it hands out the pointer, so
+// writes through that pointer belong to it. Hence the rule: after the tensor
+// is shared (ShareStorage, already the rule for copy-on-write), copied, or
+// its generation read, a writer must call a mutable accessor again rather
+// than write through a pointer obtained earlier, which would change the
+// elements behind a generation that someone has seen.
 //
 // Example:
 //   Tensor t = Tensor::FromVector<int64_t>({1, 2, 3});
@@ -77,6 +93,34 @@ decltype(auto) DispatchDataType(DataType dtype, F&& f) {
   }
 }
 
+namespace tensor_internal {
+
+// Fresh generations come in blocks of this many values: each thread takes a
+// block from one process-wide counter and hands its values out on its own,
+// so that writers on different threads never contend.
+inline constexpr uint64_t kGenerationBlock = uint64_t{1} << 20;
+
+// The current thread's block: values [next, end) are still free.
+struct GenerationBlock {
+  uint64_t next = 0;
+  uint64_t end = 0;
+};
+inline thread_local GenerationBlock generation_block;
+
+// Gives this thread a new block and returns its first value.
+uint64_t RefillGenerationBlock();
+
+// A generation no tensor has held before; never 0.
+inline uint64_t NextGeneration() {
+  GenerationBlock& block = generation_block;
+  if (ABSL_PREDICT_FALSE(block.next == block.end)) {
+    return RefillGenerationBlock();
+  }
+  return block.next++;
+}
+
+}  // namespace tensor_internal
+
 // Element storage of at least this many bytes is mapped from the system
 // directly (and unmapped when freed) rather than taken from the heap.
 inline constexpr size_t kMappedStorageBytes = size_t{1} << 20;
@@ -135,11 +179,12 @@ class Tensor {
   // Writable elements. When a snapshot shares the storage (ShareStorage), the
   // elements are copied first, so the snapshot never sees the write. Get the
   // pointer again after any snapshot: an older one may point at the shared
-  // copy.
+  // copy. Takes a fresh generation.
   template <typename T>
   T* mutable_data() {
     CheckType(DataTypeOf<T>::value);
     if (ABSL_PREDICT_FALSE(StorageShared())) Unshare();
+    generation_ = tensor_internal::NextGeneration();
     if constexpr (std::is_same_v<T, std::string>) {
       return strings_ != nullptr ? strings_->data() : nullptr;
     } else {
@@ -151,7 +196,7 @@ class Tensor {
     return absl::Span<const T>(data<T>(), numel_);
   }
   // Raw storage of a fixed-width tensor (nbytes() bytes); the writable one
-  // follows mutable_data()'s copy-on-write rule.
+  // follows mutable_data()'s copy-on-write rule and takes a fresh generation.
   const void* raw_data() const;
   void* raw_mutable_data();
 
@@ -160,7 +205,8 @@ class Tensor {
   // raw_mutable_data) first gets its own copy, so each keeps seeing its own
   // values. O(1) whatever the size: how an asynchronous checkpoint takes its
   // snapshot. Sharing is safe across threads as long as each Tensor object
-  // is used by one thread at a time.
+  // is used by one thread at a time. The snapshot has this tensor's
+  // generation; the side written next takes a fresh one.
   Tensor ShareStorage() const;
   // Whether another tensor shares this one's element storage now.
   bool StorageShared() const {
@@ -175,8 +221,21 @@ class Tensor {
     return data<T>()[0];
   }
 
-  // Reallocates to a new type and shape; elements become zero.
+  // Reallocates to a new type and shape; elements become zero. Takes a
+  // fresh generation.
   void Reset(DataType dtype, std::vector<int64_t> shape);
+
+  // The write generation (see the class comment); never 0. What each
+  // non-const member does to it:
+  //   mutable_data<T>() for every T, raw_mutable_data(), Reset(): takes a
+  //     fresh one;
+  //   constructors and the factories (Uninitialized, Scalar, FromVector,
+  //     Iota): start with a fresh one;
+  //   copy and move construction and assignment: take the source's, with
+  //     its contents; a moved-from tensor, emptied, takes a fresh one.
+  // ShareStorage() gives the snapshot this tensor's. No other member changes
+  // dtype, shape or elements.
+  uint64_t generation() const { return generation_; }
 
   // Same dtype, shape and elements, bit for bit (NaNs with equal bits are
   // equal; 0.0 and -0.0 are not).
@@ -190,6 +249,7 @@ class Tensor {
     CHECK_EQ(dtype_, expected) << "tensor of type " << DataTypeName(dtype_)
                                << " accessed as " << DataTypeName(expected);
   }
+  // New storage for dtype_ and shape_, with a fresh generation.
   void Allocate(bool zero);
   // Gives this tensor its own copy of shared storage.
   void Unshare();
@@ -214,6 +274,8 @@ class Tensor {
   // written while shared.
   SharedStorage<ByteBuffer> bytes_;                  // fixed-width types
   SharedStorage<std::vector<std::string>> strings_;  // STRING
+  // Set by every constructor; see generation().
+  uint64_t generation_ = 0;
 };
 
 // Number of elements of `shape`; 1 for [].

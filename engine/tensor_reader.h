@@ -39,7 +39,10 @@ absl::Status CheckShapeFitsBytes(absl::string_view name,
 
 // Fills elements [begin, end) of `tensor` (whose dtype is proto's) from one
 // piece: `proto` holds the non-bulk fields, `raw_data` and `string_data` the
-// bulk data (views into the serialized value, or into a parsed proto).
+// bulk data (views into the serialized value, or into a parsed proto). A
+// call that writes takes the elements through a mutable accessor, so that
+// after the last piece the tensor's write generation is one that no reader
+// saw before it.
 absl::Status FillTensorSlice(absl::string_view name, const TensorProto& proto,
                              const std::optional<absl::string_view>& raw_data,
                              const std::vector<absl::string_view>& string_data,
