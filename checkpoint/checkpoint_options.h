@@ -45,6 +45,17 @@ struct CheckpointOptions {
   // under MPI, where the ranks agree at the next boundary and rank 0 then
   // commits, up to two.
   bool async = false;
+  // Incremental saves: a node's database holds only the blobs that changed
+  // since the node's last committed save in this run, and lists the others
+  // by reference to the databases that hold them (checkpoint/FORMAT.md
+  // 4.7). A tensor counts as changed when anything wrote it since
+  // (Tensor::generation); other blobs are always written. Default false.
+  bool incremental = false;
+  // With `incremental`: a full save whenever the last full save of the run
+  // is this many epochs back, so that restoring an epoch reads at most this
+  // many databases per node. Must be at least 1; 1 makes every save full.
+  // Default 10.
+  int full_every = 10;
 };
 
 }  // namespace jobgraph

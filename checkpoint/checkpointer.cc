@@ -73,8 +73,9 @@ absl::StatusOr<CheckpointStats> Checkpointer::Restore(Session& session,
 }
 
 absl::StatusOr<CheckpointStats> Checkpointer::SaveEpoch(Session& session,
-                                                        int64_t epoch) {
-  return impl_->SaveEpoch(session, epoch);
+                                                        int64_t epoch,
+                                                        bool full) {
+  return impl_->SaveEpoch(session, epoch, full);
 }
 
 absl::StatusOr<CheckpointStats> Checkpointer::SavePreempted(
@@ -129,6 +130,11 @@ absl::Status Checkpointer::Impl::SetNodes(
     return absl::InvalidArgumentError(
         "CheckpointOptions.directory is empty: give the directory that holds "
         "the checkpoints");
+  }
+  if (options_.full_every < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("CheckpointOptions.full_every is ", options_.full_every,
+                     "; give 1 or more (1: every save is full)"));
   }
   if (nodes.empty()) {
     return absl::InvalidArgumentError(

@@ -110,8 +110,11 @@ class Checkpointer {
   // committed (earlier epochs stay as they were). An asynchronous one
   // returns once the blobs are frozen (in_background set); its outcome
   // comes later. Either way the outcome also comes out of
-  // TakeFinishedSaves. FailedPrecondition before the blobs are fixed.
-  absl::StatusOr<CheckpointStats> SaveEpoch(Session& session, int64_t epoch);
+  // TakeFinishedSaves. With `full`, an incremental Checkpointer writes
+  // every blob into the epoch's databases (which then stand alone, to be
+  // published). FailedPrecondition before the blobs are fixed.
+  absl::StatusOr<CheckpointStats> SaveEpoch(Session& session, int64_t epoch,
+                                            bool full = false);
 
   // Saves a run that stopped on request in the middle of `stopped` (the
   // init group for epoch 0, else the epoch group) of `epoch`, and commits

@@ -81,7 +81,8 @@ class Checkpointer::Impl {
 
   // --- checkpointer_save.cc: what each kind of save records and saves.
 
-  absl::StatusOr<CheckpointStats> SaveEpoch(Session& session, int64_t epoch);
+  absl::StatusOr<CheckpointStats> SaveEpoch(Session& session, int64_t epoch,
+                                            bool full);
   absl::StatusOr<CheckpointStats> SavePreempted(Session& session, int64_t epoch,
                                                 const Preemption& preemption,
                                                 const TaskGroup& stopped);

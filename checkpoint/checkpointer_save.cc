@@ -15,7 +15,8 @@
 namespace jobgraph {
 
 absl::StatusOr<CheckpointStats> Checkpointer::Impl::SaveEpoch(Session& session,
-                                                              int64_t epoch) {
+                                                              int64_t epoch,
+                                                              bool full) {
   if (!blobs_fixed_) {
     return Failed(SaveKind::kEpoch, epoch,
                   absl::FailedPreconditionError(absl::StrCat(
@@ -26,7 +27,8 @@ absl::StatusOr<CheckpointStats> Checkpointer::Impl::SaveEpoch(Session& session,
   std::vector<std::vector<std::string>> blobs;
   for (const NodeState& state : nodes_) blobs.push_back(state.blobs);
   absl::StatusOr<CheckpointStats> saved = Pipeline(session).Save(
-      &session, {.kind = SaveKind::kEpoch, .epoch = epoch}, blobs);
+      &session, {.kind = SaveKind::kEpoch, .epoch = epoch, .full = full},
+      blobs);
   KeepOutcomes();
   return saved;
 }

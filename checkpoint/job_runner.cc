@@ -132,10 +132,12 @@ bool JobRunner::Committed(SaveKind kind, int64_t epoch) const {
   return false;
 }
 
-void JobRunner::SaveEpoch(int64_t epoch, Session& session,
+void JobRunner::SaveEpoch(int64_t epoch, Session& session, bool last,
                           EpochStats* epoch_stats) {
+  // The checkpoint an upload publishes must stand alone: no references to
+  // earlier databases (incremental saves).
   absl::StatusOr<CheckpointStats> saved =
-      checkpointer_->SaveEpoch(session, epoch);
+      checkpointer_->SaveEpoch(session, epoch, last && upload_ != nullptr);
   // A failure is its outcome's, which ReportSaves handles.
   if (!saved.ok()) return;
   epoch_stats->saved = true;
@@ -340,7 +342,7 @@ absl::StatusOr<int64_t> JobRunner::Train(Session& session) {
     JG_RETURN_IF_ERROR(init);
     if (checkpointer_ != nullptr) {
       JG_RETURN_IF_ERROR(checkpointer_->CaptureBlobNames(session));
-      SaveEpoch(0, session, &epoch0);
+      SaveEpoch(0, session, /*last=*/false, &epoch0);
       JG_RETURN_IF_ERROR(EndEpoch(std::move(epoch0)));
     }
     JG_ASSIGN_OR_RETURN(bool preempted, PreemptionPending(session));
@@ -367,7 +369,9 @@ absl::StatusOr<int64_t> JobRunner::Train(Session& session) {
       }
       JG_RETURN_IF_ERROR(ran);
       JG_ASSIGN_OR_RETURN(bool stop, AnyStopConditionTrue(session));
-      if (checkpointer_ != nullptr) SaveEpoch(epoch, session, &epoch_stats);
+      if (checkpointer_ != nullptr) {
+        SaveEpoch(epoch, session, /*last=*/stop, &epoch_stats);
+      }
       JG_RETURN_IF_ERROR(EndEpoch(std::move(epoch_stats)));
       if (stop) break;
       JG_ASSIGN_OR_RETURN(bool preempted, PreemptionPending(session));

@@ -172,8 +172,10 @@ class JobRunner {
   // records them and calls on_save_end. Returns the failure policy's
   // status: the first failed epoch save when fail_on_save_error is set.
   absl::Status ReportSaves(bool wait);
-  // Saves `epoch` (the outcome goes to ReportSaves).
-  void SaveEpoch(int64_t epoch, Session& session, EpochStats* epoch_stats);
+  // Saves `epoch` (the outcome goes to ReportSaves); `last` when the epoch
+  // loop ends with it.
+  void SaveEpoch(int64_t epoch, Session& session, bool last,
+                 EpochStats* epoch_stats);
   // Whether the save of `kind` for `epoch` is reported as committed.
   bool Committed(SaveKind kind, int64_t epoch) const;
   // Reports the saves, records the epoch and calls on_epoch_end; the

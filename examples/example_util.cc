@@ -69,6 +69,14 @@ ABSL_FLAG(bool, async_checkpoint, false,
           "Write checkpoints in the background: an epoch boundary blocks only "
           "for a snapshot of the blobs (copy-on-write), the next epoch runs "
           "while the checkpoint is written and committed.");
+ABSL_FLAG(bool, incremental_checkpoint, false,
+          "Write only what changed: each node's checkpoint holds the tensors "
+          "written since its last committed one and refers to earlier "
+          "checkpoints for the rest (a full one every --full_every epochs).");
+ABSL_FLAG(int, full_every, 10,
+          "With --incremental_checkpoint: a full checkpoint at least every "
+          "this many epochs, which bounds how many databases a resume "
+          "reads.");
 ABSL_FLAG(std::string, session, "auto",
           "Where the job's nodes run: 'local' (every node in this process), "
           "'mpi' (spread over the ranks of an Open MPI job: start the program "
@@ -204,7 +212,8 @@ std::string CommonFlagsUsage(int indent) {
       margin,
       "[--metrics_out=FILE] [--async_checkpoint] [--dump_plan] "
       "[--plan_dot=FILE]\n",
-      margin, "[--epoch_delay_ms=MS] [--record_delay_ms=MS]\n", margin,
+      margin, "[--incremental_checkpoint] [--full_every=N]\n", margin,
+      "[--epoch_delay_ms=MS] [--record_delay_ms=MS]\n", margin,
       "[--preempt_signals=TERM,USR1,INT] [--preempt_exit_code=75]\n", margin,
       "[--session=auto|local|mpi]");
 }
@@ -318,6 +327,9 @@ absl::StatusOr<CommonOptions> ReadCommonFlags() {
   }
   options.preempt_signals = *std::move(signals);
   options.async_checkpoint = absl::GetFlag(FLAGS_async_checkpoint);
+  options.incremental_checkpoint = absl::GetFlag(FLAGS_incremental_checkpoint);
+  options.full_every = absl::GetFlag(FLAGS_full_every);
+  JG_RETURN_IF_ERROR(CheckFlagRange("full_every", options.full_every, 1));
   options.preempt_exit_code = absl::GetFlag(FLAGS_preempt_exit_code);
   JG_RETURN_IF_ERROR(
       CheckFlagRange("preempt_exit_code", options.preempt_exit_code, 0, 255));
@@ -399,7 +411,9 @@ absl::StatusOr<int64_t> RunJob(const Job& job, const CommonOptions& options,
     checkpointer = std::make_unique<Checkpointer>(
         CheckpointOptions{.directory = options.checkpoint_dir,
                           .retention = {.keep_last = options.keep_last},
-                          .async = options.async_checkpoint});
+                          .async = options.async_checkpoint,
+                          .incremental = options.incremental_checkpoint,
+                          .full_every = options.full_every});
   }
   std::unique_ptr<EpochMetricsFile> metrics;
   if (!options.metrics_out.empty() && PrintsResults(session)) {

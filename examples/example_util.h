@@ -21,6 +21,11 @@
 //   --record_delay_ms=MS       pause MS ms for each record (batch) read, to
 //                              interrupt a run mid-epoch; likewise
 //   --async_checkpoint         write checkpoints in the background
+//   --incremental_checkpoint   write only the tensors that changed since the
+//                              last checkpoint, refer to earlier ones for
+//                              the rest
+//   --full_every=N             with --incremental_checkpoint: a full
+//                              checkpoint at least every N epochs (10)
 //   --preempt_signals=LIST     signals that preempt the run (default
 //                              TERM,USR1,INT; "none"): it saves a checkpoint
 //                              to continue from exactly there and exits with
@@ -80,6 +85,8 @@ struct CommonOptions {
   int64_t epoch_delay_ms = 0;
   int64_t record_delay_ms = 0;
   bool async_checkpoint = false;
+  bool incremental_checkpoint = false;
+  int full_every = 10;
   std::vector<int> preempt_signals;
   int preempt_exit_code = 75;
   std::string session = "auto";  // --session: "auto", "local" or "mpi"

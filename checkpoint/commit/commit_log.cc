@@ -60,6 +60,17 @@ void FillGroupNames(CommitLog& log) {
   }
 }
 
+}  // namespace
+
+int CommitLogVersionFor(const CommitLog& log) {
+  for (const CommittedEpoch& e : log.epoch()) {
+    if (e.referenced_epoch_size() > 0) return kCommitLogFormatVersion;
+  }
+  return 1;
+}
+
+namespace {
+
 // A commit log and the bytes of the file it was read from (or written to).
 struct LogFile {
   CommitLog log;
@@ -380,7 +391,7 @@ absl::Status CommitLogUpdate::FinishEdit(
     const std::function<absl::StatusOr<Edit>(CommitLog&)>& edit) && {
   CHECK(state_ != nullptr) << "CommitLogUpdate finished twice";
   std::unique_ptr<State> s = std::move(state_);
-  const bool versioned = s->log.format_version() == kCommitLogFormatVersion;
+  const int version_before = s->log.format_version();
   JG_ASSIGN_OR_RETURN(Edit edited, edit(s->log));
   FillGroupNames(s->log);
   if (edited == Edit::kNone) {
@@ -391,11 +402,13 @@ absl::Status CommitLogUpdate::FinishEdit(
     return absl::OkStatus();
   }
   std::optional<LogFile> written;
-  if (edited == Edit::kAppendedLast && versioned && s->current.has_value()) {
+  const int version = CommitLogVersionFor(s->log);
+  if (edited == Edit::kAppendedLast && version_before == version &&
+      s->current.has_value()) {
     written = EncodeAppended(s->log, *s->current);
   }
   if (!written.has_value()) {
-    s->log.set_format_version(kCommitLogFormatVersion);
+    s->log.set_format_version(version);
     JG_ASSIGN_OR_RETURN(written, Encode(s->dir, std::move(s->log)));
   }
   JG_RETURN_IF_ERROR(ReplaceLog(s->dir, *written,
@@ -421,7 +434,7 @@ absl::Status CreateCommitLogIfMissing(const std::string& dir,
   // not a new directory.
   if (exists || previous) return absl::OkStatus();
   CommitLog log;
-  log.set_format_version(kCommitLogFormatVersion);
+  log.set_format_version(CommitLogVersionFor(log));
   log.set_db_type(db_type);
   return WriteCommitLog(dir, log, /*is_commit=*/false);
 }
@@ -455,6 +468,10 @@ absl::Status CommitEpoch(CommitLogUpdate update, const std::string& db_type,
   for (const std::string& node : commit.nodes) entry.add_node(node);
   entry.set_total_bytes(commit.total_bytes);
   entry.set_save_micros(commit.save_micros);
+  entry.set_referenced_bytes(commit.referenced_bytes);
+  for (int64_t referenced : commit.referenced_epochs) {
+    entry.add_referenced_epoch(referenced);
+  }
   if (commit.preemption.has_value()) {
     *entry.mutable_preemption() = *commit.preemption;
   }
@@ -503,9 +520,13 @@ absl::StatusOr<int64_t> ForgetEpoch(const std::string& dir, int64_t epoch,
   int64_t newest = -1;
   JG_RETURN_IF_ERROR(UpdateCommitLog(
       dir, /*is_commit=*/false, [&](CommitLog& log) -> absl::StatusOr<bool> {
-        const bool taken = !TakeEntries(log, [&](const CommittedEpoch& e) {
-                              return e.epoch() == epoch && own.Owns(e);
-                            }).empty();
+        const bool taken =
+            !TakeEntries(log, [&](const CommittedEpoch& e) {
+               if (!own.Owns(e)) return false;
+               return e.epoch() == epoch ||
+                      std::binary_search(e.referenced_epoch().begin(),
+                                         e.referenced_epoch().end(), epoch);
+             }).empty();
         for (const CommittedEpoch& e : log.epoch()) {
           if (own.Owns(e)) newest = std::max(newest, e.epoch());
         }

@@ -46,8 +46,14 @@
 
 namespace jobgraph {
 
-// The version written into commit logs; readers reject newer ones.
-inline constexpr int kCommitLogFormatVersion = 1;
+// The newest commit-log version this code reads; readers reject newer ones.
+// A log is written as version 1 unless an entry references other epochs'
+// databases (incremental saves), which readers of version 1 would not keep
+// when they apply retention: then it is version 2.
+inline constexpr int kCommitLogFormatVersion = 2;
+
+// The version a log with these entries is written as (see above).
+int CommitLogVersionFor(const CommitLog& log);
 
 // The previous copy of the commit log, beside it.
 inline constexpr char kPreviousCommitLogSuffix[] = ".prev";
@@ -192,6 +198,10 @@ struct EpochCommit {
   int64_t save_micros = 0;
   // Set for a preemption checkpoint: where the run stopped.
   std::optional<Preemption> preemption;
+  // Of total_bytes, those the databases hold by reference, and the epochs
+  // whose databases hold them (increasing); empty for a full save.
+  int64_t referenced_bytes = 0;
+  std::vector<int64_t> referenced_epochs;
   // Applied to the log in the same write, after the commit's own edit: the
   // Checkpointer's retention (RetireEpochs), so that an epoch is listed and
   // the epochs it retires are unlisted at once. It may take entries out of
@@ -212,8 +222,9 @@ absl::Status CommitEpoch(CommitLogUpdate update, const std::string& db_type,
                          const EpochCommit& commit);
 
 // Takes the entry of `epoch` of the job of `nodes` out of the commit log of
-// `dir`, if it has one: done before that epoch's databases are replaced, so
-// that the log never lists an epoch whose databases are being rewritten
+// `dir`, if it has one, and every entry of the job that references it: done
+// before that epoch's databases are replaced, so that the log never lists
+// an epoch whose databases (or those it reads from) are being rewritten
 // (say, a preemption checkpoint by the epoch's ordinary save). OK if there
 // is no such entry. Returns the newest epoch of the job's entries left in the
 // log, -1 if none: no later save of a newer epoch needs to forget anything.

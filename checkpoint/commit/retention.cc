@@ -3,6 +3,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "checkpoint/commit/checkpoint_paths.h"
 #include "checkpoint/commit/commit_log.h"
@@ -15,7 +16,8 @@ namespace jobgraph {
 
 std::vector<CommittedEpoch> RetireEpochs(CommitLog& log,
                                          const RetentionOptions& retention,
-                                         absl::Span<const std::string> nodes) {
+                                         absl::Span<const std::string> nodes,
+                                         absl::Span<const int64_t> pinned) {
   if (retention.keep_last <= 0) return {};
   // Only the job's own entries count and go; others' stay as they are.
   const JobNodes job(nodes);
@@ -35,17 +37,33 @@ std::vector<CommittedEpoch> RetireEpochs(CommitLog& log,
       break;
     }
   }
-  absl::flat_hash_set<const CommittedEpoch*> drop;
+  absl::flat_hash_set<int64_t> keep;
+  std::vector<int64_t> to_visit(pinned.begin(), pinned.end());
   for (int k = 0; k < n; ++k) {
     const CommittedEpoch& e = log.epoch(own[k]);
     const bool newest = k == n - 1 || k == newest_ordinary;
     const bool recent = k >= n - retention.keep_last;
     const bool milestone =
         retention.keep_every > 0 && e.epoch() % retention.keep_every == 0;
-    if (!(newest || recent || milestone)) drop.insert(&e);
+    if (newest || recent || milestone) to_visit.push_back(e.epoch());
   }
-  return TakeEntries(
-      log, [&](const CommittedEpoch& e) { return drop.contains(&e); });
+  // A kept epoch keeps the epochs whose databases it reads from, and theirs
+  // in turn: every epoch the log lists stays restorable.
+  absl::flat_hash_map<int64_t, const CommittedEpoch*> by_epoch;
+  for (int i : own) by_epoch[log.epoch(i).epoch()] = &log.epoch(i);
+  while (!to_visit.empty()) {
+    const int64_t epoch = to_visit.back();
+    to_visit.pop_back();
+    if (!keep.insert(epoch).second) continue;
+    auto it = by_epoch.find(epoch);
+    if (it == by_epoch.end()) continue;
+    for (int64_t referenced : it->second->referenced_epoch()) {
+      to_visit.push_back(referenced);
+    }
+  }
+  return TakeEntries(log, [&](const CommittedEpoch& e) {
+    return job.Owns(e) && !keep.contains(e.epoch());
+  });
 }
 
 absl::StatusOr<std::vector<int64_t>> DeleteRetired(

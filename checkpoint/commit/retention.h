@@ -26,11 +26,15 @@ namespace jobgraph {
 
 // Takes the epochs that `retention` drops out of `log`, among the entries
 // that belong to the job of `nodes` (every entry if empty), and returns
-// them; other jobs' entries stay. No I/O: the Checkpointer runs it inside the
-// commit's own write of the log (EpochCommit::also).
+// them; other jobs' entries stay. An epoch that a kept epoch references
+// (CommittedEpoch.referenced_epoch, incremental saves) is kept with it,
+// and so is every epoch of `pinned` (referenced by saves not committed
+// yet): every epoch left listed stays restorable. No I/O: the Checkpointer
+// runs it inside the commit's own write of the log (EpochCommit::also).
 std::vector<CommittedEpoch> RetireEpochs(CommitLog& log,
                                          const RetentionOptions& retention,
-                                         absl::Span<const std::string> nodes);
+                                         absl::Span<const std::string> nodes,
+                                         absl::Span<const int64_t> pinned = {});
 
 // Deletes the databases in `dir` of the `retired` entries, which the commit
 // log no longer lists (RetireEpochs), in the background when `background`

@@ -13,6 +13,8 @@ absl::StatusOr<CompactBlobIndex> VerifyCheckpointDb(
     VerifyDepth depth) {
   JG_ASSIGN_OR_RETURN(CompactBlobIndex index, VerifyDbAt(db_type, path, depth));
   JG_RETURN_IF_ERROR(CheckIndexOwner(path, index, node, epoch));
+  // What a load of it reads from the databases it references, too.
+  JG_RETURN_IF_ERROR(VerifyReferencedValues(db_type, path, index, depth));
   return index;
 }
 

@@ -21,8 +21,10 @@ namespace jobgraph {
 
 // Reads and checks one node's database: it opens, holds the blob index for
 // `node` and `epoch` (when given), and every key the index lists is present
-// with the recorded size and CRC-32C. Errors name the database path and the
-// damaged key (or, for the backend's own checks, the file). `depth`:
+// with the recorded size and CRC-32C, in this database or, for blobs it
+// holds by reference, in the database that holds them. Errors name the
+// database path and the damaged key (or, for the backend's own checks, the
+// file); damage in a referenced database is DataLoss naming both. `depth`:
 // kValuesAndFiles for tools that look for any damage (`ckpt verify`),
 // kValues where only what a load reads matters (choosing a resume epoch).
 absl::StatusOr<CompactBlobIndex> VerifyCheckpointDb(

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <limits>
+#include <map>
 #include <memory>
 #include <numeric>
 #include <optional>
@@ -22,6 +23,7 @@
 #include "absl/time/time.h"
 #include "checkpoint/db/db_registry.h"
 #include "checkpoint/util/crc32c.h"
+#include "checkpoint/util/file_util.h"
 #include "engine/serialization.h"
 #include "engine/status_macros.h"
 #include "glog/logging.h"
@@ -113,6 +115,21 @@ void BlobIndexBuilder::EncodeCurrent() {
   CHECK(current_.AppendPartialToString(&encoded_));
 }
 
+void BlobIndexBuilder::AddReferenced(const CheckpointBlobInfo& info) {
+  CHECK(!finished_) << "AddReferenced after Finish";
+  CHECK(info.has_stored_in_epoch()) << "blob '" << info.name() << "'";
+  StartBlob(info);
+  int64_t bytes = 0;
+  for (int64_t b : info.value_bytes()) bytes += b;
+  total_bytes_ += bytes;
+  referenced_bytes_ += bytes;
+  auto at = std::lower_bound(referenced_epochs_.begin(),
+                             referenced_epochs_.end(), info.stored_in_epoch());
+  if (at == referenced_epochs_.end() || *at != info.stored_in_epoch()) {
+    referenced_epochs_.insert(at, info.stored_in_epoch());
+  }
+}
+
 absl::StatusOr<std::string> BlobIndexBuilder::Finish() {
   CHECK(!finished_) << "Finish called twice";
   finished_ = true;
@@ -123,20 +140,31 @@ absl::StatusOr<std::string> BlobIndexBuilder::Finish() {
         "cannot serialize the database's blob index: a blob's entry is over "
         "2 GiB (too many chunks; raise chunk_bytes)");
   }
+  if (!referenced_epochs_.empty()) {
+    // The version is the head's first field, a one-byte varint: readers of
+    // version 1 must refuse an index with references.
+    CHECK(encoded_.size() >= 2 && encoded_[0] == '\x08' &&
+          encoded_[1] == static_cast<char>(kBlobIndexFormatVersion));
+    encoded_[1] = static_cast<char>(kReferencingBlobIndexFormatVersion);
+  }
   BlobIndex tail;
   tail.set_total_bytes(total_bytes_);
   tail.set_created_unix_micros(created_unix_micros_);
   tail.set_files_listed(files_listed_);
+  tail.set_referenced_bytes(referenced_bytes_);
+  for (int64_t epoch : referenced_epochs_) tail.add_referenced_epoch(epoch);
   CHECK(tail.AppendToString(&encoded_));
   return std::move(encoded_);
 }
 
 absl::Status ValidateBlobIndex(const CompactBlobIndex& index,
                                absl::string_view path) {
-  if (index.format_version() != kBlobIndexFormatVersion) {
+  if (index.format_version() != kBlobIndexFormatVersion &&
+      index.format_version() != kReferencingBlobIndexFormatVersion) {
     return absl::FailedPreconditionError(absl::StrCat(
         "checkpoint ", path, " has format version ", index.format_version(),
-        "; this build reads version ", kBlobIndexFormatVersion));
+        "; this build reads versions ", kBlobIndexFormatVersion, " and ",
+        kReferencingBlobIndexFormatVersion, ". Use a newer jobgraph."));
   }
   // Save writes blobs sorted by name; strictly increasing names are unique
   // without a set of 100,000 of them.
@@ -150,6 +178,8 @@ absl::Status ValidateBlobIndex(const CompactBlobIndex& index,
   // and names are unique; within a blob they are checked here.
   absl::flat_hash_set<absl::string_view> keys;
   int64_t total = 0;
+  int64_t referenced = 0;
+  std::vector<int64_t> referenced_epochs;
   for (int b = 0; b < index.blob_size(); ++b) {
     const absl::string_view name = index.name(b);
     if (name.empty()) {
@@ -169,6 +199,16 @@ absl::Status ValidateBlobIndex(const CompactBlobIndex& index,
                      absl::StrCat(where(), " has ", key_size, " keys, ",
                                   index.value_bytes_size(b), " sizes and ",
                                   index.value_crc32c_size(b), " checksums"));
+    }
+    if (index.referenced(b)) {
+      if (index.format_version() < kReferencingBlobIndexFormatVersion ||
+          index.stored_in_epoch(b) < 0 ||
+          index.stored_in_epoch(b) >= index.epoch()) {
+        return Damaged(path, absl::StrCat(where(), " refers to epoch ",
+                                          index.stored_in_epoch(b),
+                                          ", which cannot hold it"));
+      }
+      referenced_epochs.push_back(index.stored_in_epoch(b));
     }
     keys.clear();
     for (int k = 0; k < key_size; ++k) {
@@ -193,12 +233,28 @@ absl::Status ValidateBlobIndex(const CompactBlobIndex& index,
                                           "overflow"));
       }
       total += bytes;
+      if (index.referenced(b)) referenced += bytes;
     }
   }
   if (total != index.total_bytes()) {
     return Damaged(path, absl::StrCat("the blob index's total_bytes is ",
                                       index.total_bytes(),
                                       " but its values add up to ", total));
+  }
+  if (referenced != index.referenced_bytes()) {
+    return Damaged(path, absl::StrCat("the blob index's referenced_bytes is ",
+                                      index.referenced_bytes(),
+                                      " but its referenced values add up to ",
+                                      referenced));
+  }
+  std::sort(referenced_epochs.begin(), referenced_epochs.end());
+  referenced_epochs.erase(
+      std::unique(referenced_epochs.begin(), referenced_epochs.end()),
+      referenced_epochs.end());
+  if (referenced_epochs != index.referenced_epochs()) {
+    return Damaged(path,
+                   "the blob index's list of referenced epochs does not "
+                   "match its blobs");
   }
   return absl::OkStatus();
 }
@@ -338,7 +394,7 @@ absl::StatusOr<CompactBlobIndex> VerifyDb(DB* db, VerifyDepth depth) {
   std::vector<int> all(index.blob_size());
   std::iota(all.begin(), all.end(), 0);
   JG_RETURN_IF_ERROR(ScanDbValues(
-      db, index, all, /*verify_crc=*/true,
+      db, index, SplitByHolder(index, all).held, /*verify_crc=*/true,
       [](int, int, absl::string_view) { return absl::OkStatus(); }));
   // After the values, whose damage is reported naming the blob: the files'
   // own checksums catch the rest (indexes, the backend's metadata).
@@ -364,6 +420,82 @@ absl::StatusOr<CompactBlobIndex> VerifyDbAt(absl::string_view db_type,
       std::unique_ptr<DB> db,
       DbRegistry::Global().Open(db_type, path, DbMode::kRead, options));
   return VerifyDb(db.get(), depth);
+}
+
+}  // namespace jobgraph
+
+namespace jobgraph {
+
+HeldAndReferenced SplitByHolder(const CompactBlobIndex& index,
+                                absl::Span<const int> blobs) {
+  HeldAndReferenced split;
+  std::map<int64_t, std::vector<int>> by_epoch;
+  for (int b : blobs) {
+    if (index.referenced(b)) {
+      by_epoch[index.stored_in_epoch(b)].push_back(b);
+    } else {
+      split.held.push_back(b);
+    }
+  }
+  for (auto& [epoch, held_there] : by_epoch) {
+    split.referenced.emplace_back(epoch, std::move(held_there));
+  }
+  return split;
+}
+
+std::string ReferencedDbPath(absl::string_view path, absl::string_view node,
+                             int64_t epoch) {
+  return JoinPath(ParentDir(path), absl::StrCat(node, ".", epoch));
+}
+
+absl::StatusOr<std::unique_ptr<DB>> OpenReferencedDb(
+    absl::string_view db_type, const std::string& path,
+    const CompactBlobIndex& index, int64_t epoch, VerifyDepth depth) {
+  const std::string holder = ReferencedDbPath(path, index.node(), epoch);
+  auto damaged = [&](absl::string_view why) {
+    return absl::DataLossError(absl::StrCat(
+        "checkpoint ", path, " refers to blobs in ", holder, " (epoch ", epoch,
+        "), which ", why, "; the checkpoint of epoch ", index.epoch(),
+        " cannot be read"));
+  };
+  DbOptions options;
+  // Every value is checked against the blob index's CRC-32C.
+  options.verify_checksums = false;
+  absl::StatusOr<std::unique_ptr<DB>> db =
+      DbRegistry::Global().Open(db_type, holder, DbMode::kRead, options);
+  if (absl::IsNotFound(db.status())) return damaged("is missing");
+  if (!db.ok()) return db.status();
+  absl::StatusOr<CompactBlobIndex> own = ReadCompactBlobIndex(db->get());
+  if (absl::IsDataLoss(own.status()) || absl::IsNotFound(own.status())) {
+    return damaged(absl::StrCat("is damaged: ", own.status().message()));
+  }
+  if (!own.ok()) return own.status();
+  if (own->node() != index.node() || own->epoch() != epoch) {
+    return damaged(
+        absl::StrCat("holds node '", own->node(), "', epoch ", own->epoch()));
+  }
+  if (absl::Status files = VerifyRecordedFiles(db->get(), *own, depth);
+      !files.ok()) {
+    return damaged(absl::StrCat("is damaged: ", files.message()));
+  }
+  return db;
+}
+
+absl::Status VerifyReferencedValues(absl::string_view db_type,
+                                    const std::string& path,
+                                    const CompactBlobIndex& index,
+                                    VerifyDepth depth) {
+  std::vector<int> all(index.blob_size());
+  std::iota(all.begin(), all.end(), 0);
+  for (const auto& [epoch, blobs] : SplitByHolder(index, all).referenced) {
+    JG_ASSIGN_OR_RETURN(std::unique_ptr<DB> db,
+                        OpenReferencedDb(db_type, path, index, epoch, depth));
+    JG_RETURN_IF_ERROR(ScanDbValues(
+        db.get(), index, blobs, /*verify_crc=*/true,
+        [](int, int, absl::string_view) { return absl::OkStatus(); }));
+    JG_RETURN_IF_ERROR(db->Close());
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace jobgraph

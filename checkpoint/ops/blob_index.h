@@ -35,8 +35,12 @@ namespace jobgraph {
 // databases already written keep loading.)
 inline constexpr char kBlobIndexKey[] = "__jobgraph_manifest__";
 
-// BlobIndex.format_version written and understood by this code.
+// BlobIndex.format_version of an index whose database holds every blob it
+// lists, and of one that lists blobs held by other databases (an
+// incremental save; readers of version 1 must refuse those). This code
+// reads both.
 inline constexpr int32_t kBlobIndexFormatVersion = 1;
+inline constexpr int32_t kReferencingBlobIndexFormatVersion = 2;
 
 // Builds the blob index while values stream into the database, so no value has
 // to be kept or read again. Each blob's entry is encoded as soon as the next
@@ -59,6 +63,11 @@ class BlobIndexBuilder {
   // Records one value of the current blob: its key, size and CRC-32C.
   // Returns the CRC-32C (for Writer::PutWithCrc).
   uint32_t AddValue(absl::string_view key, absl::string_view value);
+  // Lists a blob whose values another database holds: `info` is its entry
+  // there (keys, sizes, CRC-32Cs), with stored_in_epoch set. Its bytes count
+  // in total_bytes and referenced_bytes. Blobs are listed in the order they
+  // are started or referenced.
+  void AddReferenced(const CheckpointBlobInfo& info);
   // Records that the database lists its own files (DB::ListsFiles()).
   void SetFilesListed(bool listed) { files_listed_ = listed; }
   // Says that about `count` blobs will be added. Once the first entry is
@@ -89,6 +98,8 @@ class BlobIndexBuilder {
   bool files_listed_ = false;
   bool too_large_ = false;  // an entry did not serialize
   int64_t total_bytes_ = 0;
+  int64_t referenced_bytes_ = 0;
+  std::vector<int64_t> referenced_epochs_;  // sorted, unique
   const int64_t created_unix_micros_;
 };
 
@@ -96,7 +107,9 @@ class BlobIndexBuilder {
 // FailedPrecondition), and for every blob a non-empty unique name, at least
 // one key, as many sizes and checksums as keys, keys that are unique and
 // belong to the blob (ParseBlobKey), and a total_bytes that adds up (else
-// DataLoss). Messages name `path`.
+// DataLoss); blobs held by reference only in a version-2 index, each in an
+// earlier epoch, with referenced_bytes and referenced_epoch that add up.
+// Messages name `path`.
 absl::Status ValidateBlobIndex(const CompactBlobIndex& index,
                                absl::string_view path);
 // The same checks of a message (DataLoss also when it does not serialize to
@@ -150,9 +163,10 @@ absl::Status CheckIndexOwner(const std::string& path,
                              const std::optional<std::string>& node,
                              const std::optional<int64_t>& epoch);
 
-// Reads the blob index of `db` and checks every value it lists (sizes and
-// CRC-32C) without deserializing anything, then, for kValuesAndFiles, the
-// files. Returns the blob index.
+// Reads the blob index of `db` and checks every value the database holds
+// (sizes and CRC-32C) without deserializing anything, then, for
+// kValuesAndFiles, the files. Blobs held by reference in other databases
+// are not read (VerifyReferencedValues). Returns the blob index.
 absl::StatusOr<CompactBlobIndex> VerifyDb(DB* db, VerifyDepth depth);
 // The files part of VerifyDb: the database's record of its files is there
 // (when the index says one was written) and each file has its recorded size
@@ -163,6 +177,38 @@ absl::Status VerifyRecordedFiles(DB* db, const CompactBlobIndex& index,
 absl::StatusOr<CompactBlobIndex> VerifyDbAt(absl::string_view db_type,
                                             const std::string& path,
                                             VerifyDepth depth);
+
+// The blobs `blobs` (indices into `index`, the blob index of the database at
+// `path`) that the database holds itself, and those it holds by reference,
+// by the epoch of the database that holds them (increasing).
+struct HeldAndReferenced {
+  std::vector<int> held;
+  std::vector<std::pair<int64_t, std::vector<int>>> referenced;
+};
+HeldAndReferenced SplitByHolder(const CompactBlobIndex& index,
+                                absl::Span<const int> blobs);
+
+// Where the database of `node` for `epoch` lies beside the database at
+// `path`: the databases one incremental save references.
+std::string ReferencedDbPath(absl::string_view path, absl::string_view node,
+                             int64_t epoch);
+
+// Opens the database of the node of `index` (the blob index of the database
+// at `path`) for `epoch`, which holds some of its blobs, and checks that it
+// is: its own blob index names that node and epoch, and its record of its
+// files is there (`depth` as in VerifyRecordedFiles). A database that is
+// missing or belongs elsewhere is DataLoss naming both paths.
+absl::StatusOr<std::unique_ptr<DB>> OpenReferencedDb(
+    absl::string_view db_type, const std::string& path,
+    const CompactBlobIndex& index, int64_t epoch, VerifyDepth depth);
+
+// Reads and checks (sizes, CRC-32C) every value of the blobs that `index`
+// (of the database at `path`) lists by reference, in the databases that
+// hold them: what a load of the database reads from elsewhere.
+absl::Status VerifyReferencedValues(absl::string_view db_type,
+                                    const std::string& path,
+                                    const CompactBlobIndex& index,
+                                    VerifyDepth depth);
 
 }  // namespace jobgraph
 

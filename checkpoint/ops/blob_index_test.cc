@@ -116,6 +116,46 @@ TEST(BlobIndexTest, ExpectingManyBlobsReservesABoundedRoom) {
   EXPECT_EQ(index.total_bytes(), 1001);
 }
 
+// A blob listed by reference: its entry as the holding database has it,
+// with the epoch; the index says version 2 and adds up the referenced bytes
+// and epochs, and the compact form reads them.
+TEST(BlobIndexTest, BuilderListsReferencedBlobs) {
+  BlobIndexBuilder builder("trainer_0", 7);
+  builder.StartBlob()->set_name("a");
+  builder.AddValue("a", "xyz");
+  for (int64_t epoch : {5, 3, 5}) {
+    CheckpointBlobInfo info;
+    info.set_name(absl::StrCat("b", epoch, builder.total_bytes()));
+    info.add_key(info.name());
+    info.add_value_bytes(10);
+    info.add_value_crc32c(99);
+    info.set_stored_in_epoch(epoch);
+    builder.AddReferenced(info);
+  }
+  const std::string bytes = builder.Finish().value();
+  BlobIndex index;
+  ASSERT_TRUE(index.ParseFromString(bytes));
+  EXPECT_EQ(index.format_version(), kReferencingBlobIndexFormatVersion);
+  EXPECT_EQ(index.total_bytes(), 33);
+  EXPECT_EQ(index.referenced_bytes(), 30);
+  EXPECT_THAT(index.referenced_epoch(), ElementsAre(3, 5));
+  ASSERT_EQ(index.blob_size(), 4);
+  EXPECT_FALSE(index.blob(0).has_stored_in_epoch());
+  EXPECT_EQ(index.blob(1).stored_in_epoch(), 5);
+  EXPECT_EQ(index.blob(2).stored_in_epoch(), 3);
+  EXPECT_TRUE(ValidateBlobIndex(index, "db/x").ok());
+  std::optional<CompactBlobIndex> compact = CompactBlobIndex::Decode(bytes);
+  ASSERT_TRUE(compact.has_value());
+  EXPECT_EQ(compact->referenced_bytes(), 30);
+  EXPECT_THAT(compact->referenced_epochs(), ElementsAre(3, 5));
+  EXPECT_FALSE(compact->referenced(0));
+  EXPECT_TRUE(compact->referenced(1));
+  EXPECT_EQ(compact->stored_in_epoch(1), 5);
+  EXPECT_EQ(compact->stored_in_epoch(2), 3);
+  EXPECT_EQ(compact->Entry(2).SerializeAsString(),
+            index.blob(2).SerializeAsString());
+}
+
 TEST(BlobIndexTest, BuilderOfNoBlobsIsTheHeaderAndTotals) {
   BlobIndexBuilder builder("", 0);
   BlobIndex index;
@@ -133,9 +173,40 @@ TEST(BlobIndexTest, ValidationNamesWhatIsWrong) {
     std::string message;
   };
   const std::vector<Case> cases = {
-      {[](BlobIndex* m) { m->set_format_version(2); },
+      {[](BlobIndex* m) { m->set_format_version(3); },
        absl::StatusCode::kFailedPrecondition,
-       "checkpoint db/x has format version 2; this build reads version 1"},
+       "checkpoint db/x has format version 3; this build reads versions 1 "
+       "and 2. Use a newer jobgraph."},
+      // References only in a version-2 index, only to earlier epochs, with
+      // totals that add up.
+      {[](BlobIndex* m) { m->mutable_blob(0)->set_stored_in_epoch(3); },
+       absl::StatusCode::kDataLoss,
+       "checkpoint db/x: the blob index's entry of blob 'w' refers to epoch "
+       "3, which cannot hold it; the database is damaged"},
+      {[](BlobIndex* m) {
+         m->set_format_version(2);
+         m->mutable_blob(0)->set_stored_in_epoch(7);
+       },
+       absl::StatusCode::kDataLoss,
+       "checkpoint db/x: the blob index's entry of blob 'w' refers to epoch "
+       "7, which cannot hold it; the database is damaged"},
+      {[](BlobIndex* m) {
+         m->set_format_version(2);
+         m->mutable_blob(0)->set_stored_in_epoch(3);
+         m->add_referenced_epoch(3);
+       },
+       absl::StatusCode::kDataLoss,
+       "checkpoint db/x: the blob index's referenced_bytes is 0 but its "
+       "referenced values add up to 5; the database is damaged"},
+      {[](BlobIndex* m) {
+         m->set_format_version(2);
+         m->mutable_blob(0)->set_stored_in_epoch(3);
+         m->set_referenced_bytes(5);
+         m->add_referenced_epoch(4);
+       },
+       absl::StatusCode::kDataLoss,
+       "checkpoint db/x: the blob index's list of referenced epochs does not "
+       "match its blobs; the database is damaged"},
       {[](BlobIndex* m) { m->set_total_bytes(6); }, absl::StatusCode::kDataLoss,
        "checkpoint db/x: the blob index's total_bytes is 6 but its values add "
        "up to 5; the database is damaged"},

@@ -62,6 +62,12 @@ class CompactBlobIndex::Decoder {
           case BlobIndex::kFilesListedFieldNumber:
             out_->files_listed_ = v != 0;
             break;
+          case BlobIndex::kReferencedBytesFieldNumber:
+            out_->referenced_bytes_ = static_cast<int64_t>(v);
+            break;
+          case BlobIndex::kReferencedEpochFieldNumber:
+            out_->referenced_epochs_.push_back(static_cast<int64_t>(v));
+            break;
           default:
             return false;
         }
@@ -69,6 +75,8 @@ class CompactBlobIndex::Decoder {
         if (!in.Payload(&payload)) return false;
         if (field == BlobIndex::kNodeFieldNumber && IsProto3String(payload)) {
           out_->node_ = RefOf(payload);  // the last occurrence wins
+        } else if (field == BlobIndex::kReferencedEpochFieldNumber) {
+          if (!PackedVarints(payload, &out_->referenced_epochs_)) return false;
         } else if (field != BlobIndex::kBlobFieldNumber || !Entry(payload)) {
           return false;
         }
@@ -138,6 +146,11 @@ class CompactBlobIndex::Decoder {
                      !PackedVarints(payload, &out_->value_bytes_)) {
             return false;
           }
+          break;
+        case CheckpointBlobInfo::kStoredInEpochFieldNumber:
+          if (!varint) return false;
+          record.referenced = true;  // the last occurrence wins
+          record.stored_in_epoch = static_cast<int64_t>(v);
           break;
         case CheckpointBlobInfo::kValueCrc32CFieldNumber:
           if (wire_type == kWireFixed32) {

@@ -47,6 +47,10 @@ class CompactBlobIndex {
   absl::string_view node() const { return View(node_); }
   int64_t epoch() const { return epoch_; }
   int64_t total_bytes() const { return total_bytes_; }
+  int64_t referenced_bytes() const { return referenced_bytes_; }
+  const std::vector<int64_t>& referenced_epochs() const {
+    return referenced_epochs_;
+  }
   int64_t created_unix_micros() const { return created_unix_micros_; }
   bool files_listed() const { return files_listed_; }
 
@@ -72,6 +76,10 @@ class CompactBlobIndex {
   uint32_t value_crc32c(int b, int k) const {
     return crcs_[Blob(b).first_crc + k];
   }
+  // Whether blob `b`'s values are held by another database (an incremental
+  // save), and the epoch of that database.
+  bool referenced(int b) const { return Blob(b).referenced; }
+  int64_t stored_in_epoch(int b) const { return Blob(b).stored_in_epoch; }
   // The whole entry of blob `b` (with its type, dims and data type).
   CheckpointBlobInfo Entry(int b) const;
   // The index as a message.
@@ -92,6 +100,8 @@ class CompactBlobIndex {
     uint32_t first_key = 0;
     uint32_t first_size = 0;
     uint32_t first_crc = 0;
+    bool referenced = false;
+    int64_t stored_in_epoch = 0;
   };
   class Decoder;
 
@@ -111,6 +121,8 @@ class CompactBlobIndex {
   int64_t total_bytes_ = 0;
   int64_t created_unix_micros_ = 0;
   bool files_listed_ = false;
+  int64_t referenced_bytes_ = 0;
+  std::vector<int64_t> referenced_epochs_;
   std::vector<BlobRecord> blobs_;
   std::vector<Ref> keys_;
   std::vector<int64_t> value_bytes_;

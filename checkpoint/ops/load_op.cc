@@ -311,11 +311,37 @@ class LoadOp final : public OperatorBase {
       targets[b] = target;
     }
     if (indices.empty()) return db->Close();
-    // The blobs in parts of about equal bytes, each read by its own thread
-    // through its own cursor into its own assembler; the targets are
-    // distinct blobs, created above. In key order (usually the index's
-    // already), so that the first part's error is the one a single reader
-    // would meet first.
+    // The blobs this database holds, then those it lists by reference (an
+    // incremental save), from the database of each epoch that holds them;
+    // each database is opened once.
+    HeldAndReferenced split = SplitByHolder(index, indices);
+    JG_RETURN_IF_ERROR(ReadValues(db.get(), path, index, std::move(split.held),
+                                  names, targets, blob_bytes, assemblers));
+    for (auto& [epoch, blobs] : split.referenced) {
+      JG_ASSIGN_OR_RETURN(
+          std::unique_ptr<DB> holder,
+          OpenReferencedDb(db_type_, path, index, epoch, VerifyDepth::kValues));
+      const std::string holder_path = holder->path();
+      JG_RETURN_IF_ERROR(ReadValues(holder.get(), holder_path, index,
+                                    std::move(blobs), names, targets,
+                                    blob_bytes, assemblers));
+      JG_RETURN_IF_ERROR(holder->Close());
+    }
+    return db->Close();
+  }
+
+  // Reads the values of blobs `indices` (of `index`) from `db` (at `path`),
+  // checked against `index`, into `targets`: in parts of about equal bytes,
+  // each read by its own thread through its own cursor into its own
+  // assembler (the targets are distinct blobs).
+  absl::Status ReadValues(
+      DB* db, const std::string& path, const CompactBlobIndex& index,
+      std::vector<int> indices, const std::vector<absl::string_view>& names,
+      const std::vector<Blob*>& targets, const std::vector<int64_t>& blob_bytes,
+      std::vector<std::unique_ptr<BlobAssembler>>* assemblers) {
+    if (indices.empty()) return absl::OkStatus();
+    // In key order (usually the index's already), so that the first part's
+    // error is the one a single reader would meet first.
     auto first_key = [&](int b) {
       return index.key_size(b) == 0 ? absl::string_view() : index.key(b, 0);
     };
@@ -341,7 +367,7 @@ class LoadOp final : public OperatorBase {
           std::count_if(spans[i].begin(), spans[i].end(),
                         [&](int b) { return index.key_size(b) > 1; })));
       statuses[i] = ScanDbValues(
-          db.get(), index, spans[i], verify_checksums_,
+          db, index, spans[i], verify_checksums_,
           [&](int b, int, absl::string_view value) -> absl::Status {
             absl::Status status =
                 index.key_size(b) == 1
@@ -368,7 +394,7 @@ class LoadOp final : public OperatorBase {
     for (std::thread& thread : threads) thread.join();
     // The error of the first part in key order, as one reader would see it.
     for (const absl::Status& status : statuses) JG_RETURN_IF_ERROR(status);
-    return db->Close();
+    return absl::OkStatus();
   }
 
   std::vector<std::string> dbs_;

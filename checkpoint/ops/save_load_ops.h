@@ -105,10 +105,12 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "checkpoint/db/db.h"
 #include "engine/blob.h"
 #include "engine/serialization.h"
+#include "proto/jobgraph.pb.h"
 
 namespace jobgraph {
 
@@ -124,6 +126,12 @@ struct CheckpointDbOptions {
   int64_t epoch = 0;
   SerializationOptions serialization;
   DbOptions db;
+  // Blobs the database lists without holding their values (an incremental
+  // save): each one's entry in the database of this node that holds it,
+  // stored_in_epoch set to that database's epoch (earlier than `epoch`).
+  // Listed in the blob index in name order among the written blobs; their
+  // bytes count in the total. Default: none.
+  std::vector<CheckpointBlobInfo> referenced;
 };
 
 // Writes `blobs` into a new database of `type` at `path` and puts it in
@@ -146,18 +154,22 @@ struct CheckpointDbOptions {
 //  is unchanged, unless the error came after step 3.
 //
 // Errors name the path and, for serialization errors, the blob.
-// Returns the bytes of the values written (the blob index's total_bytes).
+// Returns the bytes of the values listed (the blob index's total_bytes,
+// referenced blobs' included); `blob_index`, when given, receives the
+// serialized blob index written.
 absl::StatusOr<int64_t> WriteCheckpointDb(const DbType& type,
                                           const std::string& path,
                                           std::vector<BlobToSave> blobs,
-                                          const CheckpointDbOptions& options);
+                                          const CheckpointDbOptions& options,
+                                          std::string* blob_index = nullptr);
 
 // The same with the type registered as `db_type` (NotFound listing the known
 // types if there is none).
 absl::StatusOr<int64_t> WriteCheckpointDb(absl::string_view db_type,
                                           const std::string& path,
                                           std::vector<BlobToSave> blobs,
-                                          const CheckpointDbOptions& options);
+                                          const CheckpointDbOptions& options,
+                                          std::string* blob_index = nullptr);
 
 // Whether `basename` (a name inside a checkpoint directory) has the form of
 // WriteCheckpointDb's temporary databases: a database being written, the

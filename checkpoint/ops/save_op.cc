@@ -86,13 +86,37 @@ void DescribeBlob(absl::string_view name, const Blob& blob,
   }
 }
 
+// What a database's writing produced: the bytes of the blobs' values
+// (those held by reference included) and its blob index.
+struct Written {
+  int64_t total_bytes = 0;
+  std::string blob_index;
+};
+
 // Checks what can be checked before writing anything, so that a bad blob
 // fails the save at once instead of after gigabytes of writing.
-// `blobs` are sorted by name.
+// `blobs` and `referenced` are sorted by name.
 absl::Status CheckBlobs(const std::vector<BlobToSave>& blobs,
+                        const std::vector<CheckpointBlobInfo>& referenced,
                         const SerializationOptions& options) {
-  if (blobs.empty()) {
+  if (blobs.empty() && referenced.empty()) {
     return absl::InvalidArgumentError("there are no blobs to save");
+  }
+  for (size_t i = 0, j = 0; i < blobs.size() && j < referenced.size();) {
+    const int order = blobs[i].name.compare(referenced[j].name());
+    if (order == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "blob '", blobs[i].name, "' is both written and held by reference"));
+    }
+    if (order < 0) {
+      ++i;
+    } else {
+      ++j;
+    }
+  }
+  for (const CheckpointBlobInfo& info : referenced) {
+    CHECK(info.has_stored_in_epoch())
+        << "referenced blob '" << info.name() << "' without its epoch";
   }
   for (size_t i = 0; i < blobs.size(); ++i) {
     const BlobToSave& b = blobs[i];
@@ -129,15 +153,25 @@ absl::Status CheckBlobs(const std::vector<BlobToSave>& blobs,
   return absl::OkStatus();
 }
 
-// Streams every blob into `db`, then the blob index, and closes `db` (which
-// makes it durable). Returns the bytes of the blobs' values.
-absl::StatusOr<int64_t> WriteBlobs(DB* db, const std::vector<BlobToSave>& blobs,
+// Streams every blob into `db`, then the blob index (listing the
+// referenced blobs too, in name order), and closes `db` (which makes it
+// durable).
+absl::StatusOr<Written> WriteBlobs(DB* db, const std::vector<BlobToSave>& blobs,
                                    const CheckpointDbOptions& options) {
   JG_ASSIGN_OR_RETURN(std::unique_ptr<Writer> writer, db->NewWriter());
   BlobIndexBuilder builder(options.node, options.epoch);
   builder.SetFilesListed(db->ListsFiles());
-  builder.ExpectBlobs(blobs.size());
+  builder.ExpectBlobs(blobs.size() + options.referenced.size());
+  auto next_referenced = options.referenced.begin();
+  auto reference_up_to = [&](absl::string_view name) {
+    for (; next_referenced != options.referenced.end() &&
+           next_referenced->name() < name;
+         ++next_referenced) {
+      builder.AddReferenced(*next_referenced);
+    }
+  };
   for (const BlobToSave& b : blobs) {
+    reference_up_to(b.name);
     DescribeBlob(b.name, *b.blob, builder.StartBlob());
     JG_RETURN_IF_ERROR(
         SerializeBlob(b.name, *b.blob, options.serialization,
@@ -148,19 +182,23 @@ absl::StatusOr<int64_t> WriteBlobs(DB* db, const std::vector<BlobToSave>& blobs,
                         return writer->PutWithCrc(key, value, crc);
                       }));
   }
-  const int64_t total_bytes = builder.total_bytes();
-  {
-    JG_ASSIGN_OR_RETURN(const std::string bytes, builder.Finish());
-    // Last, so that its presence proves every value before it was written.
-    JG_RETURN_IF_ERROR(writer->Put(kBlobIndexKey, bytes));
+  // The referenced blobs after the last one written (an empty name is no
+  // blob's: every name sorts after it, so pass the end).
+  for (; next_referenced != options.referenced.end(); ++next_referenced) {
+    builder.AddReferenced(*next_referenced);
   }
+  Written written;
+  written.total_bytes = builder.total_bytes();
+  JG_ASSIGN_OR_RETURN(written.blob_index, builder.Finish());
+  // Last, so that its presence proves every value before it was written.
+  JG_RETURN_IF_ERROR(writer->Put(kBlobIndexKey, written.blob_index));
   JG_RETURN_IF_ERROR(writer->Flush());
   writer.reset();
   JG_RETURN_IF_ERROR(db->Close());
-  return total_bytes;
+  return written;
 }
 
-absl::StatusOr<int64_t> OpenAndWrite(const DbType& type,
+absl::StatusOr<Written> OpenAndWrite(const DbType& type,
                                      const std::string& path,
                                      const std::vector<BlobToSave>& blobs,
                                      const CheckpointDbOptions& options) {
@@ -182,8 +220,8 @@ void RemoveTemp(const DbType& type, const std::string& temp) {
   }
 }
 
-// Steps 1-3 of WriteCheckpointDb. Returns the bytes written.
-absl::StatusOr<int64_t> WriteAndInstall(const DbType& type,
+// Steps 1-3 of WriteCheckpointDb.
+absl::StatusOr<Written> WriteAndInstall(const DbType& type,
                                         const SplitPath& split,
                                         const std::vector<BlobToSave>& blobs,
                                         const CheckpointDbOptions& options) {
@@ -194,7 +232,7 @@ absl::StatusOr<int64_t> WriteAndInstall(const DbType& type,
   absl::Status stale = type.Remove(temp);
   if (!stale.ok() && !absl::IsNotFound(stale)) return stale;
 
-  absl::StatusOr<int64_t> written = OpenAndWrite(type, temp, blobs, options);
+  absl::StatusOr<Written> written = OpenAndWrite(type, temp, blobs, options);
   absl::Status status = written.status();
   if (status.ok()) status = Failpoint("save.after_db_write");
   if (status.ok()) status = type.Install(temp, split.path);
@@ -229,8 +267,9 @@ bool IsSaveTempName(absl::string_view basename) {
 absl::StatusOr<int64_t> WriteCheckpointDb(const DbType& type,
                                           const std::string& path,
                                           std::vector<BlobToSave> blobs,
-                                          const CheckpointDbOptions& options) {
-  absl::StatusOr<int64_t> written = [&]() -> absl::StatusOr<int64_t> {
+                                          const CheckpointDbOptions& options,
+                                          std::string* blob_index) {
+  absl::StatusOr<Written> written = [&]() -> absl::StatusOr<Written> {
     JG_ASSIGN_OR_RETURN(SplitPath split, Split(path));
     // LevelDB writes keys that arrive in sorted order fastest (tables need
     // no compaction); blob order is all Save controls. Sorted, duplicates
@@ -239,26 +278,43 @@ absl::StatusOr<int64_t> WriteCheckpointDb(const DbType& type,
                      [](const BlobToSave& a, const BlobToSave& b) {
                        return a.name < b.name;
                      });
-    JG_RETURN_IF_ERROR(CheckBlobs(blobs, options.serialization));
+    auto by_name = [](const CheckpointBlobInfo& a,
+                      const CheckpointBlobInfo& b) {
+      return a.name() < b.name();
+    };
+    if (!std::is_sorted(options.referenced.begin(), options.referenced.end(),
+                        by_name)) {
+      CheckpointDbOptions sorted = options;
+      std::sort(sorted.referenced.begin(), sorted.referenced.end(), by_name);
+      JG_RETURN_IF_ERROR(
+          CheckBlobs(blobs, sorted.referenced, sorted.serialization));
+      return WriteAndInstall(type, split, blobs, sorted);
+    }
+    JG_RETURN_IF_ERROR(
+        CheckBlobs(blobs, options.referenced, options.serialization));
     return WriteAndInstall(type, split, blobs, options);
   }();
-  if (written.ok()) return written;
-  return absl::Status(written.status().code(),
-                      absl::StrCat("saving checkpoint ", path, ": ",
-                                   written.status().message()));
+  if (!written.ok()) {
+    return absl::Status(written.status().code(),
+                        absl::StrCat("saving checkpoint ", path, ": ",
+                                     written.status().message()));
+  }
+  if (blob_index != nullptr) *blob_index = std::move(written->blob_index);
+  return written->total_bytes;
 }
 
 absl::StatusOr<int64_t> WriteCheckpointDb(absl::string_view db_type,
                                           const std::string& path,
                                           std::vector<BlobToSave> blobs,
-                                          const CheckpointDbOptions& options) {
+                                          const CheckpointDbOptions& options,
+                                          std::string* blob_index) {
   absl::StatusOr<const DbType*> type = DbRegistry::Global().Find(db_type);
   if (!type.ok()) {
     return absl::Status(type.status().code(),
                         absl::StrCat("saving checkpoint ", path, ": ",
                                      type.status().message()));
   }
-  return WriteCheckpointDb(**type, path, std::move(blobs), options);
+  return WriteCheckpointDb(**type, path, std::move(blobs), options, blob_index);
 }
 
 namespace {

@@ -35,7 +35,7 @@ class LocalCoordinator : public Coordinator {
     Settled settled;
     if (round.write.has_value()) {
       if (round.write->status.ok()) {
-        settled.write = round.write->bytes;
+        settled.write = WriteTotals{round.write->bytes, round.write->tallies};
       } else {
         settled.write = round.write->status;
       }
@@ -45,10 +45,12 @@ class LocalCoordinator : public Coordinator {
   }
   CommitRound AgreeAndCommit(
       const WriteReport& write,
-      const std::function<absl::Status(int64_t)>& commit) override {
+      const std::function<absl::Status(const WriteTotals&)>& commit) override {
     const absl::Time agreed_at = absl::Now();
     if (!write.status.ok()) return {write.status, absl::OkStatus(), agreed_at};
-    return {write.bytes, commit(write.bytes), agreed_at};
+    WriteTotals totals{write.bytes, write.tallies};
+    absl::Status committed = commit(totals);
+    return {std::move(totals), std::move(committed), agreed_at};
   }
 };
 
@@ -131,51 +133,66 @@ class SessionCoordinator : public Coordinator {
     const absl::Status commit = commits() && round.commit.has_value()
                                     ? *round.commit
                                     : absl::OkStatus();
-    // Three figures in one all-reduce: the failed writes, the bytes written
-    // and the committer's code. The messages travel only after a failure.
+    // In one all-reduce: the failed writes, the bytes written, the
+    // committer's code, and the writes' tallies. The messages travel only
+    // after a failure.
+    std::vector<int64_t> values = {
+        write_failed ? 1 : 0,
+        round.write.has_value() && !write_failed ? round.write->bytes : 0,
+        commit.raw_code()};
+    if (round.write.has_value()) AppendTallies(*round.write, &values);
     const std::vector<int64_t> sums =
-        Sum({write_failed ? 1 : 0,
-             round.write.has_value() && !write_failed ? round.write->bytes : 0,
-             commit.raw_code()},
-            "a checkpoint's outcome");
+        Sum(std::move(values), "a checkpoint's outcome");
     Settled settled;
     if (round.write.has_value()) {
       if (sums[0] > 0) {
         settled.write = FirstFailure(round.write->status);
       } else {
-        settled.write = sums[1];
+        settled.write = WriteTotals{
+            sums[1], std::vector<int64_t>(sums.begin() + 3, sums.end())};
       }
     }
-    if (round.commit.has_value())
+    if (round.commit.has_value()) {
       settled.commit = CommitterStatus(sums[2], commit);
+    }
     return settled;
   }
 
   CommitRound AgreeAndCommit(
       const WriteReport& write,
-      const std::function<absl::Status(int64_t)>& commit) override {
-    // The failures and the bytes reach the committer alone; it commits if
-    // no process failed, and its outcome (the failed writes, the total
-    // bytes, its commit's code) reaches every process.
-    absl::StatusOr<std::vector<int64_t>> reduced = session_.ReduceSumToRoot(
-        {write.status.ok() ? 0 : 1, write.status.ok() ? write.bytes : 0},
-        kCommitter);
+      const std::function<absl::Status(const WriteTotals&)>& commit) override {
+    // The failures, the bytes and the tallies reach the committer alone; it
+    // commits if no process failed, and its outcome (the failed writes, the
+    // totals, its commit's code) reaches every process.
+    std::vector<int64_t> values = {write.status.ok() ? 0 : 1,
+                                   write.status.ok() ? write.bytes : 0};
+    AppendTallies(write, &values);
+    absl::StatusOr<std::vector<int64_t>> reduced =
+        session_.ReduceSumToRoot(std::move(values), kCommitter);
     CHECK(reduced.ok()) << "agreeing on a checkpoint's writes: "
                         << reduced.status();
     const absl::Time agreed_at = absl::Now();
-    std::vector<int64_t> outcome = {0, 0, 0};
+    // [failed, bytes, code, tallies...]
+    std::vector<int64_t> outcome(3 + write.tallies.size(), 0);
     absl::Status committed;
     if (commits()) {
-      outcome = {(*reduced)[0], (*reduced)[1], 0};
+      outcome[0] = (*reduced)[0];
+      outcome[1] = (*reduced)[1];
+      std::copy(reduced->begin() + 2, reduced->end(), outcome.begin() + 3);
       if (outcome[0] == 0) {
-        committed = commit(outcome[1]);
+        committed = commit(WriteTotals{
+            outcome[1],
+            std::vector<int64_t>(outcome.begin() + 3, outcome.end())});
         outcome[2] = committed.raw_code();
       }
     }
     absl::StatusOr<std::vector<int64_t>> shared =
         session_.BroadcastInts(std::move(outcome), kCommitter);
     CHECK(shared.ok()) << "sharing a checkpoint's outcome: " << shared.status();
-    CommitRound round{(*shared)[1], absl::OkStatus(), agreed_at};
+    CommitRound round{
+        WriteTotals{(*shared)[1],
+                    std::vector<int64_t>(shared->begin() + 3, shared->end())},
+        absl::OkStatus(), agreed_at};
     if ((*shared)[0] > 0) {
       // The messages: which rank failed, and why.
       round.write = FirstFailure(write.status);
@@ -187,6 +204,14 @@ class SessionCoordinator : public Coordinator {
 
  private:
   static constexpr int kCommitter = 0;
+
+  // A failed write contributes no tallies (zeros, to keep the length).
+  static void AppendTallies(const WriteReport& write,
+                            std::vector<int64_t>* values) {
+    for (int64_t t : write.tallies) {
+      values->push_back(write.status.ok() ? t : 0);
+    }
+  }
 
   std::vector<int64_t> Sum(std::vector<int64_t> values,
                            absl::string_view what) {

@@ -46,6 +46,16 @@ class Session;
 struct WriteReport {
   absl::Status status;
   int64_t bytes = 0;
+  // Counts the processes add up, element by element (the same length on
+  // every process): what the commit needs to know of every process's
+  // databases beyond their bytes (the epochs they reference).
+  std::vector<int64_t> tallies;
+};
+
+// Every process's writes, added up.
+struct WriteTotals {
+  int64_t bytes = 0;
+  std::vector<int64_t> tallies;
 };
 
 // One exchange of the save pipeline. A process brings the report of the
@@ -59,9 +69,9 @@ struct SettleRound {
   std::optional<absl::Status> commit;
 };
 struct Settled {
-  // Every process's write: the total bytes, or the first failure (naming
-  // the rank when there are several).
-  std::optional<absl::StatusOr<int64_t>> write;
+  // Every process's write: the totals, or the first failure (naming the
+  // rank when there are several).
+  std::optional<absl::StatusOr<WriteTotals>> write;
   // The committer's status, on every process.
   std::optional<absl::Status> commit;
 };
@@ -70,7 +80,7 @@ struct Settled {
 // the first failure), and the committer's commit status (OK when no commit
 // was tried because a write failed).
 struct CommitRound {
-  absl::StatusOr<int64_t> write;
+  absl::StatusOr<WriteTotals> write;
   absl::Status commit;
   // When this process knew the agreement's part it takes part in: the
   // committer every write, the others that theirs reached the committer.
@@ -112,13 +122,12 @@ class Coordinator {
 
   // Collective: a save whose commit follows its write in the same call.
   // Every process's `write` reaches the committer, which runs
-  // `commit(total_bytes)` when every write succeeded; the outcome then
-  // reaches every process. Two exchanges at the committer's centre (a
-  // reduce to it, a broadcast from it) where Settle twice takes two
-  // all-reduces.
+  // `commit(totals)` when every write succeeded; the outcome then reaches
+  // every process. Two exchanges at the committer's centre (a reduce to it,
+  // a broadcast from it) where Settle twice takes two all-reduces.
   virtual CommitRound AgreeAndCommit(
       const WriteReport& write,
-      const std::function<absl::Status(int64_t total_bytes)>& commit) = 0;
+      const std::function<absl::Status(const WriteTotals& totals)>& commit) = 0;
 };
 
 // One process that does everything itself.

@@ -28,7 +28,10 @@ struct SavePipeline::Flight {
     std::string node;
     std::string file_name;
     std::string path;
+    size_t position = 0;  // in nodes_
     std::vector<BlobSnapshot> blobs;
+    // Incremental saves: the unchanged blobs, listed by reference.
+    std::vector<CheckpointBlobInfo> referenced;
   };
   std::vector<NodeSnapshot> snapshots;
   Stage next = Stage::kWrite;
@@ -42,9 +45,19 @@ struct SavePipeline::Flight {
   int64_t parked_micros = 0;
   absl::Time done_at;
 
-  // This process's write; then every process's (the total bytes).
+  // Incremental saves: the epoch of the full save the chain starts with
+  // (this save's own when it is full); per node (by position in nodes_),
+  // its blobs' generations at the snapshot and the blob index written, for
+  // the next save's base; the epochs retention must keep for the saves
+  // after this one (the base's), taken when the commit is handed on.
+  int64_t chain_start = -1;
+  std::vector<BlobGenerations> generations;
+  std::vector<std::string> indexes;
+  std::vector<int64_t> pinned;
+
+  // This process's write; then every process's.
   WriteReport written;
-  absl::StatusOr<int64_t> agreed = absl::UnknownError("not agreed yet");
+  absl::StatusOr<WriteTotals> agreed = absl::UnknownError("not agreed yet");
   // The committer's commit-log update, begun ahead of its own write when
   // the commit follows within the same call (see Save).
   std::optional<absl::StatusOr<CommitLogUpdate>> update;
@@ -150,6 +163,9 @@ absl::Status SavePipeline::Prepare(const SaveRecord& record, bool* agreed) {
   }
   JG_ASSIGN_OR_RETURN(newest, coordinator_->AgreeWithCommitter(local, newest));
   listed_bound_ = newest;
+  // Entries that referenced the epoch are gone with it: the next save starts
+  // a new chain.
+  base_ = SaveBase();
   return absl::OkStatus();
 }
 
@@ -183,6 +199,16 @@ absl::StatusOr<CheckpointStats> SavePipeline::Save(
       }
     }
   }
+  const bool incremental =
+      options_.incremental && record.kind != SaveKind::kLoopFinished;
+  // Refers to the last committed save (the base) unless a full save is due.
+  const bool refers = incremental && !record.full &&
+                      base_.UsableFor(record.epoch, options_.full_every);
+  flight->chain_start = refers ? base_.chain_start() : record.epoch;
+  if (incremental) {
+    flight->generations.resize(nodes_.size());
+    flight->indexes.resize(nodes_.size());
+  }
   if (local.ok() && record.kind != SaveKind::kLoopFinished) {
     for (size_t i = 0; i < nodes_.size() && local.ok(); ++i) {
       const PipelineNode& n = nodes_[i];
@@ -193,10 +219,17 @@ absl::StatusOr<CheckpointStats> SavePipeline::Save(
         local = frozen.status();
         break;
       }
+      if (incremental) flight->generations[i] = GenerationsOf(*frozen);
+      SaveBase::Split split;
+      if (refers) {
+        split = base_.SplitNode(i, *std::move(frozen));
+      } else {
+        split.write = *std::move(frozen);
+      }
       flight->snapshots.push_back(
           {n.node, n.file_name,
-           CheckpointDbPath(options_.directory, n.file_name, record.epoch),
-           *std::move(frozen)});
+           CheckpointDbPath(options_.directory, n.file_name, record.epoch), i,
+           std::move(split.write), std::move(split.referenced)});
     }
   }
   if (!local.ok()) {
@@ -220,6 +253,7 @@ absl::StatusOr<CheckpointStats> SavePipeline::Save(
     return OutcomeOf(*flight).stats;
   }
   flight->in_background = !queue_->runs_inline() && !wait;
+  flight->pinned = PinnedEpochs();
   queue_->Run([this, flight] { Advance(*flight); });
   if (!flight->in_background) {
     Drain();
@@ -288,8 +322,10 @@ void SavePipeline::Write(Flight& flight) {
     db_options.node = node.file_name;
     db_options.epoch = flight.record.epoch;
     db_options.serialization.chunk_bytes = options_.chunk_bytes;
-    written[i] = WriteCheckpointDb(options_.db_type, node.path,
-                                   std::move(blobs), db_options);
+    db_options.referenced = node.referenced;
+    written[i] = WriteCheckpointDb(
+        options_.db_type, node.path, std::move(blobs), db_options,
+        flight.indexes.empty() ? nullptr : &flight.indexes[node.position]);
   };
   // The nodes' databases are written side by side, as the nodes run.
   std::vector<std::thread> others;
@@ -312,8 +348,33 @@ void SavePipeline::Write(Flight& flight) {
     }
     report.bytes += *written[i];
   }
+  if (options_.incremental) report.tallies = ReferenceTallies(flight);
   flight.written = std::move(report);
   flight.write_micros = MicrosSince(start);
+}
+
+std::vector<int64_t> SavePipeline::ReferenceTallies(
+    const Flight& flight) const {
+  // [referenced bytes, then for each k in 1..full_every the number of this
+  // process's blobs held k epochs back]: summed over the processes, the
+  // commit learns which epochs the save references. A chain spans fewer
+  // than full_every epochs (SaveBase::UsableFor), so k never exceeds it.
+  std::vector<int64_t> tallies(1 + options_.full_every, 0);
+  for (const Flight::NodeSnapshot& node : flight.snapshots) {
+    for (const CheckpointBlobInfo& info : node.referenced) {
+      for (int64_t bytes : info.value_bytes()) tallies[0] += bytes;
+      const int64_t back = flight.record.epoch - info.stored_in_epoch();
+      CHECK(back >= 1 && back <= options_.full_every)
+          << "blob '" << info.name() << "' refers " << back << " epochs back";
+      ++tallies[back];
+    }
+  }
+  return tallies;
+}
+
+std::vector<int64_t> SavePipeline::PinnedEpochs() const {
+  if (base_.empty()) return {};
+  return {base_.epoch()};
 }
 
 void SavePipeline::Commit(Flight& flight) {
@@ -335,7 +396,17 @@ void SavePipeline::Commit(Flight& flight) {
   EpochCommit commit;
   commit.epoch = record.epoch;
   commit.nodes = file_names_;
-  commit.total_bytes = *flight.agreed;
+  commit.total_bytes = flight.agreed->bytes;
+  const std::vector<int64_t>& tallies = flight.agreed->tallies;
+  if (!tallies.empty()) {
+    commit.referenced_bytes = tallies[0];
+    for (size_t back = tallies.size() - 1; back >= 1; --back) {
+      if (tallies[back] > 0) {
+        commit.referenced_epochs.push_back(record.epoch -
+                                           static_cast<int64_t>(back));
+      }
+    }
+  }
   // The save's own time: without its waits for epoch boundaries.
   commit.save_micros = MicrosSince(flight.start) - flight.parked_micros;
   if (record.kind == SaveKind::kPreemption)
@@ -345,7 +416,8 @@ void SavePipeline::Commit(Flight& flight) {
   // epoch. Their databases go once the log no longer lists them.
   std::vector<CommittedEpoch> retired;
   commit.also = [&](CommitLog& log) {
-    retired = RetireEpochs(log, options_.retention, commit.nodes);
+    retired =
+        RetireEpochs(log, options_.retention, commit.nodes, flight.pinned);
   };
   absl::Status committed =
       update.ok() ? CommitEpoch(*std::move(update), options_.db_type, commit)
@@ -368,7 +440,7 @@ void SavePipeline::Commit(Flight& flight) {
   flight.commit_micros = MicrosSince(start);
 }
 
-void SavePipeline::Agreed(Flight& flight, absl::StatusOr<int64_t> agreed) {
+void SavePipeline::Agreed(Flight& flight, absl::StatusOr<WriteTotals> agreed) {
   flight.agreed = std::move(agreed);
   if (flight.agreed.ok()) {
     flight.next = Stage::kCommit;
@@ -423,8 +495,8 @@ bool SavePipeline::Settle() {
       // are one exchange centred on the committer.
       Flight& flight = *agreeing;
       CommitRound round = coordinator_->AgreeAndCommit(
-          flight.written, [&](int64_t total_bytes) {
-            flight.agreed = total_bytes;
+          flight.written, [&](const WriteTotals& totals) {
+            flight.agreed = totals;
             Commit(flight);
             return flight.committed;
           });
@@ -460,6 +532,7 @@ bool SavePipeline::Settle() {
     if (listed_bound_.has_value()) {
       listed_bound_ = std::max(*listed_bound_, to_commit->record.epoch);
     }
+    to_commit->pinned = PinnedEpochs();
     queue_->Run([this, to_commit] { Advance(*to_commit); });
   }
   return progressed || finished_.size() > before;
@@ -478,6 +551,15 @@ void SavePipeline::Collect() {
       listed_bound_ = outcome.stats.ok()
                           ? record.epoch
                           : std::max(*listed_bound_, record.epoch);
+    }
+    if (options_.incremental && record.kind == SaveKind::kEpoch &&
+        outcome.stats.ok()) {
+      // The next save refers to this one.
+      absl::StatusOr<SaveBase> base = SaveBase::After(
+          record.epoch, flight->chain_start, std::move(flight->indexes),
+          std::move(flight->generations));
+      LOG_IF(ERROR, !base.ok()) << base.status() << "; the next save is full";
+      base_ = base.ok() ? *std::move(base) : SaveBase();
     }
     finished_.push_back(std::move(outcome));
   }
@@ -499,7 +581,7 @@ SaveOutcome SavePipeline::OutcomeOf(const Flight& flight) const {
   stats.num_dbs = flight.record.kind == SaveKind::kLoopFinished
                       ? 0
                       : static_cast<int>(nodes_.size());
-  stats.bytes = *flight.agreed;
+  stats.bytes = flight.agreed->bytes;
   stats.write_micros = flight.write_micros;
   stats.agree_micros = flight.agree_micros;
   stats.commit_micros = flight.commit_micros;

@@ -53,6 +53,7 @@
 #include "checkpoint/checkpoint_stats.h"
 #include "checkpoint/commit/node_lock.h"
 #include "checkpoint/pipeline/coordinator.h"
+#include "checkpoint/pipeline/save_base.h"
 #include "checkpoint/pipeline/save_queue.h"
 #include "proto/jobgraph.pb.h"
 
@@ -66,6 +67,9 @@ struct SaveRecord {
   int64_t epoch = 0;
   // kPreemption: where the run stopped. kLoopFinished: the mark.
   Preemption preemption;
+  // Write every blob even where an incremental save would refer to an
+  // earlier database (a checkpoint the run publishes must stand alone).
+  bool full = false;
 };
 
 // A checkpointed node: where its blobs live, and its databases' name.
@@ -134,10 +138,15 @@ class SavePipeline {
   void Commit(Flight& flight);
   // A flight's state after the agreement on its write, and after its
   // commit's status reached every process.
-  void Agreed(Flight& flight, absl::StatusOr<int64_t> agreed);
+  void Agreed(Flight& flight, absl::StatusOr<WriteTotals> agreed);
   void Shared(Flight& flight, absl::Status committed);
   // Hands the flight's snapshot to the queue's thread to be freed.
   void ReleaseSnapshots(Flight& flight);
+  // Incremental saves: what this process's write tells the commit of the
+  // epochs it references (WriteReport::tallies), and the epochs retention
+  // must keep for saves that will refer to the base.
+  std::vector<int64_t> ReferenceTallies(const Flight& flight) const;
+  std::vector<int64_t> PinnedEpochs() const;
   // In the job's thread: waits for the queue, runs the exchanges that are
   // due in one round, hands what follows to the queue and collects the
   // finished saves. Returns whether anything was exchanged or finished.
@@ -160,6 +169,9 @@ class SavePipeline {
   // this job adds its entries (it holds its nodes' locks), so a save of a
   // newer epoch has nothing to take out of the log.
   std::optional<int64_t> listed_bound_;
+  // Incremental saves: the last committed epoch save of the run, which the
+  // next one refers to; the same on every process.
+  SaveBase base_;
 };
 
 }  // namespace jobgraph

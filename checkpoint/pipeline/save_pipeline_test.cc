@@ -58,7 +58,7 @@ class RecordingCoordinator : public Coordinator {
     if (round.write.has_value()) {
       what = absl::StrCat("w", round.write->bytes);
       if (round.write->status.ok()) {
-        settled.write = round.write->bytes;
+        settled.write = WriteTotals{round.write->bytes, round.write->tallies};
       } else {
         settled.write = round.write->status;
       }
@@ -72,12 +72,14 @@ class RecordingCoordinator : public Coordinator {
   }
   CommitRound AgreeAndCommit(
       const WriteReport& write,
-      const std::function<absl::Status(int64_t)>& commit) override {
+      const std::function<absl::Status(const WriteTotals&)>& commit) override {
     rounds_.push_back(absl::StrCat("w", write.bytes, "=c"));
     if (!write.status.ok()) {
       return {write.status, absl::OkStatus(), absl::Now()};
     }
-    return {write.bytes, commit(write.bytes), absl::Now()};
+    WriteTotals totals{write.bytes, write.tallies};
+    absl::Status committed = commit(totals);
+    return {std::move(totals), std::move(committed), absl::Now()};
   }
 
  private:
