@@ -175,7 +175,7 @@ absl::StatusOr<CheckpointStats> SavePipeline::Save(
   const absl::Time start = absl::Now();
   // The saves before this one reach their boundary's exchange; at most one
   // of them writes while this one does.
-  Settle();
+  Settle(/*snapshot_follows=*/true);
   const int64_t waited = MicrosSince(start);
 
   auto flight = std::make_shared<Flight>();
@@ -253,7 +253,6 @@ absl::StatusOr<CheckpointStats> SavePipeline::Save(
     return OutcomeOf(*flight).stats;
   }
   flight->in_background = !queue_->runs_inline() && !wait;
-  flight->pinned = PinnedEpochs();
   queue_->Run([this, flight] { Advance(*flight); });
   if (!flight->in_background) {
     Drain();
@@ -464,7 +463,7 @@ void SavePipeline::ReleaseSnapshots(Flight& flight) {
   queue_->Run([frozen = std::move(frozen)] {});
 }
 
-bool SavePipeline::Settle() {
+bool SavePipeline::Settle(bool snapshot_follows) {
   queue_->Wait();
   // The queue's thread has no work now: the job's thread may touch every
   // flight. A save whose write ended did so in the epoch that just
@@ -532,7 +531,9 @@ bool SavePipeline::Settle() {
     if (listed_bound_.has_value()) {
       listed_bound_ = std::max(*listed_bound_, to_commit->record.epoch);
     }
-    to_commit->pinned = PinnedEpochs();
+    // A save snapshotted before this commit runs refers to the current
+    // base: its databases must outlive the commit's retention.
+    if (snapshot_follows) to_commit->pinned = PinnedEpochs();
     queue_->Run([this, to_commit] { Advance(*to_commit); });
   }
   return progressed || finished_.size() > before;
@@ -595,7 +596,10 @@ SaveOutcome SavePipeline::OutcomeOf(const Flight& flight) const {
 void SavePipeline::Drain() {
   // Every round moves a save on: after the queue's wait each one waits at
   // an exchange or is done.
-  while (!flights_.empty()) CHECK(Settle()) << "a checkpoint save is stuck";
+  while (!flights_.empty()) {
+    CHECK(Settle(/*snapshot_follows=*/false))
+        << "a checkpoint save is stuck";
+  }
 }
 
 std::vector<SaveOutcome> SavePipeline::TakeFinished() {

@@ -144,13 +144,15 @@ class SavePipeline {
   void ReleaseSnapshots(Flight& flight);
   // Incremental saves: what this process's write tells the commit of the
   // epochs it references (WriteReport::tallies), and the epochs retention
-  // must keep for saves that will refer to the base.
+  // must keep for a save that refers to the current base.
   std::vector<int64_t> ReferenceTallies(const Flight& flight) const;
   std::vector<int64_t> PinnedEpochs() const;
   // In the job's thread: waits for the queue, runs the exchanges that are
   // due in one round, hands what follows to the queue and collects the
-  // finished saves. Returns whether anything was exchanged or finished.
-  bool Settle();
+  // finished saves; `snapshot_follows` when a save's snapshot comes next
+  // (Save), before a commit handed on here may run. Returns whether
+  // anything was exchanged or finished.
+  bool Settle(bool snapshot_follows);
   // Moves the finished saves at the front of flights_ to finished_.
   void Collect();
   SaveOutcome OutcomeOf(const Flight& flight) const;

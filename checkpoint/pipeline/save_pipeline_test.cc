@@ -1,20 +1,25 @@
 #include "checkpoint/pipeline/save_pipeline.h"
 
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "checkpoint/checkpoint_options.h"
 #include "checkpoint/checkpoint_stats.h"
 #include "checkpoint/commit/checkpoint_paths.h"
 #include "checkpoint/commit/commit_log.h"
+#include "checkpoint/commit/verify.h"
 #include "checkpoint/ops/blob_index.h"
 #include "checkpoint/pipeline/coordinator.h"
 #include "checkpoint/pipeline/save_queue.h"
+#include "checkpoint/util/background_delete.h"
 #include "checkpoint/util/failpoint.h"
+#include "checkpoint/util/file_util.h"
 #include "checkpoint/util/test_util.h"
 #include "engine/session.h"
 #include "engine/tensor.h"
@@ -325,6 +330,219 @@ TEST_F(SavePipelineTest, TheMarkAfterTheLastEpochIsASaveOfItsOwn) {
   ASSERT_TRUE(log.ok());
   ASSERT_EQ(log->epoch_size(), 1);
   EXPECT_EQ(log->epoch(0).preemption().group(), JOB_GROUP_DOWNLOAD);
+}
+
+// Incremental saves. Node a's and b's "w" change every epoch; "v" never.
+class IncrementalSaveTest : public SavePipelineTest {
+ protected:
+  void SetUp() override {
+    SavePipelineTest::SetUp();
+    for (const char* node : {"a", "b"}) {
+      session_.NodeWorkspace(node)->SetTensor(
+          "v", Tensor::FromVector<int64_t>({1, 2, 3}));
+    }
+    options_.incremental = true;
+    options_.full_every = 3;
+  }
+
+  absl::StatusOr<CheckpointStats> SaveBoth(SavePipeline& pipeline,
+                                           int64_t epoch) {
+    SetW(epoch);
+    return pipeline.Save(&session_, {.kind = SaveKind::kEpoch, .epoch = epoch},
+                         {{"v", "w"}, {"v", "w"}});
+  }
+
+  // "v:<epoch that holds it>,w:<...>" of node `node`'s database of `epoch`.
+  std::string Holders(const std::string& node, int64_t epoch) {
+    absl::StatusOr<BlobIndex> index =
+        ReadBlobIndexAt("leveldb", CheckpointDbPath(dir_.path(), node, epoch));
+    if (!index.ok()) return index.status().ToString();
+    std::vector<std::string> parts;
+    for (const CheckpointBlobInfo& b : index->blob()) {
+      parts.push_back(
+          absl::StrCat(b.name(), ":",
+                       b.has_stored_in_epoch() ? b.stored_in_epoch() : epoch));
+    }
+    return absl::StrJoin(parts, ",");
+  }
+
+  // "epoch[referenced epochs]" of every committed epoch.
+  std::string References() {
+    absl::StatusOr<CommitLog> log = ReadCommitLog(dir_.path());
+    if (!log.ok()) return log.status().ToString();
+    std::vector<std::string> parts;
+    for (const CommittedEpoch& e : log->epoch()) {
+      parts.push_back(absl::StrCat(
+          e.epoch(), "[", absl::StrJoin(e.referenced_epoch(), ","), "]"));
+    }
+    return absl::StrJoin(parts, " ");
+  }
+};
+
+// An unchanged tensor is listed by reference to the database that holds it
+// (never to another reference); a full save comes when the chain would
+// reach full_every epochs; the commit log lists what each epoch references.
+TEST_F(IncrementalSaveTest, UnchangedTensorsAreReferencedUntilAFullSave) {
+  std::unique_ptr<SaveQueue> queue = NewInlineSaveQueue();
+  std::unique_ptr<SavePipeline> pipeline =
+      NewPipeline(NewLocalCoordinator(), queue.get());
+  for (int64_t epoch = 1; epoch <= 5; ++epoch) {
+    absl::StatusOr<CheckpointStats> saved = SaveBoth(*pipeline, epoch);
+    ASSERT_TRUE(saved.ok()) << saved.status();
+  }
+  EXPECT_EQ(Holders("a", 1), "v:1,w:1");
+  EXPECT_EQ(Holders("a", 2), "v:1,w:2");
+  EXPECT_EQ(Holders("b", 3), "v:1,w:3");
+  EXPECT_EQ(Holders("a", 4), "v:4,w:4");  // 4 - 1 >= full_every
+  EXPECT_EQ(Holders("b", 5), "v:4,w:5");
+  EXPECT_EQ(References(), "1[] 2[1] 3[1] 4[] 5[4]");
+  absl::StatusOr<CommitLog> log = ReadCommitLog(dir_.path());
+  ASSERT_TRUE(log.ok());
+  EXPECT_EQ(log->format_version(), 2);
+  // v is 3 int64s: its bytes in both nodes' databases are referenced.
+  const int64_t v_bytes =
+      log->epoch(0).total_bytes() / 2 -
+      (log->epoch(0).total_bytes() / 2 - log->epoch(1).referenced_bytes() / 2);
+  EXPECT_GT(v_bytes, 0);
+  EXPECT_EQ(log->epoch(1).referenced_bytes(), log->epoch(2).referenced_bytes());
+  EXPECT_EQ(log->epoch(3).referenced_bytes(), 0);
+  EXPECT_EQ(log->epoch(1).total_bytes(), log->epoch(0).total_bytes());
+}
+
+// Written once, a tensor written again (even to the same values) is saved
+// again: a write is a change.
+TEST_F(IncrementalSaveTest, ATensorWrittenIsSavedAgain) {
+  std::unique_ptr<SaveQueue> queue = NewInlineSaveQueue();
+  std::unique_ptr<SavePipeline> pipeline =
+      NewPipeline(NewLocalCoordinator(), queue.get());
+  ASSERT_TRUE(SaveBoth(*pipeline, 1).ok());
+  session_.NodeWorkspace("a")
+      ->GetBlob("v")
+      ->GetMutable<Tensor>()
+      ->mutable_data<int64_t>()[0] = 1;  // the same value
+  ASSERT_TRUE(SaveBoth(*pipeline, 2).ok());
+  EXPECT_EQ(Holders("a", 2), "v:2,w:2");
+  EXPECT_EQ(Holders("b", 2), "v:1,w:2");
+}
+
+// A save that failed is no base: the next one refers to the last committed.
+TEST_F(IncrementalSaveTest, AFailedSaveIsNoBase) {
+  std::unique_ptr<SaveQueue> queue = NewInlineSaveQueue();
+  std::unique_ptr<SavePipeline> pipeline =
+      NewPipeline(NewLocalCoordinator(), queue.get());
+  ASSERT_TRUE(SaveBoth(*pipeline, 1).ok());
+  ASSERT_TRUE(
+      Failpoints::Enable("commit.before_commit_log", FailpointAction::kError)
+          .ok());
+  EXPECT_FALSE(SaveBoth(*pipeline, 2).ok());
+  Failpoints::DisableAll();
+  ASSERT_TRUE(SaveBoth(*pipeline, 3).ok());
+  EXPECT_EQ(Holders("a", 3), "v:1,w:3");
+  EXPECT_EQ(References(), "1[] 3[1]");
+}
+
+// Retention keeps what a kept epoch references, so every listed epoch can
+// be restored, and deletes the rest.
+TEST_F(IncrementalSaveTest, RetentionKeepsWhatAKeptEpochReferences) {
+  options_.retention.keep_last = 1;
+  std::unique_ptr<SaveQueue> queue = NewInlineSaveQueue();
+  std::unique_ptr<SavePipeline> pipeline =
+      NewPipeline(NewLocalCoordinator(), queue.get());
+  for (int64_t epoch = 1; epoch <= 3; ++epoch) {
+    ASSERT_TRUE(SaveBoth(*pipeline, epoch).ok());
+  }
+  pipeline.reset();
+  WaitForBackgroundDeletes();
+  EXPECT_EQ(References(), "1[] 3[1]");
+  std::vector<std::string> left = ListDir(dir_.path()).value();
+  EXPECT_THAT(left, ::testing::ElementsAre("MANIFEST.jobgraph",
+                                           "MANIFEST.jobgraph.prev", "a.1",
+                                           "a.3", "b.1", "b.3"));
+}
+
+// Across processes, with background saves (the base is the last save known
+// committed when the next one is snapshotted), every committed epoch's
+// entry lists exactly what its databases reference.
+TEST_F(IncrementalSaveTest, TheLogListsWhatTheDatabasesReference) {
+  for (bool background : {false, true}) {
+    SCOPED_TRACE(background ? "background" : "inline");
+    TempDir dir;
+    options_.directory = dir.path();
+    std::vector<std::string> rounds;
+    std::unique_ptr<SaveQueue> queue =
+        background ? NewBackgroundSaveQueue() : NewInlineSaveQueue();
+    std::unique_ptr<SavePipeline> pipeline = NewPipeline(
+        std::make_unique<RecordingCoordinator>(&rounds), queue.get());
+    for (int64_t epoch = 1; epoch <= 7; ++epoch) {
+      ASSERT_TRUE(SaveBoth(*pipeline, epoch).ok()) << epoch;
+    }
+    pipeline->Drain();
+    for (const SaveOutcome& outcome : pipeline->TakeFinished()) {
+      EXPECT_TRUE(outcome.stats.ok()) << outcome.epoch;
+    }
+    absl::StatusOr<CommitLog> log = ReadCommitLog(dir.path());
+    ASSERT_TRUE(log.ok());
+    ASSERT_EQ(log->epoch_size(), 7);
+    int referencing = 0;
+    for (const CommittedEpoch& e : log->epoch()) {
+      std::set<int64_t> expected;
+      int64_t referenced_bytes = 0;
+      for (const char* node : {"a", "b"}) {
+        absl::StatusOr<BlobIndex> index = ReadBlobIndexAt(
+            "leveldb", CheckpointDbPath(dir.path(), node, e.epoch()));
+        ASSERT_TRUE(index.ok()) << index.status();
+        expected.insert(index->referenced_epoch().begin(),
+                        index->referenced_epoch().end());
+        referenced_bytes += index->referenced_bytes();
+      }
+      EXPECT_THAT(e.referenced_epoch(), ::testing::ElementsAreArray(expected))
+          << e.epoch();
+      EXPECT_EQ(e.referenced_bytes(), referenced_bytes) << e.epoch();
+      if (!expected.empty()) ++referencing;
+    }
+    // Inline, a save refers to the one before it: 2, 3, 5 and 6 do (1, 4
+    // and 7 are full). In the background the base is the last save known
+    // committed, two epochs back: 3 refers to 1, 4 to 2 (full, being
+    // based on nothing known), 7 to 5 (5 and 6 full, their chains too long).
+    EXPECT_EQ(referencing, background ? 3 : 4);
+  }
+}
+
+// With background saves across processes a save is snapshotted before the
+// commit of the one before it runs: that commit's retention must keep what
+// the snapshotted save refers to. Every epoch left listed verifies, its
+// references included, after each boundary.
+TEST_F(IncrementalSaveTest, RetentionKeepsWhatASaveInFlightRefersTo) {
+  options_.retention.keep_last = 1;
+  options_.full_every = 4;
+  std::vector<std::string> rounds;
+  std::unique_ptr<SaveQueue> queue = NewBackgroundSaveQueue();
+  std::unique_ptr<SavePipeline> pipeline =
+      NewPipeline(std::make_unique<RecordingCoordinator>(&rounds), queue.get());
+  auto every_listed_epoch_verifies = [&] {
+    absl::StatusOr<CommitLog> log = ReadCommitLog(dir_.path());
+    ASSERT_TRUE(log.ok()) << log.status();
+    for (const CommittedEpoch& e : log->epoch()) {
+      for (const char* node : {"a", "b"}) {
+        absl::StatusOr<CompactBlobIndex> verified = VerifyCheckpointDb(
+            "leveldb", CheckpointDbPath(dir_.path(), node, e.epoch()), node,
+            e.epoch());
+        EXPECT_TRUE(verified.ok()) << verified.status();
+      }
+    }
+  };
+  for (int64_t epoch = 1; epoch <= 9; ++epoch) {
+    ASSERT_TRUE(SaveBoth(*pipeline, epoch).ok()) << epoch;
+    // The deletions retention queued are done before looking.
+    WaitForBackgroundDeletes();
+    every_listed_epoch_verifies();
+  }
+  pipeline->Drain();
+  WaitForBackgroundDeletes();
+  every_listed_epoch_verifies();
+  for (const SaveOutcome& outcome : pipeline->TakeFinished()) {
+    EXPECT_TRUE(outcome.stats.ok()) << outcome.epoch;
+  }
 }
 
 }  // namespace
