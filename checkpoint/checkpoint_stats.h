@@ -18,6 +18,10 @@ struct CheckpointStats {
   // Bytes of blob data in those databases (their blob indexes' totals);
   // 0 while a save is in the background.
   int64_t bytes = 0;
+  // Of a save's `bytes`, those its databases list by reference to earlier
+  // ones instead of writing them (CheckpointOptions::incremental); 0 for a
+  // full save and for a restore.
+  int64_t referenced_bytes = 0;
   // Returned by a save: the time the caller was blocked (for a background
   // save, the wait for the one before it plus the snapshot). In an outcome:
   // the save's own time, from its start to its commit, without the waits

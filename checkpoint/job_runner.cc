@@ -34,6 +34,13 @@ std::string SaveFailureContext(const SaveOutcome& outcome) {
                       outcome.in_background ? " (in the background)" : "");
 }
 
+// "<n> bytes", and of them those an incremental save referenced.
+std::string BytesWritten(const CheckpointStats& stats) {
+  if (stats.referenced_bytes == 0) return absl::StrCat(stats.bytes, " bytes");
+  return absl::StrCat(stats.bytes - stats.referenced_bytes, " bytes written, ",
+                      stats.referenced_bytes, " by reference");
+}
+
 Preemption PreemptionRecord(JobGroup group, const std::string& signal) {
   Preemption record;
   record.set_group(group);
@@ -105,7 +112,7 @@ absl::Status JobRunner::ReportSaves(bool wait) {
           << ": background checkpoint committed in "
           << absl::FormatDuration(
                  absl::Microseconds(outcome.stats->wall_micros))
-          << ", " << outcome.stats->bytes << " bytes";
+          << ", " << BytesWritten(*outcome.stats);
     } else {
       const absl::Status failed =
           Annotate(outcome.stats.status(), SaveFailureContext(outcome));
@@ -211,7 +218,7 @@ absl::Status JobRunner::PreemptMidGroup(Session& session, int64_t epoch,
           "checkpoint of epoch ", epoch, " (mid-", JobGroupName(group),
           ") committed in ", checkpointer_->options().directory, " in ",
           absl::FormatDuration(absl::Microseconds(saved->wall_micros)), ", ",
-          saved->bytes, " bytes");
+          BytesWritten(*saved));
     } else {
       outcome = absl::StrCat(
           "the preemption checkpoint failed (", saved.status().message(),

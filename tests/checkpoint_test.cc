@@ -18,12 +18,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "checkpoint/checkpointer.h"
+#include "checkpoint/commit/checkpoint_paths.h"
 #include "checkpoint/commit/commit_log.h"
 #include "checkpoint/commit/verify.h"
 #include "checkpoint/db/db.h"
 #include "checkpoint/db/db_registry.h"
 #include "checkpoint/job.h"
 #include "checkpoint/job_runner.h"
+#include "checkpoint/ops/blob_index.h"
 #include "checkpoint/resume_from.h"
 #include "checkpoint/upload.h"
 #include "checkpoint/util/background_delete.h"
@@ -140,8 +142,8 @@ TEST(CheckpointTest, MultiNodeCheckpointManager) {
 TEST(CheckpointTest, IncrementalCheckpointsResumeAndLoadExactly) {
   for (bool async : {false, true}) {
     for (int full_every : {2, 10}) {
-      SCOPED_TRACE(absl::StrCat(async ? "async" : "sync", " full_every ",
-                                full_every));
+      SCOPED_TRACE(
+          absl::StrCat(async ? "async" : "sync", " full_every ", full_every));
       const std::string dir =
           NewTempDir(absl::StrCat("incremental", async, full_every));
       RunWith([&] {
@@ -164,6 +166,21 @@ TEST(CheckpointTest, IncrementalCheckpointsResumeAndLoadExactly) {
       }
       EXPECT_THAT(references,
                   ElementsAre("0[]", "1[0]", "2[]", "3[]", "4[]", "5[]"));
+      // Epoch 1 wrote what the epoch changed: the total, and the reader's
+      // cursor (not a tensor: always written). It referred to the dataset
+      // and the blob list, which it only read: 183 of 291 bytes.
+      EXPECT_EQ(log->epoch(1).referenced_bytes(), 183);
+      EXPECT_EQ(log->epoch(1).total_bytes(), 291);
+      absl::StatusOr<BlobIndex> index =
+          ReadBlobIndexAt("leveldb", CheckpointDbPath(dir, "trainer_0", 1));
+      ASSERT_TRUE(index.ok()) << index.status();
+      std::vector<std::string> held;
+      for (const CheckpointBlobInfo& b : index->blob()) {
+        held.push_back(absl::StrCat(
+            b.name(), ":", b.has_stored_in_epoch() ? b.stored_in_epoch() : 1));
+      }
+      EXPECT_THAT(held, ElementsAre("blob_names:0", "dataset:0_cursor:1",
+                                    "total:1", "val:0"));
     }
   }
 }

@@ -583,6 +583,9 @@ SaveOutcome SavePipeline::OutcomeOf(const Flight& flight) const {
                       ? 0
                       : static_cast<int>(nodes_.size());
   stats.bytes = flight.agreed->bytes;
+  if (!flight.agreed->tallies.empty()) {
+    stats.referenced_bytes = flight.agreed->tallies[0];
+  }
   stats.write_micros = flight.write_micros;
   stats.agree_micros = flight.agree_micros;
   stats.commit_micros = flight.commit_micros;
@@ -597,8 +600,7 @@ void SavePipeline::Drain() {
   // Every round moves a save on: after the queue's wait each one waits at
   // an exchange or is done.
   while (!flights_.empty()) {
-    CHECK(Settle(/*snapshot_follows=*/false))
-        << "a checkpoint save is stuck";
+    CHECK(Settle(/*snapshot_follows=*/false)) << "a checkpoint save is stuck";
   }
 }
 

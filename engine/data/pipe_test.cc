@@ -19,6 +19,7 @@
 #include "engine/session.h"
 #include "engine/task.h"
 #include "engine/tensor.h"
+#include "engine/workspace.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -112,6 +113,30 @@ TEST(PipeTest, FourThreadsShareTheLimit) {
   EXPECT_TRUE(*FetchBool(session, kNode, p->data_finished.name()));
   EXPECT_EQ(*FetchInt(session, kNode, "sum"), kRows * (kRows - 1) / 2);
   EXPECT_EQ(Sorted(CollectedInts("limited")), Iota(kRows));
+}
+
+// Four threads write "sum" and "count" (a root blob each, under a lock):
+// both take new write generations (Tensor::generation), which incremental
+// checkpoints rely on; the dataset they only read keeps its own.
+TEST(PipeTest, ThreadsWritingRootBlobsMoveTheirGenerations) {
+  auto p = Build(4, 1, 2500, "generations");
+  LocalSession session;
+  ASSERT_TRUE(session.Run(p->init).ok());
+  Workspace* root = session.NodeWorkspace(kNode);
+  auto generation = [&](const char* name) {
+    return root->GetBlob(name)->Get<Tensor>().generation();
+  };
+  for (int e = 1; e <= 2; ++e) {
+    SCOPED_TRACE(e);
+    const uint64_t val = generation("val");
+    const uint64_t sum = generation("sum");
+    const uint64_t count = generation("count");
+    ASSERT_TRUE(session.Run(p->epoch).ok());
+    EXPECT_EQ(generation("val"), val);
+    EXPECT_NE(generation("sum"), sum);
+    EXPECT_NE(generation("count"), count);
+    EXPECT_EQ(*FetchInt(session, kNode, "count"), 2500 * e);
+  }
 }
 
 TEST(PipeTest, ASmallLimitIsNeverExceeded) {
