@@ -44,21 +44,32 @@ TEST(SumPipeline, DefaultResult) {
   EXPECT_EQ(LastLine(run), "result: epochs=4 totals=145");
 }
 
+// Also with incremental saves, a full one every second epoch: resuming from
+// an epoch whose database refers to the one before it is as exact.
 TEST(SumPipeline, ResumingFromEveryEpochGivesTheSameTotals) {
-  const std::string dir = NewTempDir("sum_resume");
-  ChildRun full = SumPipeline({"--checkpoint_dir=" + dir});
-  ASSERT_TRUE(full.exited_ok()) << full.Describe();
-  EXPECT_EQ(LastLine(full), "result: epochs=4 totals=145");
-  for (int epoch = 0; epoch <= 4; ++epoch) {
-    ChildRun resumed =
-        SumPipeline({"--checkpoint_dir=" + dir,
-                     absl::StrCat("--resume_from_epoch=", epoch)});
-    ASSERT_TRUE(resumed.exited_ok()) << resumed.Describe();
-    // Resuming from the last epoch runs one more (empty) epoch, as in Caffe2.
-    EXPECT_EQ(
-        LastLine(resumed),
-        absl::StrCat("result: epochs=", epoch == 4 ? 5 : 4, " totals=145"))
-        << "resumed from " << epoch;
+  for (const char* saves :
+       {"--incremental_checkpoint=false", "--incremental_checkpoint=true"}) {
+    SCOPED_TRACE(saves);
+    const std::string dir = NewTempDir("sum_resume");
+    const std::vector<std::string> args = {"--checkpoint_dir=" + dir, saves,
+                                           "--full_every=2"};
+    ChildRun full = SumPipeline(args);
+    ASSERT_TRUE(full.exited_ok()) << full.Describe();
+    EXPECT_EQ(LastLine(full), "result: epochs=4 totals=145");
+    for (int epoch = 0; epoch <= 4; ++epoch) {
+      std::vector<std::string> resume = args;
+      resume.push_back(absl::StrCat("--resume_from_epoch=", epoch));
+      ChildRun resumed = SumPipeline(resume);
+      ASSERT_TRUE(resumed.exited_ok()) << resumed.Describe();
+      // Resuming from the last epoch runs one more (empty) epoch, as in
+      // Caffe2.
+      EXPECT_EQ(
+          LastLine(resumed),
+          absl::StrCat("result: epochs=", epoch == 4 ? 5 : 4, " totals=145"))
+          << "resumed from " << epoch;
+      EXPECT_THAT(resumed.log,
+                  HasSubstr(absl::StrCat("resumed from epoch ", epoch)));
+    }
   }
 }
 
@@ -269,6 +280,8 @@ TEST(Ckpt, VerifyExitCodesOnCleanAndDamagedCheckpoints) {
   EXPECT_EQ(Ckpt({"verify", dir + "/nowhere"}).exit_code(), 2);
 }
 
+// Also with incremental saves: the training data is then written once and
+// referred to, the parameters written every epoch.
 TEST(LinearRegression, KilledAndResumedParametersAreBitIdentical) {
   const std::string binary = RunfilesPath("examples/linear_regression");
   const std::string full_dir = NewTempDir("lr_full");
@@ -281,19 +294,24 @@ TEST(LinearRegression, KilledAndResumedParametersAreBitIdentical) {
   const std::optional<std::string> bits = full.LineStartingWith("bits:");
   ASSERT_TRUE(bits.has_value()) << full.Describe();
 
-  const std::string dir = NewTempDir("lr_killed");
-  std::vector<std::string> args = common;
-  args.push_back("--checkpoint_dir=" + dir);
-  args.push_back("--model_out=" + dir + "/model");
-  // Killed once epoch 3 has been logged (after its checkpoint).
-  ChildRun killed = RunBinaryKilledAt(binary, args, "] epoch 3:");
-  ASSERT_TRUE(killed.killed()) << killed.Describe();
-  args.push_back("--resume_from_epoch=latest");
-  ChildRun resumed = RunBinary(binary, args);
-  ASSERT_TRUE(resumed.exited_ok()) << resumed.Describe();
-  EXPECT_THAT(resumed.log, HasSubstr("resumed from epoch"));
-  EXPECT_EQ(resumed.LineStartingWith("bits:"), bits);
-  EXPECT_EQ(resumed.Result(), full.Result());
+  for (const char* saves :
+       {"--incremental_checkpoint=false", "--incremental_checkpoint=true"}) {
+    SCOPED_TRACE(saves);
+    const std::string dir = NewTempDir("lr_killed");
+    std::vector<std::string> args = common;
+    args.push_back("--checkpoint_dir=" + dir);
+    args.push_back("--model_out=" + dir + "/model");
+    args.push_back(saves);
+    // Killed once epoch 3 has been logged (after its checkpoint).
+    ChildRun killed = RunBinaryKilledAt(binary, args, "] epoch 3:");
+    ASSERT_TRUE(killed.killed()) << killed.Describe();
+    args.push_back("--resume_from_epoch=latest");
+    ChildRun resumed = RunBinary(binary, args);
+    ASSERT_TRUE(resumed.exited_ok()) << resumed.Describe();
+    EXPECT_THAT(resumed.log, HasSubstr("resumed from epoch"));
+    EXPECT_EQ(resumed.LineStartingWith("bits:"), bits);
+    EXPECT_EQ(resumed.Result(), full.Result());
+  }
 }
 
 TEST(TextStats, KilledAndResumedOutputIsIdentical) {

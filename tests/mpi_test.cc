@@ -268,6 +268,58 @@ TEST(MpiTest, ResumeFromEveryEpochOn4Ranks) {
   }
 }
 
+// "epoch[referenced epochs]" of every committed epoch of `dir`.
+std::string References(const std::string& dir) {
+  absl::StatusOr<CommitLog> log = ReadCommitLog(dir);
+  if (!log.ok()) return log.status().ToString();
+  std::vector<std::string> parts;
+  for (const CommittedEpoch& e : log->epoch()) {
+    parts.push_back(absl::StrCat(
+        e.epoch(), "[", absl::StrJoin(e.referenced_epoch(), ","), "]"));
+  }
+  return absl::StrJoin(parts, " ");
+}
+
+// Incremental saves on 4 ranks, synchronous and in the background: each
+// rank writes its nodes' changed blobs and refers to the dataset its node
+// made at init; the commit log lists what every epoch refers to (the ranks'
+// references summed at the agreement), `ckpt verify` follows them, and
+// every resume is exact.
+TEST(MpiTest, IncrementalSavesResumeFromEveryEpochOn4Ranks) {
+  for (bool async : {false, true}) {
+    SCOPED_TRACE(async ? "async" : "sync");
+    const std::string dir = NewTempDir(absl::StrCat("incremental", async));
+    const std::vector<std::string> args = {
+        "--nodes=4", "--checkpoint_dir=" + dir, "--incremental_checkpoint",
+        "--full_every=3",
+        async ? "--async_checkpoint" : "--async_checkpoint=false"};
+    ASSERT_EQ(
+        Output(Mpirun(4, SumPipeline(), args)),
+        std::vector<std::string>{"result: epochs=4 totals=145,145,145,145"});
+    // Synchronous: each save refers to the one before, a full save every
+    // third epoch. In the background a save's base is the newest one known
+    // committed when it is snapshotted, two epochs back (ranks learn of a
+    // commit at the next boundary): 1 is full, 2 refers to 0, 3 to 1.
+    EXPECT_EQ(References(dir),
+              async ? "0[] 1[] 2[0] 3[1] 4[]" : "0[] 1[0] 2[0] 3[] 4[3]");
+    ChildRun verify = RunBinary(Ckpt(), {"verify", dir});
+    EXPECT_TRUE(verify.exited_ok()) << verify.Describe();
+    for (int epoch = 0; epoch <= 4; ++epoch) {
+      std::vector<std::string> resume = args;
+      resume.push_back(absl::StrCat("--resume_from_epoch=", epoch));
+      ChildRun run = Mpirun(4, SumPipeline(), resume);
+      EXPECT_EQ(Output(run), std::vector<std::string>{absl::StrCat(
+                                 "result: epochs=", epoch == 4 ? 5 : 4,
+                                 " totals=145,145,145,145")})
+          << epoch;
+      EXPECT_THAT(run.log,
+                  HasSubstr(absl::StrCat("resumed from epoch ", epoch)));
+      verify = RunBinary(Ckpt(), {"verify", dir});
+      EXPECT_TRUE(verify.exited_ok()) << epoch << ": " << verify.Describe();
+    }
+  }
+}
+
 TEST(MpiTest, CollectivesAreBitIdenticalToOneProcess) {
   const std::vector<std::string> local =
       Output(RunBinary(MpiJob(), {"--nodes=4", "--session=local"}));
@@ -562,10 +614,15 @@ TEST(MpiTest, SigkillOfOneRankAtRandomMomentsThenResumeLatest) {
     // a rank writes, or while rank 0 commits on its thread.
     const std::string saves =
         trial % 2 == 1 ? "--async_checkpoint" : "--async_checkpoint=false";
+    // Half of the trials save incrementally: a kill may then leave an epoch
+    // whose databases refer to others.
+    const std::string incremental = absl::StrCat(
+        "--incremental_checkpoint=", trial % 4 >= 2 ? "true" : "false");
     ChildRun run = RunBinaryWithHookAt(
         kMpirun,
         {"--allow-run-as-root", "--oversubscribe", "-np", "4", SumPipeline(),
-         "--nodes=4", "--checkpoint_dir=" + dir, "--record_delay_ms=1", saves},
+         "--nodes=4", "--checkpoint_dir=" + dir, "--record_delay_ms=1", saves,
+         incremental, "--full_every=2"},
         MpiEnv(), "record done", at_record, [&](pid_t mpirun) {
           std::vector<pid_t> ranks = RankPids(mpirun);
           if (static_cast<size_t>(victim) < ranks.size() && ranks[victim] > 0 &&
@@ -583,14 +640,19 @@ TEST(MpiTest, SigkillOfOneRankAtRandomMomentsThenResumeLatest) {
     ChildRun verify = RunBinary(Ckpt(), {"verify", dir});
     EXPECT_TRUE(verify.exited_ok())
         << "trial " << trial << ": " << verify.Describe();
-    ChildRun resumed = Mpirun(4, SumPipeline(),
-                              {"--nodes=4", "--checkpoint_dir=" + dir,
-                               "--resume_from_epoch=latest", saves});
+    ChildRun resumed = Mpirun(
+        4, SumPipeline(),
+        {"--nodes=4", "--checkpoint_dir=" + dir, "--resume_from_epoch=latest",
+         saves, incremental, "--full_every=2"});
     const std::string result = resumed.Result().value_or("(none)");
     EXPECT_TRUE(result == "result: epochs=4 totals=145,145,145,145" ||
                 result == "result: epochs=5 totals=145,145,145,145")
         << "trial " << trial << " (rank " << victim << " at record "
-        << at_record << ", " << saves << "): " << resumed.Describe();
+        << at_record << ", " << saves << ", " << incremental
+        << "): " << resumed.Describe();
+    verify = RunBinary(Ckpt(), {"verify", dir});
+    EXPECT_TRUE(verify.exited_ok())
+        << "trial " << trial << ", resumed: " << verify.Describe();
   }
   // The kills must have happened, or this tests nothing.
   EXPECT_GE(killed, 8);
@@ -617,27 +679,34 @@ TEST(MpiTest, LinearRegressionDataParallelModelIsByteIdentical) {
     EXPECT_EQ(Output(mpi), local.lines) << nodes;
     EXPECT_EQ(Files(dir + "/mpi"), model) << nodes;
 
-    // Killed (one rank, SIGKILL) in the middle, then resumed.
+    // Killed (one rank, SIGKILL) in the middle, then resumed; on 4 nodes
+    // with incremental saves (the training data is referenced, the
+    // parameters written).
     const std::string ckpt = dir + "/killed";
+    const std::string incremental = absl::StrCat("--incremental_checkpoint=",
+                                                 nodes == 4 ? "true" : "false");
     const std::string last_rank = absl::StrCat(nodes - 1);
     ChildRun killed = RunBinaryWithHookAt(
         kMpirun,
         MpirunArgs(nodes, LinearRegression(),
                    {n, "--epochs=5", "--checkpoint_dir=" + ckpt,
-                    "--record_delay_ms=1"}),
+                    "--record_delay_ms=1", incremental}),
         MpiEnv(env), "record done", 50, [&](pid_t mpirun) {
           std::vector<pid_t> ranks = RankPids(mpirun);
           ASSERT_EQ(ranks.size(), static_cast<size_t>(nodes));
           ::kill(ranks.back(), SIGKILL);
         });
     EXPECT_FALSE(killed.exited_ok()) << killed.Describe();
-    ChildRun resumed = Mpirun(
-        nodes, LinearRegression(),
-        {n, "--epochs=5", "--checkpoint_dir=" + ckpt,
-         "--resume_from_epoch=latest", "--model_out=" + dir + "/resumed"},
-        env);
+    ChildRun resumed = Mpirun(nodes, LinearRegression(),
+                              {n, "--epochs=5", "--checkpoint_dir=" + ckpt,
+                               "--resume_from_epoch=latest",
+                               "--model_out=" + dir + "/resumed", incremental},
+                              env);
     EXPECT_EQ(Output(resumed), local.lines) << nodes;
     EXPECT_EQ(Files(dir + "/resumed"), model) << nodes;
+    if (nodes == 4) {
+      EXPECT_THAT(References(ckpt), ::testing::ContainsRegex("\\[[0-9]"));
+    }
   }
 }
 

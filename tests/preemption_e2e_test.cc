@@ -136,10 +136,17 @@ ChildRun RunSignalledUntilDone(const Program& program, std::mt19937* rng,
   const std::string binary = RunfilesPath("examples/" + program.name);
   const int signals[] = {SIGTERM, SIGUSR1, SIGINT};
   const bool async = (*rng)() % 2 == 0;
+  // Incremental saves, a full one every second epoch: a preemption
+  // checkpoint may then refer to the epoch before it.
+  const bool incremental = (*rng)() % 2 == 0;
   for (int attempt = 0;; ++attempt) {
     std::vector<std::string> args = program.args;
     args.push_back("--checkpoint_dir=" + dir);
     if (async) args.push_back("--async_checkpoint");
+    if (incremental) {
+      args.push_back("--incremental_checkpoint");
+      args.push_back("--full_every=2");
+    }
     if (attempt > 0) args.push_back("--resume_from_epoch=latest");
     if (attempt == 3) return RunBinary(binary, args);
     const int signal = signals[(*rng)() % 3];
@@ -166,7 +173,8 @@ ChildRun RunSignalledUntilDone(const Program& program, std::mt19937* rng,
         occurrence = 1 << 30;
         break;
     }
-    absl::StrAppend(trace, async ? " async" : "", " run ", attempt, ": ",
+    absl::StrAppend(trace, async ? " async" : "",
+                    incremental ? " incremental" : "", " run ", attempt, ": ",
                     strsignal(signal), " at '", event, "' #", occurrence,
                     env.empty() ? "" : " ", env.empty() ? "" : env[0], ";");
     ChildRun run =
@@ -225,7 +233,8 @@ TEST(Preemption, SignalsAtRandomEventsThenResumeLatestAreExact) {
 
 // kill -9 with asynchronous saves: a save still in the background when the
 // process dies is never committed, so `latest` is the epoch before it (or
-// a preemption checkpoint) and the resume is exact.
+// a preemption checkpoint) and the resume is exact, also when the saves
+// are incremental.
 TEST(Preemption, SigkillWithAsyncSavesThenResumeLatestIsExact) {
   const std::string binary = RunfilesPath("examples/sum_pipeline");
   const std::vector<std::string> args = {"--nodes=2", "--record_delay_ms=3",
@@ -236,6 +245,9 @@ TEST(Preemption, SigkillWithAsyncSavesThenResumeLatestIsExact) {
     const std::string dir = NewTempDir(absl::StrCat("kill", trial));
     std::vector<std::string> run_args = args;
     run_args.push_back("--checkpoint_dir=" + dir);
+    // Every other trial saves incrementally.
+    const bool incremental = trial % 2 == 1;
+    if (incremental) run_args.push_back("--incremental_checkpoint");
     // Both events come right around a background save: an epoch's log line
     // is written just after its snapshot, a record just after it.
     const bool at_epoch = rng() % 2 == 0;
@@ -243,9 +255,9 @@ TEST(Preemption, SigkillWithAsyncSavesThenResumeLatestIsExact) {
     ChildRun killed = RunBinarySignalledAt(
         binary, run_args, at_epoch ? "] epoch " : "record done", occurrence,
         SIGKILL);
-    const std::string trace =
-        absl::StrCat("trial ", trial, ": SIGKILL at '",
-                     at_epoch ? "epoch" : "record", "' #", occurrence);
+    const std::string trace = absl::StrCat(
+        "trial ", trial, incremental ? " (incremental)" : "", ": SIGKILL at '",
+        at_epoch ? "epoch" : "record", "' #", occurrence);
     ASSERT_TRUE(killed.killed() || killed.exited_ok())
         << trace << killed.Describe();
     ChildRun list = RunBinary(RunfilesPath("tools/ckpt"), {"list", dir});
