@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -520,13 +521,26 @@ absl::StatusOr<int64_t> ForgetEpoch(const std::string& dir, int64_t epoch,
   int64_t newest = -1;
   JG_RETURN_IF_ERROR(UpdateCommitLog(
       dir, /*is_commit=*/false, [&](CommitLog& log) -> absl::StatusOr<bool> {
-        const bool taken =
-            !TakeEntries(log, [&](const CommittedEpoch& e) {
-               if (!own.Owns(e)) return false;
-               return e.epoch() == epoch ||
-                      std::binary_search(e.referenced_epoch().begin(),
-                                         e.referenced_epoch().end(), epoch);
-             }).empty();
+        // The epoch, the entries that reference it, the ones that reference
+        // those, ...: references point to earlier epochs, so one pass in
+        // increasing order finds them all.
+        std::vector<const CommittedEpoch*> entries;
+        for (const CommittedEpoch& e : log.epoch()) {
+          if (own.Owns(e)) entries.push_back(&e);
+        }
+        std::stable_sort(entries.begin(), entries.end(),
+                         [](const CommittedEpoch* a, const CommittedEpoch* b) {
+                           return a->epoch() < b->epoch();
+                         });
+        absl::flat_hash_set<int64_t> gone = {epoch};
+        for (const CommittedEpoch* e : entries) {
+          for (int64_t referenced : e->referenced_epoch()) {
+            if (gone.contains(referenced)) gone.insert(e->epoch());
+          }
+        }
+        const bool taken = !TakeEntries(log, [&](const CommittedEpoch& e) {
+                              return own.Owns(e) && gone.contains(e.epoch());
+                            }).empty();
         for (const CommittedEpoch& e : log.epoch()) {
           if (own.Owns(e)) newest = std::max(newest, e.epoch());
         }

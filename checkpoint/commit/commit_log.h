@@ -222,7 +222,8 @@ absl::Status CommitEpoch(CommitLogUpdate update, const std::string& db_type,
                          const EpochCommit& commit);
 
 // Takes the entry of `epoch` of the job of `nodes` out of the commit log of
-// `dir`, if it has one, and every entry of the job that references it: done
+// `dir`, if it has one, and every entry of the job that references it
+// (directly, or through another entry that goes): done
 // before that epoch's databases are replaced, so that the log never lists
 // an epoch whose databases (or those it reads from) are being rewritten
 // (say, a preemption checkpoint by the epoch's ordinary save). OK if there

@@ -51,6 +51,31 @@ std::vector<std::string> Entries(const std::string& dir) {
   return entries;
 }
 
+// Commits `epoch` of node "a" referring to `referenced`.
+void CommitReferring(const std::string& dir, int64_t epoch,
+                     std::vector<int64_t> referenced) {
+  EpochCommit commit;
+  commit.epoch = epoch;
+  commit.nodes = {"a"};
+  commit.total_bytes = 100;
+  commit.referenced_bytes = referenced.empty() ? 0 : 60;
+  commit.referenced_epochs = std::move(referenced);
+  absl::Status status = CommitEpoch(dir, "leveldb", commit);
+  ASSERT_TRUE(status.ok()) << status;
+}
+
+// "epoch[referenced]" for every entry, in log order.
+std::string References(const std::string& dir) {
+  absl::StatusOr<CommitLog> log = ReadCommitLog(dir);
+  CHECK(log.ok()) << log.status();
+  std::vector<std::string> entries;
+  for (const CommittedEpoch& e : log->epoch()) {
+    entries.push_back(absl::StrCat(
+        e.epoch(), "[", absl::StrJoin(e.referenced_epoch(), ","), "]"));
+  }
+  return absl::StrJoin(entries, " ");
+}
+
 std::string LogPath(const TempDir& dir) {
   return dir.Join(std::string(kCommitLogFileName));
 }
@@ -180,6 +205,76 @@ TEST(CommitLogTest, ForgetEpochTakesOutOnlyThatEpochOfTheJob) {
   EXPECT_EQ(Entries(dir.path()).size(), 5u);
   EXPECT_EQ(ForgetEpoch(dir.path(), 2, {"b"}).value(), 1);
   EXPECT_EQ(ForgetEpoch(dir.path(), 0, {"c"}).value(), -1);
+}
+
+// A log is version 2 exactly while an entry lists referenced epochs, so a
+// job without incremental saves stays readable by version-1 readers.
+TEST(CommitLogTest, ReferencesMakeTheLogVersionTwoWhileListed) {
+  TempDir dir;
+  CommitReferring(dir.path(), 0, {});
+  EXPECT_EQ(ReadCommitLog(dir.path())->format_version(), 1);
+  CommitReferring(dir.path(), 1, {0});
+  absl::StatusOr<CommitLog> log = ReadCommitLog(dir.path());
+  ASSERT_TRUE(log.ok());
+  EXPECT_EQ(log->format_version(), 2);
+  EXPECT_EQ(log->epoch(1).referenced_bytes(), 60);
+  EXPECT_EQ(References(dir.path()), "0[] 1[0]");
+  // A resume from 0 re-saves 1 in full.
+  CommitReferring(dir.path(), 1, {});
+  EXPECT_EQ(ReadCommitLog(dir.path())->format_version(), 1);
+}
+
+// Forgetting an epoch (before its databases are replaced) also unlists
+// every entry that reads from it, directly or through another, and
+// nothing else: other jobs' entries stay.
+TEST(CommitLogTest, ForgetEpochTakesOutWhatReadsFromIt) {
+  TempDir dir;
+  CommitReferring(dir.path(), 0, {});
+  CommitReferring(dir.path(), 1, {0});
+  CommitReferring(dir.path(), 2, {1});
+  CommitReferring(dir.path(), 3, {});
+  CommitReferring(dir.path(), 4, {3});
+  Commit(dir.path(), 5, {"b"});
+  EXPECT_EQ(ForgetEpoch(dir.path(), 0, {"a"}).value(), 4);
+  EXPECT_EQ(References(dir.path()), "3[] 4[3] 5[]");
+  EXPECT_THAT(Entries(dir.path()), ElementsAre("3:a", "4:a", "5:b"));
+}
+
+// Retention keeps what a kept epoch reads from (transitively), and what the
+// caller pins (a save in flight refers to it), and drops the rest.
+TEST(CommitLogTest, RetentionKeepsTheEpochsKeptEpochsReadFrom) {
+  TempDir dir;
+  CommitReferring(dir.path(), 0, {});
+  CommitReferring(dir.path(), 1, {0});
+  CommitReferring(dir.path(), 2, {});
+  CommitReferring(dir.path(), 3, {1});
+  CommitReferring(dir.path(), 4, {2, 3});
+  absl::StatusOr<CommitLog> log = ReadCommitLog(dir.path());
+  ASSERT_TRUE(log.ok());
+  CommitLog copy = *log;
+  std::vector<int64_t> retired;
+  for (const CommittedEpoch& e : RetireEpochs(copy, {.keep_last = 1}, {"a"})) {
+    retired.push_back(e.epoch());
+  }
+  // 4 reads from 2 and 3, 3 from 1, 1 from 0: nothing goes.
+  EXPECT_THAT(retired, ::testing::IsEmpty());
+  CommitReferring(dir.path(), 5, {});
+  CommitReferring(dir.path(), 6, {5});
+  log = ReadCommitLog(dir.path());
+  ASSERT_TRUE(log.ok());
+  copy = *log;
+  retired.clear();
+  for (const CommittedEpoch& e : RetireEpochs(copy, {.keep_last = 1}, {"a"})) {
+    retired.push_back(e.epoch());
+  }
+  EXPECT_THAT(retired, ElementsAre(0, 1, 2, 3, 4));
+  copy = *log;
+  retired.clear();
+  for (const CommittedEpoch& e :
+       RetireEpochs(copy, {.keep_last = 1}, {"a"}, /*pinned=*/{3})) {
+    retired.push_back(e.epoch());
+  }
+  EXPECT_THAT(retired, ElementsAre(2, 4));
 }
 
 TEST(CommitLogTest, OnlyAnOrdinaryEpochCanBeMarkedAsTheLast) {
