@@ -295,11 +295,18 @@ absl::StatusOr<BlobIndex> ReadBlobIndex(DB* db) {
   return index.ToProto();
 }
 
-absl::StatusOr<BlobIndex> ReadBlobIndexAt(absl::string_view db_type,
-                                          const std::string& path) {
+absl::StatusOr<CompactBlobIndex> ReadCompactBlobIndexAt(
+    absl::string_view db_type, const std::string& path) {
   JG_ASSIGN_OR_RETURN(std::unique_ptr<DB> db,
                       DbRegistry::Global().Open(db_type, path, DbMode::kRead));
-  return ReadBlobIndex(db.get());
+  return ReadCompactBlobIndex(db.get());
+}
+
+absl::StatusOr<BlobIndex> ReadBlobIndexAt(absl::string_view db_type,
+                                          const std::string& path) {
+  JG_ASSIGN_OR_RETURN(CompactBlobIndex index,
+                      ReadCompactBlobIndexAt(db_type, path));
+  return index.ToProto();
 }
 
 absl::Status ScanDbValues(DB* db, const CompactBlobIndex& index,

@@ -124,7 +124,10 @@ absl::StatusOr<CompactBlobIndex> ReadCompactBlobIndex(DB* db);
 absl::StatusOr<BlobIndex> ReadBlobIndex(DB* db);
 
 // Opens the database of `db_type` at `path` for reading and reads its
-// index (ReadBlobIndex). Errors of opening name the path.
+// index (ReadCompactBlobIndex, ReadBlobIndex). Errors of opening name the
+// path.
+absl::StatusOr<CompactBlobIndex> ReadCompactBlobIndexAt(
+    absl::string_view db_type, const std::string& path);
 absl::StatusOr<BlobIndex> ReadBlobIndexAt(absl::string_view db_type,
                                           const std::string& path);
 

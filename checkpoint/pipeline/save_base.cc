@@ -33,14 +33,35 @@ absl::StatusOr<SaveBase> SaveBase::After(
       return absl::DataLossError(absl::StrCat(
           "the blob index just written for epoch ", epoch, " does not decode"));
     }
-    Node& node = base.nodes_[i];
-    node.index = std::make_unique<CompactBlobIndex>(*std::move(index));
-    for (int b = 0; b < node.index->blob_size(); ++b) {
-      node.positions[node.index->name(b)] = b;
-    }
-    node.generations = std::move(generations[i]);
+    base.SetNode(i, std::make_unique<CompactBlobIndex>(*std::move(index)),
+                 std::move(generations[i]));
   }
   return base;
+}
+
+SaveBase SaveBase::Restored(
+    int64_t epoch, int64_t chain_start,
+    std::vector<std::unique_ptr<CompactBlobIndex>> indexes,
+    std::vector<BlobGenerations> generations) {
+  SaveBase base;
+  base.epoch_ = epoch;
+  base.chain_start_ = chain_start;
+  base.nodes_.resize(indexes.size());
+  for (size_t i = 0; i < indexes.size(); ++i) {
+    if (indexes[i] == nullptr) continue;
+    base.SetNode(i, std::move(indexes[i]), std::move(generations[i]));
+  }
+  return base;
+}
+
+void SaveBase::SetNode(size_t i, std::unique_ptr<CompactBlobIndex> index,
+                       BlobGenerations generations) {
+  Node& node = nodes_[i];
+  node.index = std::move(index);
+  for (int b = 0; b < node.index->blob_size(); ++b) {
+    node.positions[node.index->name(b)] = b;
+  }
+  node.generations = std::move(generations);
 }
 
 bool SaveBase::UsableFor(int64_t epoch, int full_every) const {

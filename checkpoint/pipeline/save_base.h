@@ -56,6 +56,16 @@ class SaveBase {
       int64_t epoch, int64_t chain_start, std::vector<std::string> indexes,
       std::vector<BlobGenerations> generations);
 
+  // The base a restore of committed `epoch` leaves: `indexes[i]` is node
+  // i's blob index as read from its database (null for a node this process
+  // does not host), `generations[i]` its blobs' generations once the
+  // restored blobs were in place; `chain_start` the oldest epoch the
+  // epoch's databases refer to (`epoch` if none).
+  static SaveBase Restored(
+      int64_t epoch, int64_t chain_start,
+      std::vector<std::unique_ptr<CompactBlobIndex>> indexes,
+      std::vector<BlobGenerations> generations);
+
   bool empty() const { return epoch_ < 0; }
   int64_t epoch() const { return epoch_; }
   int64_t chain_start() const { return chain_start_; }
@@ -70,6 +80,10 @@ class SaveBase {
   Split SplitNode(size_t node, std::vector<BlobSnapshot> blobs) const;
 
  private:
+  // Sets node i from its index (null: not hosted here) and generations.
+  void SetNode(size_t i, std::unique_ptr<CompactBlobIndex> index,
+               BlobGenerations generations);
+
   struct Node {
     std::unique_ptr<CompactBlobIndex> index;
     // Name -> position in `index` (views of its bytes).

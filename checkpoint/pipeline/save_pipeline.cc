@@ -1,6 +1,7 @@
 #include "checkpoint/pipeline/save_pipeline.h"
 
 #include <algorithm>
+#include <memory>
 #include <system_error>
 #include <thread>  // NOLINT(build/c++11)
 #include <utility>
@@ -10,6 +11,8 @@
 #include "checkpoint/commit/checkpoint_paths.h"
 #include "checkpoint/commit/commit_log.h"
 #include "checkpoint/commit/retention.h"
+#include "checkpoint/ops/blob_index.h"
+#include "checkpoint/ops/compact_blob_index.h"
 #include "checkpoint/ops/save_load_ops.h"
 #include "checkpoint/util/time_util.h"
 #include "engine/session.h"
@@ -141,6 +144,12 @@ absl::Status SavePipeline::Prepare(const SaveRecord& record, bool* agreed) {
   *agreed = false;
   // The mark edits an entry that is there: nothing to get ready.
   if (record.kind == SaveKind::kLoopFinished) return absl::OkStatus();
+  // Forgetting the epoch (below) takes out entries of it and of later
+  // epochs only (an entry references earlier epochs): a base of an earlier
+  // epoch, and the databases it refers to, stay listed. A base of this
+  // epoch or a later one (a restored preemption checkpoint, which this save
+  // replaces) goes.
+  if (!base_.empty() && base_.epoch() >= record.epoch) base_ = SaveBase();
   absl::Status local = PrepareCheckpointDirectory(options_.directory);
   if (local.ok()) local = LockNodes();
   if (!MayBeListed(record.epoch)) return local;
@@ -163,10 +172,38 @@ absl::Status SavePipeline::Prepare(const SaveRecord& record, bool* agreed) {
   }
   JG_ASSIGN_OR_RETURN(newest, coordinator_->AgreeWithCommitter(local, newest));
   listed_bound_ = newest;
-  // Entries that referenced the epoch are gone with it: the next save starts
-  // a new chain.
-  base_ = SaveBase();
   return absl::OkStatus();
+}
+
+void SavePipeline::RestoredFrom(
+    const Session& session, int64_t epoch, int64_t chain_start,
+    const std::vector<std::vector<std::string>>& blobs) {
+  CHECK(flights_.empty()) << "a restore with checkpoint saves in flight";
+  base_ = SaveBase();
+  if (!options_.incremental) return;
+  std::vector<std::unique_ptr<CompactBlobIndex>> indexes(nodes_.size());
+  std::vector<BlobGenerations> generations(nodes_.size());
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    const PipelineNode& n = nodes_[i];
+    if (!coordinator_->Hosts(n.node)) continue;
+    const std::string path =
+        CheckpointDbPath(options_.directory, n.file_name, epoch);
+    absl::StatusOr<CompactBlobIndex> index =
+        ReadCompactBlobIndexAt(options_.db_type, path);
+    absl::StatusOr<std::vector<BlobSnapshot>> frozen =
+        index.ok() ? session.SnapshotBlobs(n.node, blobs[i])
+                   : absl::StatusOr<std::vector<BlobSnapshot>>(index.status());
+    if (!frozen.ok()) {
+      LOG(WARNING) << "node '" << n.node << "': the first save after the "
+                   << "restore of epoch " << epoch
+                   << " is full: " << frozen.status().message();
+      return;
+    }
+    indexes[i] = std::make_unique<CompactBlobIndex>(*std::move(index));
+    generations[i] = GenerationsOf(*frozen);
+  }
+  base_ = SaveBase::Restored(epoch, chain_start, std::move(indexes),
+                             std::move(generations));
 }
 
 absl::StatusOr<CheckpointStats> SavePipeline::Save(

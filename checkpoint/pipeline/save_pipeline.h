@@ -113,6 +113,16 @@ class SavePipeline {
       const Session* session, const SaveRecord& record,
       const std::vector<std::vector<std::string>>& blobs, bool wait = false);
 
+  // Incremental saves: after a restore of committed `epoch` put `blobs[i]`
+  // of node i in place in `session`, the next save may refer to that
+  // epoch's databases (and those they refer to, the oldest of which is
+  // `chain_start`) for the tensors not written since. Reads the blob index
+  // of each database of the epoch this process hosts; if one cannot be
+  // read, the next save is full (and the reason logged). Call with no save
+  // in flight (after Drain).
+  void RestoredFrom(const Session& session, int64_t epoch, int64_t chain_start,
+                    const std::vector<std::vector<std::string>>& blobs);
+
   // Brings every save to its outcome. Collective.
   void Drain();
 
@@ -171,8 +181,8 @@ class SavePipeline {
   // this job adds its entries (it holds its nodes' locks), so a save of a
   // newer epoch has nothing to take out of the log.
   std::optional<int64_t> listed_bound_;
-  // Incremental saves: the last committed epoch save of the run, which the
-  // next one refers to; the same on every process.
+  // Incremental saves: the last committed epoch save of the run, or the
+  // epoch the run restored, which the next save refers to.
   SaveBase base_;
 };
 
