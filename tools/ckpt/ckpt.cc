@@ -239,30 +239,40 @@ commands:
       MANIFEST.jobgraph; for a preemption checkpoint, where the run stopped
       and the signal, e.g. preempted mid-epoch (SIGTERM)), "uncommitted" (a <node>.<epoch> database that
       is not listed) or "incomplete" (a save's leftover temporary), with its nodes,
-      blob count, value bytes, save time and time.
+      blob count, value bytes, save time and time. Where some epoch holds
+      blobs by reference (incremental saves), a REFERENCED column gives the
+      bytes held in other epochs' databases and those epochs; a reference to
+      a database that is missing, or not committed, is a problem.
   show DB [--format=json] [--keys]
       Every blob of database DB: name, type, dtype, shape, number of values,
       bytes and CRC-32C (of all its values in blob index order; --keys lists
-      each value).
+      each value). For a database that holds blobs by reference, a HELD IN
+      column names the epoch whose database holds each of those.
   dump DB BLOB [--max_elements=20]
       The values of one blob: tensors (at most --max_elements elements),
-      strings, counters and reader cursors.
+      strings, counters and reader cursors. A blob held by reference is read
+      from the database that holds it, which a "held in" line names.
   verify DIR [--epoch=N] [--format=json]
       Checks the CRC-32C of every value of every committed epoch (or only
-      epoch N) and that every committed database exists.
+      epoch N) and that every committed database exists; an epoch's values
+      held by reference in another epoch's database are checked there, so
+      damage there is reported for every epoch that reads from it.
   diff DB1 DB2
       Blobs added, removed and changed (type, shape or any value's CRC-32C)
-      from DB1 to DB2.
+      from DB1 to DB2. Values held by reference are read from the databases
+      that hold them.
   gc DIR --keep_last=N [--keep_every=K] [--dry_run] [--force]
-      Deletes committed epochs that retention drops (never the newest), then
-      leftover temporaries of saves (.<node>.<epoch>.tmp-*) and of commit log
+      Deletes committed epochs that retention drops (never the newest, nor
+      an epoch whose databases hold blobs that a kept epoch references),
+      then leftover temporaries of saves (.<node>.<epoch>.tmp-*) and of commit log
       writes (MANIFEST.jobgraph.tmp-*) whose process is gone (--force: even
       if it seems alive). Touches nothing else. Run it when no job writes to
       DIR.
   recover DIR [--dry_run]
       Rebuilds a deleted or damaged commit log from the databases in DIR: an
       epoch is listed when every node seen in DIR has a database of it that
-      verifies. An epoch whose databases hold a plan position is listed as
+      verifies (with the values it holds by reference in other databases)
+      and every epoch it references is listed too. An epoch whose databases hold a plan position is listed as
       a preemption checkpoint (a resume continues it mid-epoch); the mark of
       a run preempted after its last epoch is not in the databases and is
       lost. A damaged log is kept as MANIFEST.jobgraph.damaged; an intact

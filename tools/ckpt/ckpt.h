@@ -15,6 +15,16 @@
 //   --db_type=T overrides the database type (default: the commit log's, else
 //   kDefaultDbType).
 //
+// Incremental saves (checkpoint/FORMAT.md 4.7) list some blobs by
+// reference: the database of the same node for an earlier epoch holds
+// their values. Every command follows references: `show` and `list` say
+// which epochs hold what (a column and fields that appear only when some
+// database references another, so the output for other checkpoints is as
+// it was), `verify` and `recover` check what an epoch reads from other
+// databases as part of it, `dump` and `diff` read values through their
+// references, and `gc` keeps every epoch that a kept epoch's databases
+// reference, by the commit log and by the blob indexes.
+//
 // Exit codes: kExitOk; kExitProblem when verification finds damage (or a
 // committed database is missing) or diff finds a difference; kExitUsage for
 // bad usage and for input that cannot be read (a missing directory, one that
@@ -115,7 +125,9 @@ struct RecoverOptions {
 };
 // Rebuilds the commit log of a directory whose log is deleted or damaged: an
 // epoch is listed when every node seen in the directory has a database of
-// it that verifies. An intact log is never touched; a damaged one is kept as
+// it that verifies (with the values it holds by reference) and every epoch
+// it references is listed too; its entry's references are the union of its
+// databases'. An intact log is never touched; a damaged one is kept as
 // "MANIFEST.jobgraph.damaged". kExitProblem when no epoch can be recovered.
 int Recover(const RecoverOptions& options, std::ostream& out,
             std::ostream& err);

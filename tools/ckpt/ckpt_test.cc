@@ -53,6 +53,7 @@
 #include "gtest/gtest.h"
 #include "proto/jobgraph.pb.h"
 #include "tests/caffe2_pipeline.h"
+#include "tools/ckpt/checkpoint_dir.h"
 #include "tools/ckpt/output.h"
 
 namespace jobgraph {
@@ -64,6 +65,7 @@ using ::testing::ElementsAre;
 using ::testing::ElementsAreArray;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using ::testing::Not;
 using ::testing::StartsWith;
 using testing_util::TempDir;
 
@@ -815,13 +817,10 @@ TEST_F(CkptTest, DumpNamesTheTypeOfABlobItCannotShow) {
 
 // --- verify
 
-// Flips one byte in the middle of the run of kMarker floats in whichever
-// file of database `db` holds it; returns that file's name.
-std::string DamageMarker(const std::string& db) {
-  std::string pattern;
-  for (int i = 0; i < 8; ++i) {
-    pattern.append(reinterpret_cast<const char*>(&kMarker), sizeof(kMarker));
-  }
+// Flips the byte at `offset` of the first occurrence of `pattern` in
+// whichever file of database `db` holds it; returns that file's name.
+std::string DamagePattern(const std::string& db, const std::string& pattern,
+                          size_t offset) {
   for (const std::string& name : List(db)) {
     const std::string path = JoinPath(db, name);
     absl::StatusOr<std::string> contents = ReadFileToString(path);
@@ -829,14 +828,24 @@ std::string DamageMarker(const std::string& db) {
     const size_t at = contents->find(pattern);
     if (at == std::string::npos) continue;
     std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
-    file.seekp(at + 17);
-    const char flipped = (*contents)[at + 17] ^ 0x01;
+    file.seekp(at + offset);
+    const char flipped = (*contents)[at + offset] ^ 0x01;
     file.write(&flipped, 1);
     CHECK(file.good()) << path;
     return name;
   }
-  ADD_FAILURE() << "no file of " << db << " holds the marker";
+  ADD_FAILURE() << "no file of " << db << " holds the pattern";
   return "";
+}
+
+// Flips one byte in the middle of the run of kMarker floats in whichever
+// file of database `db` holds it; returns that file's name.
+std::string DamageMarker(const std::string& db) {
+  std::string pattern;
+  for (int i = 0; i < 8; ++i) {
+    pattern.append(reinterpret_cast<const char*>(&kMarker), sizeof(kMarker));
+  }
+  return DamagePattern(db, pattern, 17);
 }
 
 TEST_F(CkptTest, VerifyPassesCleanCheckpointsAndNamesDamage) {
@@ -1333,6 +1342,615 @@ TEST_F(CkptTest, InspectsTheCheckpointsOfAJob) {
   std::cout << "$ ckpt list " << dir_.path() << "\n"
             << list.out << "$ ckpt show " << Path("trainer_1.2") << "\n"
             << show.out;
+}
+
+// --- Incremental checkpoints: databases that hold blobs by reference.
+
+// The bytes of all of a blob's values.
+int64_t BytesOf(const CheckpointBlobInfo& blob) {
+  int64_t bytes = 0;
+  for (int64_t b : blob.value_bytes()) bytes += b;
+  return bytes;
+}
+
+// The blobs that `index` lists by reference, in its order.
+std::vector<std::string> ReferencedNames(const BlobIndex& index) {
+  std::vector<std::string> names;
+  for (const CheckpointBlobInfo& blob : index.blob()) {
+    if (blob.has_stored_in_epoch()) names.push_back(blob.name());
+  }
+  return names;
+}
+
+// The values 0..9 of the pipeline's 'val' as they are stored: int64,
+// little-endian.
+std::string ValBytes() {
+  std::string bytes;
+  for (int64_t i = 0; i < 10; ++i) {
+    bytes.append(reinterpret_cast<const char*>(&i), sizeof(i));
+  }
+  return bytes;
+}
+
+// Caffe2's pipeline (as in InspectsTheCheckpointsOfAJob) saved
+// incrementally: 'blob_names' and 'val' never change after init, so the
+// databases of epochs 1 to 4 hold them by reference to epoch 0's and write
+// only the cursor and 'total'.
+class IncrementalCkptTest : public CkptTest {
+ protected:
+  // Runs the pipeline on trainer_0 .. trainer_<nodes - 1>; epochs 0 (after
+  // init) to 4 are committed.
+  void Train(int nodes) {
+    Job job;
+    for (int id = 0; id < nodes; ++id) testing::BuildCaffe2Pipeline(job, id);
+    LocalSession session;
+    Checkpointer checkpointer({.directory = dir_.path(), .incremental = true});
+    JobRunner runner(job, &checkpointer);
+    absl::StatusOr<int64_t> epochs = runner.Train(session);
+    ASSERT_TRUE(epochs.ok()) << epochs.status();
+    ASSERT_EQ(*epochs, 4);
+    for (int id = 0; id < nodes; ++id) {
+      ASSERT_THAT(ReferencedNames(IndexOf(Db(id, 0))), IsEmpty());
+      for (int64_t epoch = 1; epoch <= 4; ++epoch) {
+        const BlobIndex index = IndexOf(Db(id, epoch));
+        ASSERT_THAT(ReferencedNames(index), ElementsAre("blob_names", "val"));
+        ASSERT_THAT(index.referenced_epoch(), ElementsAre(0));
+      }
+    }
+  }
+
+  std::string Db(int id, int64_t epoch) const {
+    return Path(absl::StrCat("trainer_", id, ".", epoch));
+  }
+
+  // The bytes trainer_<id>'s database of `epoch` holds by reference.
+  int64_t ReferencedBytes(int id, int64_t epoch) const {
+    const BlobIndex index = IndexOf(Db(id, epoch));
+    return BytesOf(BlobInfo(index, "blob_names")) +
+           BytesOf(BlobInfo(index, "val"));
+  }
+
+  CommitLog ReadLog() const {
+    absl::StatusOr<CommitLog> log = ReadCommitLog(dir_.path());
+    CHECK(log.ok()) << log.status();
+    return *log;
+  }
+
+  void RemoveCommitLogs() {
+    for (const std::string name :
+         {"MANIFEST.jobgraph", "MANIFEST.jobgraph.prev"}) {
+      absl::Status removed = RemoveRecursively(Path(name));
+      ASSERT_TRUE(removed.ok() || absl::IsNotFound(removed)) << removed;
+    }
+  }
+};
+
+TEST_F(IncrementalCkptTest, ShowMarksTheBlobsHeldByReference) {
+  Train(1);
+  const std::string db = Db(0, 3);
+  const BlobIndex index = IndexOf(db);
+  const int64_t referenced = ReferencedBytes(0, 3);
+  EXPECT_EQ(index.referenced_bytes(), referenced);
+  // Every blob of the pipeline is one value.
+  auto row = [&](const std::string& name, const std::string& columns,
+                 const std::string& held_in) {
+    const CheckpointBlobInfo& blob = BlobInfo(index, name);
+    CHECK_EQ(blob.key_size(), 1) << name;
+    return absl::StrCat(name, " ", columns, " 1 ", blob.value_bytes(0), " ",
+                        CrcHex(blob.value_crc32c(0)), " ", held_in);
+  };
+  Result r = RunTool({"show", db});
+  EXPECT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_THAT(
+      Lines(r.out),
+      ElementsAre(
+          absl::StrCat("database ", db),
+          absl::StrCat("node trainer_0, epoch 3, format version 2, saved ",
+                       FormatUnixMicros(index.created_unix_micros())),
+          absl::StrCat("4 blobs, 4 values, ", index.total_bytes(), " bytes (",
+                       referenced, " held by reference in epoch 0)"),
+          "NAME TYPE DTYPE SHAPE VALUES BYTES CRC32C HELD IN",
+          row("blob_names", "Tensor string [4]", "epoch 0"),
+          row("dataset:0_cursor", "std::unique_ptr<TreeCursor> - -", "-"),
+          row("total", "Tensor int64 [1]", "-"),
+          row("val", "Tensor int64 [10]", "epoch 0")));
+
+  // --keys: a value's row leaves HELD IN empty.
+  r = RunTool({"show", "--keys", db});
+  EXPECT_EQ(r.code, kExitOk) << r.err;
+  std::vector<std::string> lines = Lines(r.out);
+  auto val = std::find(lines.begin(), lines.end(),
+                       row("val", "Tensor int64 [10]", "epoch 0"));
+  ASSERT_NE(val, lines.end());
+  ASSERT_NE(val + 1, lines.end());
+  const CheckpointBlobInfo& val_info = BlobInfo(index, "val");
+  EXPECT_EQ(*(val + 1), absl::StrCat("val#%0 ", val_info.value_bytes(0), " ",
+                                     CrcHex(val_info.value_crc32c(0))));
+
+  r = RunTool({"show", db, "--format=json"});
+  EXPECT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_TRUE(JsonChecker::Valid(r.out)) << r.out;
+  EXPECT_THAT(r.out,
+              StartsWith(absl::StrCat(
+                  "{\"path\":", JsonQuote(db),
+                  ",\"format_version\":2,\"node\":\"trainer_0\",\"epoch\":3,"
+                  "\"created_unix_micros\":",
+                  index.created_unix_micros(), ",\"total_bytes\":",
+                  index.total_bytes(), ",\"referenced_bytes\":", referenced,
+                  ",\"referenced_epochs\":[0],\"blobs\":[")));
+  const std::string val_crc = CrcHex(val_info.value_crc32c(0));
+  EXPECT_THAT(
+      r.out, HasSubstr(absl::StrCat(
+                 "{\"name\":\"val\",\"type\":\"Tensor\",\"dtype\":"
+                 "\"int64\",\"shape\":[10],\"values\":1,\"bytes\":",
+                 val_info.value_bytes(0), ",\"crc32c\":\"", val_crc,
+                 "\",\"stored_in_epoch\":0,\"keys\":[{\"key\":"
+                 "\"val#%0\",\"bytes\":",
+                 val_info.value_bytes(0), ",\"crc32c\":\"", val_crc, "\"}]}")));
+  const CheckpointBlobInfo& total = BlobInfo(index, "total");
+  EXPECT_THAT(r.out, HasSubstr(absl::StrCat(
+                         "{\"name\":\"total\",\"type\":\"Tensor\",\"dtype\":"
+                         "\"int64\",\"shape\":[1],\"values\":1,\"bytes\":",
+                         total.value_bytes(0), ",\"crc32c\":\"",
+                         CrcHex(total.value_crc32c(0)), "\",\"keys\":[")));
+
+  // The full database of epoch 0 shows as before references existed.
+  const BlobIndex full = IndexOf(Db(0, 0));
+  r = RunTool({"show", Db(0, 0)});
+  EXPECT_EQ(r.code, kExitOk) << r.err;
+  lines = Lines(r.out);
+  ASSERT_EQ(lines.size(), 8u) << r.out;
+  EXPECT_THAT(lines[1], StartsWith("node trainer_0, epoch 0, format version "
+                                   "1, saved "));
+  EXPECT_EQ(lines[2],
+            absl::StrCat("4 blobs, 4 values, ", full.total_bytes(), " bytes"));
+  EXPECT_EQ(lines[3], "NAME TYPE DTYPE SHAPE VALUES BYTES CRC32C");
+  r = RunTool({"show", Db(0, 0), "--format=json"});
+  EXPECT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_THAT(r.out, Not(HasSubstr("referenced")));
+  EXPECT_THAT(r.out, Not(HasSubstr("stored_in_epoch")));
+}
+
+TEST_F(IncrementalCkptTest, ListShowsWhatEachEpochHoldsByReference) {
+  Train(2);
+  const CommitLog log = ReadLog();
+  ASSERT_EQ(log.format_version(), 2);
+  ASSERT_EQ(log.epoch_size(), 5);
+  std::vector<std::string> expected = {
+      absl::StrCat("checkpoint ", dir_.path(), " (leveldb, format version 2)"),
+      "EPOCH STATE NODES BLOBS BYTES REFERENCED SAVE TIME"};
+  for (int64_t epoch = 0; epoch <= 4; ++epoch) {
+    const CommittedEpoch& e = log.epoch(epoch);
+    const int64_t bytes = IndexOf(Db(0, epoch)).total_bytes() +
+                          IndexOf(Db(1, epoch)).total_bytes();
+    const int64_t referenced =
+        epoch == 0 ? 0 : ReferencedBytes(0, epoch) + ReferencedBytes(1, epoch);
+    // What the commit recorded, which `list` reads from the blob indexes.
+    EXPECT_EQ(e.referenced_bytes(), referenced);
+    EXPECT_EQ(e.referenced_epoch_size(), epoch == 0 ? 0 : 1);
+    expected.push_back(
+        absl::StrCat(epoch, " committed trainer_0,trainer_1 8 ", bytes, " ",
+                     epoch == 0 ? "-" : absl::StrCat(referenced, " (epoch 0)"),
+                     " ", FormatMicros(e.save_micros()), " ",
+                     FormatUnixMicros(e.committed_unix_micros())));
+  }
+  expected.push_back(
+      "5 committed epochs (newest 4), 0 uncommitted, 0 incomplete");
+  Result r = RunTool({"list", dir_.path()});
+  EXPECT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_THAT(Lines(r.out), ElementsAreArray(expected));
+
+  r = RunTool({"list", dir_.path(), "--format=json"});
+  EXPECT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_TRUE(JsonChecker::Valid(r.out)) << r.out;
+  EXPECT_THAT(r.out, HasSubstr(absl::StrCat(
+                         "\"blobs\":8,\"bytes\":", log.epoch(0).total_bytes(),
+                         ",\"referenced_bytes\":0,\"referenced_epochs\":[],"
+                         "\"save_micros\":",
+                         log.epoch(0).save_micros(), ",")));
+  EXPECT_THAT(r.out,
+              HasSubstr(absl::StrCat(
+                  "{\"epoch\":3,\"state\":\"committed\",\"nodes\":["
+                  "\"trainer_0\",\"trainer_1\"],\"paths\":[",
+                  JsonQuote(Db(0, 3)), ",", JsonQuote(Db(1, 3)),
+                  "],\"blobs\":8,\"bytes\":", log.epoch(3).total_bytes(),
+                  ",\"referenced_bytes\":", log.epoch(3).referenced_bytes(),
+                  ",\"referenced_epochs\":[0],\"save_micros\":",
+                  log.epoch(3).save_micros(), ",\"time_unix_micros\":",
+                  log.epoch(3).committed_unix_micros(), ",\"problems\":[]}")));
+}
+
+TEST_F(IncrementalCkptTest, ListReportsReferencesToMissingOrUncommittedDbs) {
+  Train(1);
+  // A log that lists epochs 3 and 4 only, and leaves out what 4
+  // references.
+  const CommitLog original = ReadLog();
+  CommitLog edited;
+  edited.set_format_version(2);
+  edited.set_db_type("leveldb");
+  *edited.add_epoch() = original.epoch(3);
+  CommittedEpoch* four = edited.add_epoch();
+  *four = original.epoch(4);
+  four->clear_referenced_epoch();
+  ASSERT_TRUE(WriteCommitLog(dir_.path(), edited, /*is_commit=*/false).ok());
+  auto problems = [&]() {
+    Result r = RunTool({"list", dir_.path()});
+    EXPECT_EQ(r.code, kExitOk) << r.err;
+    std::vector<std::string> lines = Lines(r.out);
+    auto at = std::find(lines.begin(), lines.end(), "problems:");
+    return at == lines.end() ? std::vector<std::string>()
+                             : std::vector<std::string>(at + 1, lines.end());
+  };
+  const std::string held = "blobs 'blob_names', 'val' in ";
+  const std::string unlisted =
+      "epoch 4 (committed): its databases refer to blobs in epoch 0, which "
+      "its commit log entry does not list among the epochs it references: "
+      "retention may delete epoch 0 while it is needed";
+  EXPECT_THAT(problems(),
+              ElementsAre(absl::StrCat("epoch 3 (committed): database ",
+                                       Db(0, 3), " refers to ", held, Db(0, 0),
+                                       " (epoch 0), which is not committed"),
+                          absl::StrCat("epoch 4 (committed): database ",
+                                       Db(0, 4), " refers to ", held, Db(0, 0),
+                                       " (epoch 0), which is not committed"),
+                          unlisted));
+
+  ASSERT_TRUE(RemoveRecursively(Db(0, 0)).ok());
+  std::vector<std::string> expected;
+  for (int64_t epoch = 1; epoch <= 4; ++epoch) {
+    expected.push_back(absl::StrCat(
+        "epoch ", epoch, epoch < 3 ? " (uncommitted)" : " (committed)",
+        ": database ", Db(0, epoch), " refers to ", held, Db(0, 0),
+        " (epoch 0), which is missing"));
+  }
+  expected.push_back(unlisted);
+  EXPECT_THAT(problems(), ElementsAreArray(expected));
+}
+
+TEST_F(IncrementalCkptTest, VerifyReportsDamageForEveryEpochThatReferencesIt) {
+  Train(1);
+  auto ok_line = [&](int64_t epoch) {
+    const BlobIndex index = IndexOf(Db(0, epoch));
+    return absl::StrCat("epoch ", epoch, " trainer_0: ok (4 blobs, ",
+                        index.total_bytes(), " bytes",
+                        epoch == 0
+                            ? ""
+                            : absl::StrCat(", ", ReferencedBytes(0, epoch),
+                                           " held by reference in epoch 0"),
+                        ")");
+  };
+  Result r = RunTool({"verify", dir_.path()});
+  EXPECT_EQ(r.code, kExitOk) << r.out;
+  EXPECT_THAT(
+      Lines(r.out),
+      ElementsAre(ok_line(0), ok_line(1), ok_line(2), ok_line(3), ok_line(4),
+                  absl::StrCat("OK: verified 5 databases of 5 "
+                               "committed epochs in ",
+                               dir_.path())));
+
+  r = RunTool({"verify", dir_.path(), "--format=json"});
+  EXPECT_EQ(r.code, kExitOk) << r.out;
+  EXPECT_TRUE(JsonChecker::Valid(r.out)) << r.out;
+  EXPECT_THAT(r.out,
+              HasSubstr(absl::StrCat(
+                  "{\"node\":\"trainer_0\",\"path\":", JsonQuote(Db(0, 3)),
+                  ",\"status\":\"ok\",\"blobs\":4,\"bytes\":",
+                  IndexOf(Db(0, 3)).total_bytes(),
+                  ",\"referenced_bytes\":", ReferencedBytes(0, 3),
+                  ",\"referenced_epochs\":[0],\"error\":null}")));
+  EXPECT_THAT(r.out,
+              HasSubstr(absl::StrCat(
+                  "{\"node\":\"trainer_0\",\"path\":", JsonQuote(Db(0, 0)),
+                  ",\"status\":\"ok\",\"blobs\":4,\"bytes\":",
+                  IndexOf(Db(0, 0)).total_bytes(), ",\"error\":null}")));
+
+  // One byte of 'val' in epoch 0's database, which every later epoch
+  // reads it from.
+  EXPECT_THAT(DamagePattern(Db(0, 0), ValBytes(), 17),
+              ::testing::EndsWith(".ldb"));
+  const std::string damage = absl::StrCat(
+      "checkpoint ", Db(0, 0),
+      ": value of key 'val#%0' (blob 'val') fails its CRC-32C check; the "
+      "database is damaged");
+  auto referencing = [&](int64_t epoch) {
+    return absl::StrCat("checkpoint ", Db(0, epoch),
+                        " refers to blobs 'blob_names', 'val' in ", Db(0, 0),
+                        " (epoch 0): ", damage);
+  };
+  std::vector<std::string> expected = {
+      absl::StrCat("epoch 0 trainer_0: DAMAGED: ", damage)};
+  for (int64_t epoch = 1; epoch <= 4; ++epoch) {
+    expected.push_back(absl::StrCat(
+        "epoch ", epoch, " trainer_0: DAMAGED: ", referencing(epoch)));
+  }
+  expected.push_back(absl::StrCat(
+      "FAILED: 5 of 5 databases of 5 committed epochs in ", dir_.path(),
+      " failed (5 damaged, 0 missing, 0 unreadable)"));
+  r = RunTool({"verify", dir_.path()});
+  EXPECT_EQ(r.code, kExitProblem);
+  EXPECT_THAT(Lines(r.out), ElementsAreArray(expected));
+
+  // One epoch: it and the database it reads from.
+  r = RunTool({"verify", dir_.path(), "--epoch=3"});
+  EXPECT_EQ(r.code, kExitProblem);
+  EXPECT_THAT(
+      Lines(r.out),
+      ElementsAre(absl::StrCat("epoch 3 trainer_0: DAMAGED: ", referencing(3)),
+                  absl::StrCat("FAILED: 1 of 1 database of 1 committed "
+                               "epoch in ",
+                               dir_.path(),
+                               " failed (1 damaged, 0 missing, 0 "
+                               "unreadable)")));
+
+  r = RunTool({"verify", dir_.path(), "--format=json"});
+  EXPECT_EQ(r.code, kExitProblem);
+  EXPECT_TRUE(JsonChecker::Valid(r.out)) << r.out;
+  EXPECT_THAT(r.out, HasSubstr(absl::StrCat(
+                         "{\"epoch\":3,\"nodes\":[{\"node\":\"trainer_0\","
+                         "\"path\":",
+                         JsonQuote(Db(0, 3)),
+                         ",\"status\":\"damaged\",\"blobs\":null,\"bytes\":"
+                         "null,\"error\":",
+                         JsonQuote(referencing(3)), "}]}")));
+  EXPECT_THAT(r.out, ::testing::EndsWith("\"databases\":5,\"damaged\":5,"
+                                         "\"missing\":0,\"unreadable\":0}\n"));
+
+  // The database they read from is gone.
+  ASSERT_TRUE(RemoveRecursively(Db(0, 0)).ok());
+  expected = {absl::StrCat("epoch 0 trainer_0: MISSING: committed database ",
+                           Db(0, 0), " does not exist")};
+  for (int64_t epoch = 1; epoch <= 4; ++epoch) {
+    expected.push_back(absl::StrCat(
+        "epoch ", epoch, " trainer_0: DAMAGED: checkpoint ", Db(0, epoch),
+        " refers to blobs in ", Db(0, 0),
+        " (epoch 0), which is missing; the checkpoint of epoch ", epoch,
+        " cannot be read (blobs 'blob_names', 'val' are held there)"));
+  }
+  expected.push_back(absl::StrCat(
+      "FAILED: 5 of 5 databases of 5 committed epochs in ", dir_.path(),
+      " failed (4 damaged, 1 missing, 0 unreadable)"));
+  r = RunTool({"verify", dir_.path()});
+  EXPECT_EQ(r.code, kExitProblem);
+  EXPECT_THAT(Lines(r.out), ElementsAreArray(expected));
+}
+
+TEST_F(IncrementalCkptTest, DumpAndDiffReadBlobsThroughTheirReferences) {
+  Train(1);
+  const BlobIndex index = IndexOf(Db(0, 3));
+  const int64_t val_bytes = BytesOf(BlobInfo(index, "val"));
+  Result r = RunTool({"dump", Db(0, 3), "val"});
+  EXPECT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_EQ(r.err, "");
+  EXPECT_THAT(
+      Lines(r.out),
+      ElementsAre("blob: val", "type: Tensor",
+                  absl::StrCat("stored: 1 value, ", val_bytes, " bytes"),
+                  absl::StrCat("held in: epoch 0 (", Db(0, 0), ")"),
+                  "value: int64[10] {0, 1, 2, 3, 4, 5, 6, 7, 8, 9}"));
+  // A blob the database holds itself: as before.
+  r = RunTool({"dump", Db(0, 3), "total"});
+  EXPECT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_THAT(
+      Lines(r.out),
+      ElementsAre("blob: total", "type: Tensor",
+                  absl::StrCat("stored: 1 value, ",
+                               BytesOf(BlobInfo(index, "total")), " bytes"),
+                  "value: int64[1] {136}"));
+
+  // 'val' and 'blob_names', held by epoch 0 and referenced by epoch 1, are
+  // the same values.
+  const BlobIndex before = IndexOf(Db(0, 0));
+  const BlobIndex after = IndexOf(Db(0, 1));
+  auto changed = [&](const std::string& name) {
+    return absl::StrCat("~ ", name, ": 1 of 1 values differ (CRC-32C ",
+                        CrcHex(BlobInfo(before, name).value_crc32c(0)), " -> ",
+                        CrcHex(BlobInfo(after, name).value_crc32c(0)), ")");
+  };
+  r = RunTool({"diff", Db(0, 0), Db(0, 1)});
+  EXPECT_EQ(r.code, kExitProblem) << r.err;
+  EXPECT_EQ(r.err, "");
+  EXPECT_THAT(
+      Lines(r.out),
+      ElementsAre(
+          absl::StrCat("--- ", Db(0, 0), " (node trainer_0, epoch 0)"),
+          absl::StrCat("+++ ", Db(0, 1), " (node trainer_0, epoch 1, ",
+                       ReferencedBytes(0, 1), " held by reference in epoch 0)"),
+          changed("dataset:0_cursor"), changed("total"),
+          "0 added, 0 removed, 2 changed, 2 unchanged"));
+
+  // Damage in the database that holds them is damage of what is compared.
+  DamagePattern(Db(0, 0), ValBytes(), 17);
+  const std::string damage = absl::StrCat(
+      "checkpoint ", Db(0, 0),
+      ": value of key 'val#%0' (blob 'val') fails its CRC-32C check; the "
+      "database is damaged");
+  r = RunTool({"dump", Db(0, 3), "val"});
+  EXPECT_EQ(r.code, kExitProblem);
+  EXPECT_EQ(r.err, absl::StrCat("ckpt: checkpoint ", Db(0, 3),
+                                " refers to blob 'val' in ", Db(0, 0),
+                                " (epoch 0): ", damage, "\n"));
+  r = RunTool({"diff", Db(0, 2), Db(0, 3)});
+  EXPECT_EQ(r.code, kExitProblem);
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(r.err, absl::StrCat("ckpt: checkpoint ", Db(0, 2),
+                                " refers to blobs 'blob_names', 'val' in ",
+                                Db(0, 0), " (epoch 0): ", damage, "\n"));
+
+  ASSERT_TRUE(RemoveRecursively(Db(0, 0)).ok());
+  r = RunTool({"dump", Db(0, 3), "val"});
+  EXPECT_EQ(r.code, kExitProblem);
+  EXPECT_EQ(r.err, absl::StrCat("ckpt: checkpoint ", Db(0, 3),
+                                " refers to blobs in ", Db(0, 0),
+                                " (epoch 0), which is missing; the checkpoint "
+                                "of epoch 3 cannot be read (blob 'val' is "
+                                "held there)\n"));
+}
+
+TEST_F(IncrementalCkptTest, RecoverRebuildsTheReferencesOfEachEpoch) {
+  Train(2);
+  const CommitLog original = ReadLog();
+  RemoveCommitLogs();
+  Result r = RunTool({"recover", dir_.path()});
+  EXPECT_EQ(r.code, kExitOk) << r.err;
+  std::vector<std::string> expected;
+  for (const CommittedEpoch& e : original.epoch()) {
+    expected.push_back(absl::StrCat(
+        "recovered epoch ", e.epoch(), ": trainer_0, trainer_1 (",
+        e.total_bytes(), " bytes",
+        e.epoch() == 0 ? ""
+                       : absl::StrCat(", ", e.referenced_bytes(),
+                                      " held by reference in epoch 0"),
+        ")"));
+  }
+  expected.push_back(absl::StrCat("wrote ", Path("MANIFEST.jobgraph"),
+                                  " listing epochs 0, 1, 2, 3, 4"));
+  EXPECT_THAT(Lines(r.out), ElementsAreArray(expected));
+
+  const CommitLog recovered = ReadLog();
+  EXPECT_EQ(recovered.format_version(), 2);
+  EXPECT_EQ(recovered.db_type(), "leveldb");
+  ASSERT_EQ(recovered.epoch_size(), 5);
+  for (int i = 0; i < 5; ++i) {
+    CommittedEpoch want = original.epoch(i);
+    CommittedEpoch got = recovered.epoch(i);
+    EXPECT_THAT(got.referenced_epoch(),
+                ElementsAreArray(i == 0 ? std::vector<int64_t>{}
+                                        : std::vector<int64_t>{0}));
+    EXPECT_EQ(got.referenced_bytes(),
+              i == 0 ? 0 : ReferencedBytes(0, i) + ReferencedBytes(1, i));
+    // The times are not in the databases.
+    for (CommittedEpoch* e : {&want, &got}) {
+      e->clear_committed_unix_micros();
+      e->clear_save_micros();
+    }
+    EXPECT_EQ(got.DebugString(), want.DebugString()) << "epoch " << i;
+  }
+  r = RunTool({"verify", dir_.path()});
+  EXPECT_EQ(r.code, kExitOk) << r.out;
+}
+
+TEST_F(IncrementalCkptTest, RecoverSkipsEpochsWhoseReferencesAreDamaged) {
+  Train(1);
+  RemoveCommitLogs();
+  // Damage in the database that every epoch reads 'val' from: none can be
+  // restored, so none is listed.
+  DamagePattern(Db(0, 0), ValBytes(), 17);
+  const std::string damage = absl::StrCat(
+      "checkpoint ", Db(0, 0),
+      ": value of key 'val#%0' (blob 'val') fails its CRC-32C check; the "
+      "database is damaged");
+  std::vector<std::string> expected = {absl::StrCat(
+      "skipped epoch 0: no database that verifies for trainer_0; ", damage)};
+  for (int64_t epoch = 1; epoch <= 4; ++epoch) {
+    expected.push_back(
+        absl::StrCat("skipped epoch ", epoch,
+                     ": no database that verifies for trainer_0; checkpoint ",
+                     Db(0, epoch), " refers to blobs 'blob_names', 'val' in ",
+                     Db(0, 0), " (epoch 0): ", damage));
+  }
+  expected.push_back(absl::StrCat(
+      "FAILED: no epoch of ", dir_.path(),
+      " has a database that verifies for every node; nothing written"));
+  Result r = RunTool({"recover", dir_.path()});
+  EXPECT_EQ(r.code, kExitProblem) << r.err;
+  EXPECT_THAT(Lines(r.out), ElementsAreArray(expected));
+}
+
+// Databases that verify, of epochs that read from one that is not
+// recovered: a node with full databases of epochs 1 to 4 only leaves epoch
+// 0 out, and with it every epoch that reads blobs from it.
+TEST_F(IncrementalCkptTest, RecoverSkipsEpochsThatReferenceOnesNotRecovered) {
+  Train(1);
+  RemoveCommitLogs();
+  Workspace ws;
+  FillWorkspace(&ws);
+  for (int64_t epoch = 1; epoch <= 4; ++epoch) {
+    SaveDb(&ws, {"w"}, Path(absl::StrCat("extra.", epoch)), "extra", epoch);
+  }
+  std::vector<std::string> expected = {
+      "skipped epoch 0: no database that verifies for extra"};
+  for (int64_t epoch = 1; epoch <= 4; ++epoch) {
+    expected.push_back(absl::StrCat("skipped epoch ", epoch,
+                                    ": its databases refer to blobs in epoch "
+                                    "0, which is not recovered"));
+  }
+  expected.push_back(absl::StrCat(
+      "FAILED: no epoch of ", dir_.path(),
+      " has a database that verifies for every node; nothing written"));
+  Result r = RunTool({"recover", dir_.path()});
+  EXPECT_EQ(r.code, kExitProblem) << r.err;
+  EXPECT_THAT(Lines(r.out), ElementsAreArray(expected));
+  EXPECT_THAT(List(dir_.path()), Not(Contains("MANIFEST.jobgraph")));
+}
+
+TEST_F(IncrementalCkptTest, GcKeepsWhatTheKeptEpochsReference) {
+  Train(1);
+  int64_t bytes = 0;
+  for (int64_t epoch = 1; epoch <= 3; ++epoch) {
+    absl::StatusOr<int64_t> disk = DiskBytes(Db(0, epoch));
+    ASSERT_TRUE(disk.ok()) << disk.status();
+    bytes += *disk;
+  }
+  auto expected = [&](const std::string& removed, const std::string& kept) {
+    std::vector<std::string> lines;
+    for (int64_t epoch = 1; epoch <= 3; ++epoch) {
+      lines.push_back(absl::StrCat(removed, " committed epoch ", epoch, ": ",
+                                   Db(0, epoch)));
+    }
+    lines.push_back(absl::StrCat(kept,
+                                 " committed epoch 0: epoch 4 refers "
+                                 "to blobs in it"));
+    lines.push_back(absl::StrCat(kept, " committed epochs: 0, 4"));
+    lines.push_back(
+        absl::StrCat(removed, " 3 items, ", bytes, " bytes, in ", dir_.path()));
+    return lines;
+  };
+  Result r = RunTool({"gc", dir_.path(), "--keep_last=1", "--dry_run"});
+  EXPECT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_THAT(Lines(r.out),
+              ElementsAreArray(expected("would remove", "would keep")));
+  r = RunTool({"gc", dir_.path(), "--keep_last=1"});
+  EXPECT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_THAT(Lines(r.out), ElementsAreArray(expected("removed", "kept")));
+  EXPECT_THAT(List(dir_.path()),
+              ElementsAre("MANIFEST.jobgraph", "MANIFEST.jobgraph.prev",
+                          "trainer_0.0", "trainer_0.4"));
+  const CommitLog log = ReadLog();
+  ASSERT_EQ(log.epoch_size(), 2);
+  EXPECT_EQ(log.epoch(0).epoch(), 0);
+  EXPECT_EQ(log.epoch(1).epoch(), 4);
+  r = RunTool({"verify", dir_.path()});
+  EXPECT_EQ(r.code, kExitOk) << r.out;
+  EXPECT_THAT(Lines(r.out),
+              ElementsAre(StartsWith("epoch 0 trainer_0: ok ("),
+                          StartsWith("epoch 4 trainer_0: ok ("),
+                          absl::StrCat("OK: verified 2 databases of 2 "
+                                       "committed epochs in ",
+                                       dir_.path())));
+}
+
+// A commit log that does not list an epoch's references (say, edited by
+// hand): gc goes by the blob indexes too and still keeps what they read.
+TEST_F(IncrementalCkptTest, GcKeepsWhatTheDatabasesReferenceBeyondTheLog) {
+  Train(1);
+  CommitLog log = ReadLog();
+  for (CommittedEpoch& e : *log.mutable_epoch()) {
+    e.clear_referenced_epoch();
+    e.clear_referenced_bytes();
+  }
+  log.set_format_version(1);
+  ASSERT_TRUE(WriteCommitLog(dir_.path(), log, /*is_commit=*/false).ok());
+  Result r = RunTool({"gc", dir_.path(), "--keep_last=1"});
+  EXPECT_EQ(r.code, kExitOk) << r.err;
+  std::vector<std::string> lines = Lines(r.out);
+  ASSERT_EQ(lines.size(), 6u) << r.out;
+  EXPECT_EQ(lines[3], "kept committed epoch 0: epoch 4 refers to blobs in it");
+  EXPECT_EQ(lines[4], "kept committed epochs: 0, 4");
+  EXPECT_THAT(List(dir_.path()),
+              ElementsAre("MANIFEST.jobgraph", "MANIFEST.jobgraph.prev",
+                          "trainer_0.0", "trainer_0.4"));
+  r = RunTool({"verify", dir_.path()});
+  EXPECT_EQ(r.code, kExitOk) << r.out;
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <numeric>
 #include <optional>
 #include <string>
 #include <utility>
@@ -22,11 +23,13 @@
 #include "engine/data/shuffle_cursor.h"
 #include "engine/data/tree_cursor.h"
 #include "engine/serialization.h"
+#include "engine/status_macros.h"
 #include "engine/tensor.h"
 #include "proto/jobgraph.pb.h"
 #include "tools/ckpt/ckpt.h"
 #include "tools/ckpt/crc32c_combine.h"
 #include "tools/ckpt/output.h"
+#include "tools/ckpt/references.h"
 
 namespace jobgraph {
 namespace ckpt {
@@ -66,6 +69,10 @@ uint32_t BlobCrc(const CheckpointBlobInfo& blob) {
                         static_cast<uint64_t>(blob.value_bytes(i)));
   }
   return crc;
+}
+
+std::vector<int64_t> ReferencedEpochs(const BlobIndex& index) {
+  return {index.referenced_epoch().begin(), index.referenced_epoch().end()};
 }
 
 std::string DtypeOf(const CheckpointBlobInfo& blob) {
@@ -151,12 +158,49 @@ std::optional<std::string> ValueString(const Blob& blob, int64_t max_elements) {
   return std::nullopt;
 }
 
+// "node trainer_0, epoch 3", and what references hold when they hold any.
+std::string DiffHeader(const BlobIndex& index) {
+  std::string header =
+      absl::StrCat("node ", Printable(index.node()), ", epoch ", index.epoch());
+  if (index.referenced_epoch_size() > 0) {
+    absl::StrAppend(
+        &header, ", ",
+        ReferencedText(index.referenced_bytes(), ReferencedEpochs(index)));
+  }
+  return header;
+}
+
+// Reads every value that `index` (of the database at `path`) lists by
+// reference from its holder, checked against the entry: OK for a database
+// without references, without reading anything.
+absl::Status CheckReferencedValues(const std::string& db_type,
+                                   const std::string& path,
+                                   const BlobIndex& index) {
+  if (index.referenced_epoch_size() == 0) return absl::OkStatus();
+  std::optional<CompactBlobIndex> compact =
+      CompactBlobIndex::Decode(index.SerializeAsString());
+  if (!compact.has_value()) {
+    // ReadBlobIndex decoded it this way: only a bug gets here.
+    return absl::InternalError(
+        absl::StrCat("the blob index of ", path, " does not decode again"));
+  }
+  std::vector<int> all(compact->blob_size());
+  std::iota(all.begin(), all.end(), 0);
+  for (const auto& [epoch, blobs] : SplitByHolder(*compact, all).referenced) {
+    JG_RETURN_IF_ERROR(ScanReferenced(
+        db_type, path, *compact, epoch, blobs, VerifyDepth::kValues,
+        [](int, int, absl::string_view) { return absl::OkStatus(); }));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 int Show(const ShowOptions& options, std::ostream& out, std::ostream& err) {
   std::optional<BlobIndex> index =
       ReadBlobIndexOrReport(options.db_type, options.db, err);
   if (!index.has_value()) return kExitUsage;
+  const bool references = index->referenced_epoch_size() > 0;
 
   if (options.format == OutputFormat::kJson) {
     JsonWriter json(out);
@@ -167,6 +211,12 @@ int Show(const ShowOptions& options, std::ostream& out, std::ostream& err) {
     json.Field("epoch", index->epoch());
     json.Field("created_unix_micros", index->created_unix_micros());
     json.Field("total_bytes", index->total_bytes());
+    // Only for a database with references: the output of the others stays
+    // as it was before references existed.
+    if (references) {
+      json.Field("referenced_bytes", index->referenced_bytes());
+      json.IntArray("referenced_epochs", ReferencedEpochs(*index));
+    }
     json.Key("blobs");
     json.BeginArray();
     for (const CheckpointBlobInfo& blob : index->blob()) {
@@ -186,6 +236,9 @@ int Show(const ShowOptions& options, std::ostream& out, std::ostream& err) {
       json.Field("values", blob.key_size());
       json.Field("bytes", BlobBytes(blob));
       json.Field("crc32c", CrcHex(BlobCrc(blob)));
+      if (blob.has_stored_in_epoch()) {
+        json.Field("stored_in_epoch", blob.stored_in_epoch());
+      }
       json.Key("keys");
       json.BeginArray();
       for (int i = 0; i < blob.key_size(); ++i) {
@@ -213,19 +266,49 @@ int Show(const ShowOptions& options, std::ostream& out, std::ostream& err) {
       << ", format version " << index->format_version() << ", saved "
       << FormatUnixMicros(index->created_unix_micros()) << "\n"
       << index->blob_size() << " blobs, " << values << " values, "
-      << index->total_bytes() << " bytes\n";
-  TextTable table(
-      {"NAME", "TYPE", "DTYPE", "SHAPE", "VALUES", "BYTES", "CRC32C"},
-      {false, false, false, false, true, true, false});
+      << index->total_bytes() << " bytes";
+  if (references) {
+    out << " ("
+        << ReferencedText(index->referenced_bytes(), ReferencedEpochs(*index))
+        << ")";
+  }
+  out << "\n";
+  // A column for where each blob's values are, only when some are elsewhere.
+  std::vector<std::string> headers = {"NAME",   "TYPE",  "DTYPE", "SHAPE",
+                                      "VALUES", "BYTES", "CRC32C"};
+  std::vector<bool> right_aligned = {false, false, false, false,
+                                     true,  true,  false};
+  if (references) {
+    headers.push_back("HELD IN");
+    right_aligned.push_back(false);
+  }
+  TextTable table(std::move(headers), std::move(right_aligned));
   for (const CheckpointBlobInfo& blob : index->blob()) {
-    table.AddRow({Printable(blob.name()), Printable(blob.type()), DtypeOf(blob),
-                  ShapeOf(blob), absl::StrCat(blob.key_size()),
-                  absl::StrCat(BlobBytes(blob)), CrcHex(BlobCrc(blob))});
+    std::vector<std::string> row = {Printable(blob.name()),
+                                    Printable(blob.type()),
+                                    DtypeOf(blob),
+                                    ShapeOf(blob),
+                                    absl::StrCat(blob.key_size()),
+                                    absl::StrCat(BlobBytes(blob)),
+                                    CrcHex(BlobCrc(blob))};
+    if (references) {
+      row.push_back(blob.has_stored_in_epoch()
+                        ? absl::StrCat("epoch ", blob.stored_in_epoch())
+                        : "-");
+    }
+    table.AddRow(std::move(row));
     if (!options.keys) continue;
     for (int i = 0; i < blob.key_size(); ++i) {
-      table.AddRow({absl::StrCat("  ", Printable(blob.key(i))), "", "", "", "",
-                    absl::StrCat(blob.value_bytes(i)),
-                    CrcHex(blob.value_crc32c(i))});
+      std::vector<std::string> key_row = {
+          absl::StrCat("  ", Printable(blob.key(i))),
+          "",
+          "",
+          "",
+          "",
+          absl::StrCat(blob.value_bytes(i)),
+          CrcHex(blob.value_crc32c(i))};
+      if (references) key_row.push_back("");
+      table.AddRow(std::move(key_row));
     }
   }
   table.Print(out);
@@ -265,6 +348,13 @@ int Dump(const DumpOptions& options, std::ostream& out, std::ostream& err) {
       << "stored: " << info.key_size() << " value"
       << (info.key_size() == 1 ? "" : "s") << ", " << BlobBytes(info)
       << " bytes\n";
+  if (index->referenced(found)) {
+    // Before the value, so that an error reading it is known to be the
+    // holder's.
+    const int64_t epoch = index->stored_in_epoch(found);
+    out << "held in: epoch " << epoch << " ("
+        << ReferencedDbPath(options.db, index->node(), epoch) << ")\n";
+  }
   if (FindBlobSerializer(info.type()) == nullptr) {
     out << "value: (cannot be shown: no deserializer for type '"
         << Printable(info.type()) << "' is linked into ckpt)\n";
@@ -275,12 +365,12 @@ int Dump(const DumpOptions& options, std::ostream& out, std::ostream& err) {
   Blob blob;
   absl::Status deserialize_error;
   absl::Status scan =
-      ScanDbValues(db->get(), *index, {found}, /*verify_crc=*/true,
-                   [&](int, int, absl::string_view value) {
-                     deserialize_error = assembler.Add(info.name(), value,
-                                                       &blob, BlobBytes(info));
-                     return deserialize_error;
-                   });
+      ScanThroughReferences(options.db_type, db->get(), options.db, *index,
+                            {found}, [&](int, int, absl::string_view value) {
+                              deserialize_error = assembler.Add(
+                                  info.name(), value, &blob, BlobBytes(info));
+                              return deserialize_error;
+                            });
   if (scan.ok()) scan = assembler.Finish();
   if (!deserialize_error.ok() && !absl::IsDataLoss(deserialize_error)) {
     // Readable, intact bytes that this build cannot turn into a value (for
@@ -309,16 +399,26 @@ int Diff(const DiffOptions& options, std::ostream& out, std::ostream& err) {
   std::optional<BlobIndex> after =
       ReadBlobIndexOrReport(options.db_type, options.db2, err);
   if (!after.has_value()) return kExitUsage;
+  // Blobs are compared by the sizes and CRC-32Cs their entries list; those
+  // of a blob held by reference must be what its holder has, as a load
+  // would read it.
+  for (const auto& [path, index] : {std::make_pair(&options.db1, &*before),
+                                    std::make_pair(&options.db2, &*after)}) {
+    absl::Status readable =
+        CheckReferencedValues(options.db_type, *path, *index);
+    if (!readable.ok()) {
+      err << "ckpt: " << readable.message() << "\n";
+      return absl::IsDataLoss(readable) ? kExitProblem : kExitUsage;
+    }
+  }
 
   std::map<std::string, const CheckpointBlobInfo*> old_blobs;
   std::map<std::string, const CheckpointBlobInfo*> new_blobs;
   for (const CheckpointBlobInfo& b : before->blob()) old_blobs[b.name()] = &b;
   for (const CheckpointBlobInfo& b : after->blob()) new_blobs[b.name()] = &b;
 
-  out << "--- " << options.db1 << " (node " << Printable(before->node())
-      << ", epoch " << before->epoch() << ")\n"
-      << "+++ " << options.db2 << " (node " << Printable(after->node())
-      << ", epoch " << after->epoch() << ")\n";
+  out << "--- " << options.db1 << " (" << DiffHeader(*before) << ")\n"
+      << "+++ " << options.db2 << " (" << DiffHeader(*after) << ")\n";
   int added = 0;
   int removed = 0;
   int changed = 0;

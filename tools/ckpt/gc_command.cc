@@ -6,6 +6,7 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -27,6 +28,7 @@
 #include "tools/ckpt/checkpoint_dir.h"
 #include "tools/ckpt/ckpt.h"
 #include "tools/ckpt/output.h"
+#include "tools/ckpt/references.h"
 
 namespace jobgraph {
 namespace ckpt {
@@ -42,6 +44,115 @@ absl::StatusOr<CommitLogLock> LockCommitLog(const std::string& dir,
   err << "ckpt: waiting for the commit log of " << dir
       << " (a job is committing or saving into it)\n";
   return CommitLogLock::Acquire(dir);
+}
+
+// What retention does to a directory's commit log.
+struct RetentionPlan {
+  // The entries it takes out of the log, whose databases go.
+  std::vector<CommittedEpoch> dropped;
+  // The epochs left listed, in the log's order.
+  std::vector<int64_t> kept;
+  // Epochs kept because the databases of kept epochs reference them,
+  // although their commit log entries do not say so (RetireEpochs keeps
+  // those that the entries list itself).
+  std::vector<int64_t> pinned;
+  // The epochs that retention alone would drop but references keep, each
+  // with the kept epochs that reference it directly.
+  std::map<int64_t, std::vector<int64_t>> kept_for;
+};
+
+// The epochs that the databases of committed epoch `e` reference, by their
+// blob indexes. A database whose index cannot be read references what the
+// commit log entry says; `ckpt verify` reports it.
+std::set<int64_t> ReferencedByDatabases(const CheckpointDir& dir,
+                                        const std::string& db_type,
+                                        const CommittedEpoch& e) {
+  std::set<int64_t> referenced(e.referenced_epoch().begin(),
+                               e.referenced_epoch().end());
+  for (const std::string& node : e.node()) {
+    const std::string path = CheckpointDbPath(dir.path, node, e.epoch());
+    if (!PathExists(path).value_or(false)) continue;
+    absl::StatusOr<BlobIndex> index = ReadBlobIndexAt(db_type, path);
+    if (!index.ok()) continue;
+    referenced.insert(index->referenced_epoch().begin(),
+                      index->referenced_epoch().end());
+  }
+  return referenced;
+}
+
+// RetireEpochs on a copy of the log, with every epoch that a kept epoch's
+// databases reference pinned, so that no database a committed epoch reads
+// from is deleted even where the log does not list the reference.
+RetentionPlan PlanRetention(const CheckpointDir& dir,
+                            const RetentionOptions& retention) {
+  const std::string db_type = dir.DbType();
+  std::map<int64_t, std::set<int64_t>> referenced;  // read once per epoch
+  auto references_of = [&](const CommittedEpoch& e) -> std::set<int64_t>& {
+    auto it = referenced.find(e.epoch());
+    if (it == referenced.end()) {
+      it = referenced.emplace(e.epoch(), ReferencedByDatabases(dir, db_type, e))
+               .first;
+    }
+    return it->second;
+  };
+  RetentionPlan plan;
+  CommitLog kept;
+  std::set<int64_t> pinned;
+  // Each round pins more epochs, so it ends within as many rounds as there
+  // are epochs.
+  while (true) {
+    kept = dir.commit_log;
+    plan.dropped =
+        RetireEpochs(kept, retention, /*nodes=*/{},
+                     std::vector<int64_t>(pinned.begin(), pinned.end()));
+    std::set<int64_t> listed;
+    for (const CommittedEpoch& e : kept.epoch()) listed.insert(e.epoch());
+    bool more = false;
+    for (const CommittedEpoch& e : kept.epoch()) {
+      for (int64_t r : references_of(e)) {
+        if (listed.count(r) == 0 && pinned.insert(r).second) more = true;
+      }
+    }
+    if (!more) break;
+  }
+  plan.pinned.assign(pinned.begin(), pinned.end());
+
+  // What retention alone keeps, for the report.
+  CommitLog unreferenced = dir.commit_log;
+  for (CommittedEpoch& e : *unreferenced.mutable_epoch()) {
+    e.clear_referenced_epoch();
+  }
+  RetireEpochs(unreferenced, retention, /*nodes=*/{});
+  std::set<int64_t> plain;
+  for (const CommittedEpoch& e : unreferenced.epoch()) plain.insert(e.epoch());
+  std::set<int64_t> listed;
+  for (const CommittedEpoch& e : kept.epoch()) {
+    listed.insert(e.epoch());
+    plan.kept.push_back(e.epoch());
+  }
+  for (const CommittedEpoch& e : kept.epoch()) {
+    for (int64_t r : references_of(e)) {
+      if (plain.count(r) == 0 && listed.count(r) > 0) {
+        plan.kept_for[r].push_back(e.epoch());
+      }
+    }
+  }
+  return plan;
+}
+
+// Applies `retention` to the commit log of `dir` with `pinned` kept, then
+// deletes the databases of the epochs it drops: ApplyRetention, with the
+// epochs that PlanRetention found referenced.
+absl::Status ApplyPlan(const std::string& dir,
+                       const RetentionOptions& retention,
+                       const std::vector<int64_t>& pinned) {
+  std::vector<CommittedEpoch> retired;
+  JG_RETURN_IF_ERROR(UpdateCommitLog(
+      dir, /*is_commit=*/false, [&](CommitLog& log) -> absl::StatusOr<bool> {
+        retired = RetireEpochs(log, retention, /*nodes=*/{}, pinned);
+        return !retired.empty();
+      }));
+  return DeleteRetired(dir, retired, /*background=*/false).status();
 }
 
 }  // namespace
@@ -77,41 +188,30 @@ int Gc(const GcOptions& options, std::ostream& out, std::ostream& err) {
         << ": nothing is committed, so retention removes nothing\n";
   }
   if (dir->log_status.ok() && options.keep_last > 0) {
-    const CommitLog& log = dir->commit_log;
-    const int n = log.epoch_size();
-    std::vector<const CommittedEpoch*> dropped;
-    for (int i = 0; i < n; ++i) {
-      const CommittedEpoch& e = log.epoch(i);
-      const bool newest = i == n - 1;
-      const bool recent = i >= n - options.keep_last;
-      const bool milestone =
-          options.keep_every > 0 && e.epoch() % options.keep_every == 0;
-      if (!newest && !recent && !milestone) dropped.push_back(&e);
-    }
-    // What is on disk now, for the report; ApplyRetention deletes the same.
+    RetentionOptions retention;
+    retention.keep_last = options.keep_last;
+    retention.keep_every = options.keep_every;
+    const RetentionPlan plan = PlanRetention(*dir, retention);
+    const std::vector<CommittedEpoch>& dropped = plan.dropped;
+    // What is on disk now, for the report; the same is deleted below.
     std::vector<std::pair<int64_t, std::vector<std::string>>> paths;
-    for (const CommittedEpoch* e : dropped) {
+    for (const CommittedEpoch& e : dropped) {
       std::vector<std::string> existing;
-      for (const std::string& node : e->node()) {
-        const std::string path = CheckpointDbPath(dir->path, node, e->epoch());
+      for (const std::string& node : e.node()) {
+        const std::string path = CheckpointDbPath(dir->path, node, e.epoch());
         absl::StatusOr<bool> exists = PathExists(path);
         if (exists.ok() && *exists) {
           removed_bytes += bytes_of(path);
           existing.push_back(path);
         }
       }
-      paths.emplace_back(e->epoch(), std::move(existing));
+      paths.emplace_back(e.epoch(), std::move(existing));
     }
     if (!options.dry_run && !dropped.empty()) {
-      RetentionOptions retention;
-      retention.keep_last = options.keep_last;
-      retention.keep_every = options.keep_every;
-      absl::StatusOr<std::vector<int64_t>> applied =
-          ApplyRetention(dir->path, retention, /*nodes=*/{},
-                         /*background=*/false);
+      absl::Status applied = ApplyPlan(dir->path, retention, plan.pinned);
       if (!applied.ok()) {
         err << "ckpt: applying retention to " << dir->path << ": "
-            << applied.status().message() << "\n";
+            << applied.message() << "\n";
         return kExitUsage;
       }
     }
@@ -125,13 +225,12 @@ int Gc(const GcOptions& options, std::ostream& out, std::ostream& err) {
       out << "\n";
       ++removed;
     }
-    std::vector<int64_t> kept;
-    for (const CommittedEpoch& e : log.epoch()) {
-      if (std::none_of(dropped.begin(), dropped.end(),
-                       [&](const CommittedEpoch* d) { return d == &e; })) {
-        kept.push_back(e.epoch());
-      }
+    for (const auto& [epoch, referrers] : plan.kept_for) {
+      out << (options.dry_run ? "would keep" : "kept") << " committed epoch "
+          << epoch << ": " << EpochsText(referrers) << " refer"
+          << (referrers.size() == 1 ? "s" : "") << " to blobs in it\n";
     }
+    const std::vector<int64_t>& kept = plan.kept;
     out << (options.dry_run ? "would keep" : "kept") << " committed epochs: "
         << (kept.empty() ? "none" : absl::StrJoin(kept, ", ")) << "\n";
   }

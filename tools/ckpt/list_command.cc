@@ -6,6 +6,7 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -26,6 +27,7 @@
 #include "tools/ckpt/checkpoint_dir.h"
 #include "tools/ckpt/ckpt.h"
 #include "tools/ckpt/output.h"
+#include "tools/ckpt/references.h"
 
 namespace jobgraph {
 namespace ckpt {
@@ -43,6 +45,10 @@ struct EpochRow {
   std::vector<std::string> paths;
   std::optional<int64_t> blobs;
   std::optional<int64_t> bytes;
+  // Of `bytes`, those held by reference in other epochs' databases, and
+  // those epochs (from the blob indexes).
+  std::optional<int64_t> referenced_bytes;
+  std::set<int64_t> referenced_epochs;
   std::optional<int64_t> save_micros;
   std::optional<int64_t> time_unix_micros;
   std::vector<std::string> problems;
@@ -69,18 +75,57 @@ int StateRank(const std::string& state) {
   return 2;
 }
 
+// The totals of a row that one of its databases leaves unknown.
+void Unknown(EpochRow* row) {
+  row->blobs.reset();
+  row->bytes.reset();
+  row->referenced_bytes.reset();
+}
+
+// Problems of the references of the database at `path` (blob index
+// `index`): a database it reads blobs from that is missing or, for a
+// committed epoch, not committed (a save or retention may replace or delete
+// it any time).
+void CheckReferences(const CheckpointDir& dir, const std::string& path,
+                     const BlobIndex& index, bool committed, EpochRow* row) {
+  std::map<int64_t, std::vector<std::string>> by_epoch;  // blob names
+  for (const CheckpointBlobInfo& blob : index.blob()) {
+    if (blob.has_stored_in_epoch()) {
+      by_epoch[blob.stored_in_epoch()].push_back(blob.name());
+    }
+  }
+  for (const auto& [epoch, names] : by_epoch) {
+    const std::string holder = ReferencedDbPath(path, index.node(), epoch);
+    std::string why;
+    absl::StatusOr<bool> exists = PathExists(holder);
+    if (!exists.ok()) {
+      why = absl::StrCat("cannot be checked: ", exists.status().message());
+    } else if (!*exists) {
+      why = "is missing";
+    } else if (committed && !dir.IsCommitted(index.node(), epoch)) {
+      why = "is not committed";
+    } else {
+      continue;
+    }
+    row->problems.push_back(absl::StrCat("database ", path, " refers to ",
+                                         BlobNames(names), " in ", holder,
+                                         " (epoch ", epoch, "), which ", why));
+  }
+}
+
 // Adds the database at `path` (of `node` and `epoch`) to `row`: its blob
 // count and bytes from its blob index, or a problem when that cannot be read
-// or belongs to another node or epoch. Blob and byte totals of a row become
-// unknown once one of its databases cannot be read.
-void AddDatabase(const std::string& db_type, const std::string& path,
-                 const std::string& node, int64_t epoch, EpochRow* row,
+// or belongs to another node or epoch, or when a database it references is
+// missing (CheckReferences). Blob and byte totals of a row become unknown
+// once one of its databases cannot be read.
+void AddDatabase(const CheckpointDir& dir, const std::string& db_type,
+                 const std::string& path, const std::string& node,
+                 int64_t epoch, bool committed, EpochRow* row,
                  std::optional<int64_t>* earliest_created) {
   absl::StatusOr<BlobIndex> index = ReadBlobIndexAt(db_type, path);
   if (!index.ok()) {
     row->problems.push_back(std::string(index.status().message()));
-    row->blobs.reset();
-    row->bytes.reset();
+    Unknown(row);
     return;
   }
   if (index->node() != node || index->epoch() != epoch) {
@@ -90,10 +135,32 @@ void AddDatabase(const std::string& db_type, const std::string& path,
   }
   if (row->blobs.has_value()) *row->blobs += index->blob_size();
   if (row->bytes.has_value()) *row->bytes += index->total_bytes();
+  if (row->referenced_bytes.has_value()) {
+    *row->referenced_bytes += index->referenced_bytes();
+  }
+  row->referenced_epochs.insert(index->referenced_epoch().begin(),
+                                index->referenced_epoch().end());
+  CheckReferences(dir, path, *index, committed, row);
   if (earliest_created != nullptr && index->created_unix_micros() > 0 &&
       (!earliest_created->has_value() ||
        index->created_unix_micros() < **earliest_created)) {
     *earliest_created = index->created_unix_micros();
+  }
+}
+
+// A problem when the databases of committed epoch `e` reference an epoch
+// that its commit log entry does not list: retention, which goes by the
+// log, would not keep that epoch for it.
+void CheckLoggedReferences(const CommittedEpoch& e, EpochRow* row) {
+  for (int64_t epoch : row->referenced_epochs) {
+    if (std::find(e.referenced_epoch().begin(), e.referenced_epoch().end(),
+                  epoch) == e.referenced_epoch().end()) {
+      row->problems.push_back(absl::StrCat(
+          "its databases refer to blobs in epoch ", epoch,
+          ", which its commit log entry does not list among the epochs it "
+          "references: retention may delete epoch ",
+          epoch, " while it is needed"));
+    }
   }
 }
 
@@ -107,6 +174,7 @@ std::vector<EpochRow> ListRows(const CheckpointDir& dir,
       row.state = "committed";
       row.blobs = 0;
       row.bytes = 0;
+      row.referenced_bytes = 0;
       row.save_micros = e.save_micros();
       row.time_unix_micros = e.committed_unix_micros();
       if (e.has_preemption()) row.preemption = e.preemption();
@@ -119,12 +187,13 @@ std::vector<EpochRow> ListRows(const CheckpointDir& dir,
           row.problems.push_back(
               exists.ok() ? absl::StrCat("database ", path, " is missing")
                           : std::string(exists.status().message()));
-          row.blobs.reset();
-          row.bytes.reset();
+          Unknown(&row);
           continue;
         }
-        AddDatabase(db_type, path, node, e.epoch(), &row, nullptr);
+        AddDatabase(dir, db_type, path, node, e.epoch(), /*committed=*/true,
+                    &row, nullptr);
       }
+      CheckLoggedReferences(e, &row);
       rows.push_back(std::move(row));
     }
   }
@@ -139,11 +208,12 @@ std::vector<EpochRow> ListRows(const CheckpointDir& dir,
       row.state = "uncommitted";
       row.blobs = 0;
       row.bytes = 0;
+      row.referenced_bytes = 0;
     }
     row.nodes.push_back(db.name.node);
     row.paths.push_back(db.path);
-    AddDatabase(db_type, db.path, db.name.node, db.name.epoch, &row,
-                &row.time_unix_micros);
+    AddDatabase(dir, db_type, db.path, db.name.node, db.name.epoch,
+                /*committed=*/false, &row, &row.time_unix_micros);
   }
   for (auto& [epoch, row] : uncommitted) rows.push_back(std::move(row));
   // Temporaries are not opened: a save may be writing them.
@@ -173,6 +243,30 @@ std::string OrDash(const std::optional<int64_t>& value) {
   return value.has_value() ? absl::StrCat(*value) : "-";
 }
 
+// Whether any epoch references another, by its databases or its commit log
+// entry.
+bool HasReferences(const CheckpointDir& dir,
+                   const std::vector<EpochRow>& rows) {
+  for (const EpochRow& row : rows) {
+    if (!row.referenced_epochs.empty()) return true;
+  }
+  if (!dir.log_status.ok()) return false;
+  for (const CommittedEpoch& e : dir.commit_log.epoch()) {
+    if (e.referenced_epoch_size() > 0) return true;
+  }
+  return false;
+}
+
+// "108 (epoch 0)": the bytes a row's databases hold by reference and the
+// epochs that hold them; "-" for none.
+std::string ReferencedCell(const EpochRow& row) {
+  if (!row.referenced_bytes.has_value()) return "-";
+  if (row.referenced_epochs.empty() && *row.referenced_bytes == 0) return "-";
+  const std::vector<int64_t> epochs(row.referenced_epochs.begin(),
+                                    row.referenced_epochs.end());
+  return absl::StrCat(*row.referenced_bytes, " (", EpochsText(epochs), ")");
+}
+
 void PrintListText(const CheckpointDir& dir, const std::string& db_type,
                    const std::vector<EpochRow>& rows, std::ostream& out) {
   out << "checkpoint " << dir.path << " (";
@@ -182,8 +276,19 @@ void PrintListText(const CheckpointDir& dir, const std::string& db_type,
     out << "no " << kCommitLogFileName << ": nothing is committed";
   }
   out << ")\n";
-  TextTable table({"EPOCH", "STATE", "NODES", "BLOBS", "BYTES", "SAVE", "TIME"},
-                  {true, false, false, true, true, true, false});
+  // The REFERENCED column only where some epoch references others, so
+  // that other directories print as they did before references existed.
+  const bool references = HasReferences(dir, rows);
+  std::vector<std::string> headers = {"EPOCH", "STATE", "NODES", "BLOBS",
+                                      "BYTES"};
+  std::vector<bool> right_aligned = {true, false, false, true, true};
+  if (references) {
+    headers.push_back("REFERENCED");
+    right_aligned.push_back(false);
+  }
+  headers.insert(headers.end(), {"SAVE", "TIME"});
+  right_aligned.insert(right_aligned.end(), {true, false});
+  TextTable table(std::move(headers), std::move(right_aligned));
   int committed = 0;
   int uncommitted = 0;
   int incomplete = 0;
@@ -195,12 +300,15 @@ void PrintListText(const CheckpointDir& dir, const std::string& db_type,
     for (const std::string& node : row.nodes) nodes.push_back(Printable(node));
     if (nodes.empty()) nodes.push_back("?");
     const bool unknown = row.state != "incomplete" && !row.blobs.has_value();
-    table.AddRow(
-        {row.epoch.has_value() ? absl::StrCat(*row.epoch) : "?", StateText(row),
-         absl::StrJoin(nodes, ","), unknown ? "?" : OrDash(row.blobs),
-         unknown ? "?" : OrDash(row.bytes),
-         row.save_micros.has_value() ? FormatMicros(*row.save_micros) : "-",
-         FormatUnixMicros(row.time_unix_micros.value_or(0))});
+    std::vector<std::string> cells = {
+        row.epoch.has_value() ? absl::StrCat(*row.epoch) : "?", StateText(row),
+        absl::StrJoin(nodes, ","), unknown ? "?" : OrDash(row.blobs),
+        unknown ? "?" : OrDash(row.bytes)};
+    if (references) cells.push_back(unknown ? "?" : ReferencedCell(row));
+    cells.push_back(row.save_micros.has_value() ? FormatMicros(*row.save_micros)
+                                                : "-");
+    cells.push_back(FormatUnixMicros(row.time_unix_micros.value_or(0)));
+    table.AddRow(std::move(cells));
   }
   if (!table.empty()) table.Print(out);
   std::string summary =
@@ -244,6 +352,7 @@ void PrintListJson(const CheckpointDir& dir, const std::string& db_type,
                  ? std::optional<int64_t>(dir.commit_log.format_version())
                  : std::nullopt);
   json.Field("db_type", db_type);
+  const bool references = HasReferences(dir, rows);
   json.Key("epochs");
   json.BeginArray();
   for (const EpochRow& row : rows) {
@@ -258,6 +367,12 @@ void PrintListJson(const CheckpointDir& dir, const std::string& db_type,
     json.StringArray("paths", row.paths);
     json.Field("blobs", row.blobs);
     json.Field("bytes", row.bytes);
+    if (references) {
+      json.Field("referenced_bytes", row.referenced_bytes);
+      json.IntArray("referenced_epochs",
+                    std::vector<int64_t>(row.referenced_epochs.begin(),
+                                         row.referenced_epochs.end()));
+    }
     json.Field("save_micros", row.save_micros);
     json.Field("time_unix_micros", row.time_unix_micros);
     json.StringArray("problems", row.problems);

@@ -17,7 +17,6 @@
 #include "checkpoint/commit/checkpoint_paths.h"
 #include "checkpoint/commit/commit_log.h"
 #include "checkpoint/commit/retention.h"
-#include "checkpoint/commit/verify.h"
 #include "checkpoint/db/db.h"
 #include "checkpoint/db/db_registry.h"
 #include "checkpoint/ops/blob_index.h"
@@ -26,6 +25,7 @@
 #include "tools/ckpt/checkpoint_dir.h"
 #include "tools/ckpt/ckpt.h"
 #include "tools/ckpt/output.h"
+#include "tools/ckpt/references.h"
 
 namespace jobgraph {
 namespace ckpt {
@@ -41,9 +41,12 @@ struct DbCheck {
   std::string error;
   int64_t blobs = 0;
   int64_t bytes = 0;
+  // Of `bytes`, those held by reference, and the epochs that hold them.
+  int64_t referenced_bytes = 0;
+  std::vector<int64_t> referenced_epochs;
 };
 
-DbCheck CheckDb(const std::string& db_type, const std::string& dir,
+DbCheck CheckDb(DbVerifier& verifier, const std::string& dir,
                 const std::string& node, int64_t epoch) {
   DbCheck check;
   check.node = node;
@@ -60,8 +63,10 @@ DbCheck CheckDb(const std::string& db_type, const std::string& dir,
         absl::StrCat("committed database ", check.path, " does not exist");
     return check;
   }
+  // Also what it references: damage in a holder is damage of every epoch
+  // that reads blobs from it.
   absl::StatusOr<CompactBlobIndex> index =
-      VerifyCheckpointDb(db_type, check.path, node, epoch);
+      verifier.Verify(check.path, node, epoch);
   if (!index.ok()) {
     // DataLoss is damage; anything else (a lock held by a running job, an
     // I/O error) means the database could not be checked.
@@ -72,6 +77,8 @@ DbCheck CheckDb(const std::string& db_type, const std::string& dir,
   check.status = "ok";
   check.blobs = index->blob_size();
   check.bytes = index->total_bytes();
+  check.referenced_bytes = index->referenced_bytes();
+  check.referenced_epochs = index->referenced_epochs();
   return check;
 }
 
@@ -102,7 +109,7 @@ int Verify(const VerifyOptions& options, std::ostream& out, std::ostream& err) {
     }
   }
 
-  const std::string db_type = DbTypeFor(*dir, options.db_type);
+  DbVerifier verifier(DbTypeFor(*dir, options.db_type));
   std::vector<std::pair<int64_t, std::vector<DbCheck>>> epochs;
   int databases = 0;
   std::map<std::string, int> counts;  // by status
@@ -111,7 +118,7 @@ int Verify(const VerifyOptions& options, std::ostream& out, std::ostream& err) {
       if (options.epoch.has_value() && e.epoch() != *options.epoch) continue;
       std::vector<DbCheck> checks;
       for (const std::string& node : e.node()) {
-        checks.push_back(CheckDb(db_type, dir->path, node, e.epoch()));
+        checks.push_back(CheckDb(verifier, dir->path, node, e.epoch()));
         ++counts[checks.back().status];
         ++databases;
       }
@@ -160,6 +167,11 @@ int Verify(const VerifyOptions& options, std::ostream& out, std::ostream& err) {
                    good ? std::optional<int64_t>(check.blobs) : std::nullopt);
         json.Field("bytes",
                    good ? std::optional<int64_t>(check.bytes) : std::nullopt);
+        // Only for a database with references, as in `show`.
+        if (!check.referenced_epochs.empty()) {
+          json.Field("referenced_bytes", check.referenced_bytes);
+          json.IntArray("referenced_epochs", check.referenced_epochs);
+        }
         json.Key("error");
         if (good) {
           json.Null();
@@ -207,8 +219,13 @@ int Verify(const VerifyOptions& options, std::ostream& out, std::ostream& err) {
     for (const DbCheck& check : checks) {
       out << "epoch " << epoch << " " << Printable(check.node) << ": ";
       if (check.status == "ok") {
-        out << "ok (" << check.blobs << " blobs, " << check.bytes
-            << " bytes)\n";
+        out << "ok (" << check.blobs << " blobs, " << check.bytes << " bytes";
+        if (!check.referenced_epochs.empty()) {
+          out << ", "
+              << ReferencedText(check.referenced_bytes,
+                                check.referenced_epochs);
+        }
+        out << ")\n";
       } else {
         std::string label = check.status;
         for (char& c : label) c = static_cast<char>(std::toupper(c));
