@@ -24,6 +24,7 @@ using ::jobgraph::testing::NewTempDir;
 using ::jobgraph::testing::RunBinary;
 using ::jobgraph::testing::RunBinaryKilledAt;
 using ::jobgraph::testing::RunfilesPath;
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 ChildRun SumPipeline(const std::vector<std::string>& args) {
@@ -278,6 +279,57 @@ TEST(Ckpt, VerifyExitCodesOnCleanAndDamagedCheckpoints) {
 
   EXPECT_EQ(Ckpt({"verify"}).exit_code(), 2);
   EXPECT_EQ(Ckpt({"verify", dir + "/nowhere"}).exit_code(), 2);
+}
+
+// Incremental saves, a full one every third epoch: 0 full, 1 and 2 refer
+// to 0, 3 full, 4 refers to 3. Damage in epoch 3's database makes 3 and 4
+// unusable: verify names both (and only them), and `latest` takes 2,
+// whose chain is intact, exactly.
+TEST(Ckpt, DamageToAReferencedDatabaseIsDamageToEveryEpochReadingIt) {
+  const std::string dir = NewTempDir("ckpt_referenced");
+  const std::vector<std::string> args = {
+      "--checkpoint_dir=" + dir, "--incremental_checkpoint", "--full_every=3"};
+  ASSERT_TRUE(SumPipeline(args).exited_ok());
+  ChildRun list = Ckpt({"list", dir});
+  ASSERT_TRUE(list.exited_ok()) << list.Describe();
+  ASSERT_EQ(list.lines.size(), 8u) << list.Describe();
+  EXPECT_THAT(list.lines[3], HasSubstr("183 (epoch 0)"));  // epoch 1
+  EXPECT_THAT(list.lines[5], ::testing::ContainsRegex("committed .* - "));
+  EXPECT_THAT(list.lines[6], HasSubstr("183 (epoch 3)"));  // epoch 4
+
+  const std::string db = dir + "/trainer_0.3";
+  std::string table;
+  const std::vector<std::string> files = ListDir(db).value();
+  for (const std::string& name : files) {
+    if (absl::EndsWith(name, ".ldb")) table = JoinPath(db, name);
+  }
+  ASSERT_FALSE(table.empty());
+  std::string bytes = ReadFileToString(table).value();
+  bytes[bytes.size() / 2] ^= 0x5a;
+  ASSERT_TRUE(WriteFileAtomically(table, bytes).ok());
+
+  ChildRun verify = Ckpt({"verify", dir});
+  EXPECT_EQ(verify.exit_code(), 1) << verify.Describe();
+  std::vector<std::string> damaged;
+  for (const std::string& line : verify.lines) {
+    if (absl::StrContains(line, "DAMAGED")) {
+      damaged.push_back(line.substr(0, line.find(':')));
+      EXPECT_THAT(line, HasSubstr(db)) << line;
+    }
+  }
+  EXPECT_THAT(damaged, ElementsAre("epoch 3 trainer_0", "epoch 4 trainer_0"));
+
+  std::vector<std::string> resume = args;
+  resume.push_back("--resume_from_epoch=latest");
+  ChildRun resumed = SumPipeline(resume);
+  ASSERT_TRUE(resumed.exited_ok()) << resumed.Describe();
+  EXPECT_THAT(resumed.log, HasSubstr("skipping committed epoch 4"));
+  EXPECT_THAT(resumed.log, HasSubstr("skipping committed epoch 3"));
+  EXPECT_THAT(resumed.log, HasSubstr("resumed from epoch 2"));
+  EXPECT_EQ(LastLine(resumed), "result: epochs=4 totals=145");
+  // The resumed run saved 3 and 4 again: everything verifies.
+  verify = Ckpt({"verify", dir});
+  EXPECT_EQ(verify.exit_code(), 0) << verify.Describe();
 }
 
 // Also with incremental saves: the training data is then written once and

@@ -240,9 +240,10 @@ commands:
       and the signal, e.g. preempted mid-epoch (SIGTERM)), "uncommitted" (a <node>.<epoch> database that
       is not listed) or "incomplete" (a save's leftover temporary), with its nodes,
       blob count, value bytes, save time and time. Where some epoch holds
-      blobs by reference (incremental saves), a REFERENCED column gives the
-      bytes held in other epochs' databases and those epochs; a reference to
-      a database that is missing, or not committed, is a problem.
+      blobs by reference (incremental saves), WRITTEN gives the bytes its
+      save wrote and REFERENCED the bytes held in other epochs' databases
+      and those epochs; a reference to a database that is missing, or not
+      committed, is a problem.
   show DB [--format=json] [--keys]
       Every blob of database DB: name, type, dtype, shape, number of values,
       bytes and CRC-32C (of all its values in blob index order; --keys lists

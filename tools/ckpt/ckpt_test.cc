@@ -1518,7 +1518,7 @@ TEST_F(IncrementalCkptTest, ListShowsWhatEachEpochHoldsByReference) {
   ASSERT_EQ(log.epoch_size(), 5);
   std::vector<std::string> expected = {
       absl::StrCat("checkpoint ", dir_.path(), " (leveldb, format version 2)"),
-      "EPOCH STATE NODES BLOBS BYTES REFERENCED SAVE TIME"};
+      "EPOCH STATE NODES BLOBS BYTES WRITTEN REFERENCED SAVE TIME"};
   for (int64_t epoch = 0; epoch <= 4; ++epoch) {
     const CommittedEpoch& e = log.epoch(epoch);
     const int64_t bytes = IndexOf(Db(0, epoch)).total_bytes() +
@@ -1530,6 +1530,7 @@ TEST_F(IncrementalCkptTest, ListShowsWhatEachEpochHoldsByReference) {
     EXPECT_EQ(e.referenced_epoch_size(), epoch == 0 ? 0 : 1);
     expected.push_back(
         absl::StrCat(epoch, " committed trainer_0,trainer_1 8 ", bytes, " ",
+                     bytes - referenced, " ",
                      epoch == 0 ? "-" : absl::StrCat(referenced, " (epoch 0)"),
                      " ", FormatMicros(e.save_micros()), " ",
                      FormatUnixMicros(e.committed_unix_micros())));

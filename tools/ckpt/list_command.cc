@@ -267,6 +267,12 @@ std::string ReferencedCell(const EpochRow& row) {
   return absl::StrCat(*row.referenced_bytes, " (", EpochsText(epochs), ")");
 }
 
+// The bytes a row's save wrote: its bytes without those it references.
+std::string WrittenCell(const EpochRow& row) {
+  if (!row.bytes.has_value()) return "-";
+  return absl::StrCat(*row.bytes - row.referenced_bytes.value_or(0));
+}
+
 void PrintListText(const CheckpointDir& dir, const std::string& db_type,
                    const std::vector<EpochRow>& rows, std::ostream& out) {
   out << "checkpoint " << dir.path << " (";
@@ -276,15 +282,17 @@ void PrintListText(const CheckpointDir& dir, const std::string& db_type,
     out << "no " << kCommitLogFileName << ": nothing is committed";
   }
   out << ")\n";
-  // The REFERENCED column only where some epoch references others, so
-  // that other directories print as they did before references existed.
+  // The WRITTEN and REFERENCED columns only where some epoch references
+  // others, so that other directories print as they did before references
+  // existed. BYTES is everything the epoch restores; WRITTEN what its save
+  // wrote.
   const bool references = HasReferences(dir, rows);
   std::vector<std::string> headers = {"EPOCH", "STATE", "NODES", "BLOBS",
                                       "BYTES"};
   std::vector<bool> right_aligned = {true, false, false, true, true};
   if (references) {
-    headers.push_back("REFERENCED");
-    right_aligned.push_back(false);
+    headers.insert(headers.end(), {"WRITTEN", "REFERENCED"});
+    right_aligned.insert(right_aligned.end(), {true, false});
   }
   headers.insert(headers.end(), {"SAVE", "TIME"});
   right_aligned.insert(right_aligned.end(), {true, false});
@@ -304,7 +312,10 @@ void PrintListText(const CheckpointDir& dir, const std::string& db_type,
         row.epoch.has_value() ? absl::StrCat(*row.epoch) : "?", StateText(row),
         absl::StrJoin(nodes, ","), unknown ? "?" : OrDash(row.blobs),
         unknown ? "?" : OrDash(row.bytes)};
-    if (references) cells.push_back(unknown ? "?" : ReferencedCell(row));
+    if (references) {
+      cells.push_back(unknown ? "?" : WrittenCell(row));
+      cells.push_back(unknown ? "?" : ReferencedCell(row));
+    }
     cells.push_back(row.save_micros.has_value() ? FormatMicros(*row.save_micros)
                                                 : "-");
     cells.push_back(FormatUnixMicros(row.time_unix_micros.value_or(0)));
