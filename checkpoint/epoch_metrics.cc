@@ -33,7 +33,9 @@ std::string EpochMetricsJson(const EpochStats& stats,
   if (records.has_value()) absl::StrAppend(&json, ",\"records\":", *records);
   absl::StrAppend(&json, ",\"saved\":", stats.saved ? "true" : "false",
                   ",\"save_micros\":", stats.save_micros,
-                  ",\"save_bytes\":", stats.save_bytes, ",\"resumed_from\":",
+                  ",\"save_bytes\":", stats.save_bytes,
+                  ",\"save_referenced_bytes\":", stats.save_referenced_bytes,
+                  ",\"resumed_from\":",
                   stats.resumed_from.has_value()
                       ? absl::StrCat(*stats.resumed_from)
                       : std::string("null"),

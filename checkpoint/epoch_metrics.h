@@ -2,10 +2,12 @@
 // run (or a run and its resumes) with a few lines of Python or jq:
 //
 //   {"epoch":3,"run_micros":12100,"records":3,"saved":true,
-//    "save_micros":4000,"save_bytes":291,"resumed_from":2}
+//    "save_micros":4000,"save_bytes":291,"save_referenced_bytes":183,
+//    "resumed_from":2}
 //
 // "records" is present when the caller counts them; "resumed_from" is null
-// for a run that started from scratch. Lines are appended, so the runs of a
+// for a run that started from scratch; "save_referenced_bytes" is the part
+// of "save_bytes" an incremental save referred to instead of writing. Lines are appended, so the runs of a
 // job that is interrupted and resumed build one file; each line is written
 // with a single write(2) and is complete once Append returns.
 //

@@ -19,6 +19,8 @@ EpochStats Stats(int64_t epoch, std::optional<int64_t> resumed_from) {
   stats.saved = epoch != 2;
   stats.save_micros = stats.saved ? 400 : 0;
   stats.save_bytes = stats.saved ? 291 : 0;
+  // Epoch 3's save was incremental.
+  stats.save_referenced_bytes = epoch == 3 ? 183 : 0;
   stats.resumed_from = resumed_from;
   return stats;
 }
@@ -26,10 +28,12 @@ EpochStats Stats(int64_t epoch, std::optional<int64_t> resumed_from) {
 TEST(EpochMetricsTest, JsonHasEveryFieldInAFixedOrder) {
   EXPECT_EQ(EpochMetricsJson(Stats(3, 1), 7),
             "{\"epoch\":3,\"run_micros\":1203,\"records\":7,\"saved\":true,"
-            "\"save_micros\":400,\"save_bytes\":291,\"resumed_from\":1}");
+            "\"save_micros\":400,\"save_bytes\":291,"
+            "\"save_referenced_bytes\":183,\"resumed_from\":1}");
   EXPECT_EQ(EpochMetricsJson(Stats(2, std::nullopt), std::nullopt),
             "{\"epoch\":2,\"run_micros\":1202,\"saved\":false,"
-            "\"save_micros\":0,\"save_bytes\":0,\"resumed_from\":null}");
+            "\"save_micros\":0,\"save_bytes\":0,\"save_referenced_bytes\":0,"
+            "\"resumed_from\":null}");
 }
 
 TEST(EpochMetricsTest, AppendsOneLinePerEpochAcrossRuns) {
@@ -48,9 +52,11 @@ TEST(EpochMetricsTest, AppendsOneLinePerEpochAcrossRuns) {
   }
   EXPECT_EQ(ReadFileToString(path).value(),
             "{\"epoch\":1,\"run_micros\":1201,\"records\":3,\"saved\":true,"
-            "\"save_micros\":400,\"save_bytes\":291,\"resumed_from\":null}\n"
+            "\"save_micros\":400,\"save_bytes\":291,\"save_referenced_bytes\":"
+            "0,\"resumed_from\":null}\n"
             "{\"epoch\":2,\"run_micros\":1202,\"saved\":false,"
-            "\"save_micros\":0,\"save_bytes\":0,\"resumed_from\":1}\n");
+            "\"save_micros\":0,\"save_bytes\":0,\"save_referenced_bytes\":0,"
+            "\"resumed_from\":1}\n");
 }
 
 TEST(EpochMetricsTest, UnopenablePathNamesIt) {

@@ -150,6 +150,7 @@ void JobRunner::SaveEpoch(int64_t epoch, Session& session, bool last,
   epoch_stats->saved = true;
   epoch_stats->save_micros = saved->wall_micros;
   epoch_stats->save_bytes = saved->bytes;
+  epoch_stats->save_referenced_bytes = saved->referenced_bytes;
   epoch_stats->save_in_background = saved->in_background;
   epoch_stats->save_waited_micros = saved->waited_micros;
 }
@@ -214,6 +215,7 @@ absl::Status JobRunner::PreemptMidGroup(Session& session, int64_t epoch,
       epoch_stats.saved = true;
       epoch_stats.save_micros = saved->wall_micros;
       epoch_stats.save_bytes = saved->bytes;
+      epoch_stats.save_referenced_bytes = saved->referenced_bytes;
       outcome = absl::StrCat(
           "checkpoint of epoch ", epoch, " (mid-", JobGroupName(group),
           ") committed in ", checkpointer_->options().directory, " in ",

@@ -69,6 +69,9 @@ struct EpochStats {
   // changed after on_epoch_end saw it.
   int64_t save_micros = 0;
   int64_t save_bytes = 0;
+  // Of save_bytes, those an incremental save referred to instead of writing
+  // (CheckpointStats::referenced_bytes).
+  int64_t save_referenced_bytes = 0;
   bool saved = false;
   bool save_in_background = false;
   // Of save_micros, the wait for the previous background save.

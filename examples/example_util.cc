@@ -483,9 +483,16 @@ absl::StatusOr<int64_t> RunJob(const Job& job, const CommonOptions& options,
       }
       parts.push_back(text + ")");
     } else if (stats.saved) {
-      parts.push_back(absl::StrCat(
+      std::string text = absl::StrCat(
           stats.preempted ? "preemption checkpoint " : "checkpoint ",
-          FormatMillis(stats.save_micros), " ", FormatBytes(stats.save_bytes)));
+          FormatMillis(stats.save_micros), " ",
+          FormatBytes(stats.save_bytes - stats.save_referenced_bytes));
+      if (stats.save_referenced_bytes > 0) {
+        absl::StrAppend(&text, " written, ",
+                        FormatBytes(stats.save_referenced_bytes),
+                        " by reference");
+      }
+      parts.push_back(std::move(text));
     } else {
       parts.push_back("checkpoint FAILED (see the error above)");
     }

@@ -135,13 +135,13 @@ TEST(SumPipeline, MetricsOutWritesOneJsonLinePerEpoch) {
   const std::vector<std::string> lines = absl::StrSplit(
       ReadFileToString(metrics).value(), '\n', absl::SkipEmpty());
   const std::vector<std::string> expected = {
-      R"({"epoch":0,"run_micros":0,"saved":true,"save_micros":T,"save_bytes":291,"resumed_from":null})",
-      R"({"epoch":1,"run_micros":T,"records":3,"saved":true,"save_micros":T,"save_bytes":291,"resumed_from":null})",
-      R"({"epoch":2,"run_micros":T,"records":3,"saved":true,"save_micros":T,"save_bytes":291,"resumed_from":null})",
-      R"({"epoch":3,"run_micros":T,"records":3,"saved":true,"save_micros":T,"save_bytes":291,"resumed_from":null})",
-      R"({"epoch":4,"run_micros":T,"records":1,"saved":true,"save_micros":T,"save_bytes":291,"resumed_from":null})",
-      R"({"epoch":3,"run_micros":T,"records":3,"saved":true,"save_micros":T,"save_bytes":291,"resumed_from":2})",
-      R"({"epoch":4,"run_micros":T,"records":1,"saved":true,"save_micros":T,"save_bytes":291,"resumed_from":2})",
+      R"({"epoch":0,"run_micros":0,"saved":true,"save_micros":T,"save_bytes":291,"save_referenced_bytes":0,"resumed_from":null})",
+      R"({"epoch":1,"run_micros":T,"records":3,"saved":true,"save_micros":T,"save_bytes":291,"save_referenced_bytes":0,"resumed_from":null})",
+      R"({"epoch":2,"run_micros":T,"records":3,"saved":true,"save_micros":T,"save_bytes":291,"save_referenced_bytes":0,"resumed_from":null})",
+      R"({"epoch":3,"run_micros":T,"records":3,"saved":true,"save_micros":T,"save_bytes":291,"save_referenced_bytes":0,"resumed_from":null})",
+      R"({"epoch":4,"run_micros":T,"records":1,"saved":true,"save_micros":T,"save_bytes":291,"save_referenced_bytes":0,"resumed_from":null})",
+      R"({"epoch":3,"run_micros":T,"records":3,"saved":true,"save_micros":T,"save_bytes":291,"save_referenced_bytes":0,"resumed_from":2})",
+      R"({"epoch":4,"run_micros":T,"records":1,"saved":true,"save_micros":T,"save_bytes":291,"save_referenced_bytes":0,"resumed_from":2})",
   };
   ASSERT_EQ(lines.size(), expected.size()) << ReadFileToString(metrics).value();
   for (size_t i = 0; i < lines.size(); ++i) {
