@@ -55,6 +55,8 @@ ABSL_FLAG(int, keep_last, 0,
 ABSL_FLAG(int, epoch_delay_ms, 0,
           "Each epoch sleeps this long in a Function op on every node, so "
           "that a parent can kill the job at random moments of a run.");
+ABSL_FLAG(bool, incremental_checkpoint, false,
+          "Incremental saves (CheckpointOptions::incremental).");
 ABSL_FLAG(int64_t, kill_after_epoch, -1,
           "SIGKILL this process right after this epoch's checkpoint is "
           "committed (-1: never).");
@@ -110,6 +112,7 @@ absl::Status Run() {
   CheckpointOptions options;
   options.directory = dir;
   options.retention.keep_last = absl::GetFlag(FLAGS_keep_last);
+  options.incremental = absl::GetFlag(FLAGS_incremental_checkpoint);
   MultiNodeCheckpointManager manager(options);
 
   const JobRunner* runner_ptr = nullptr;

@@ -10,7 +10,8 @@
 // hit count), so each one is reached at different epochs by starting the
 // failing run from different committed states: from scratch, or from a
 // directory whose newest committed epoch is S (made by a child that kills
-// itself right after committing S).
+// itself right after committing S). Every case runs with full and with
+// incremental saves.
 
 #include <sys/wait.h>
 
@@ -61,11 +62,13 @@ ChildRun RunChild(const std::vector<std::string>& args,
 }
 
 std::vector<std::string> ChildArgs(const std::string& dir, int keep_last,
-                                   const std::string& resume) {
+                                   const std::string& resume,
+                                   bool incremental) {
   return {absl::StrCat("--checkpoint_dir=", dir),
           absl::StrCat("--nodes=", kNodes),
           absl::StrCat("--keep_last=", keep_last),
-          absl::StrCat("--resume_from_epoch=", resume)};
+          absl::StrCat("--resume_from_epoch=", resume),
+          absl::StrCat("--incremental_checkpoint=", incremental)};
 }
 
 std::vector<std::string> NodeNames() {
@@ -106,14 +109,43 @@ std::vector<int64_t> CommittedEpochsAndCheck(const std::string& dir) {
 }
 
 // The epochs a commit log lists after epochs 0..`newest` were committed one
-// after the other with retention keep_last=`keep_last` (0 keeps all).
-std::vector<int64_t> Retained(int64_t newest, int keep_last) {
+// after the other with retention keep_last=`keep_last` (0 keeps all). With
+// incremental saves every epoch refers to epoch 0 for the dataset its init
+// made (a run of 5 epochs never reaches full_every), so 0 stays too.
+std::vector<int64_t> Retained(int64_t newest, int keep_last, bool incremental) {
   std::vector<int64_t> epochs;
   for (int64_t e = 0; e <= newest; ++e) epochs.push_back(e);
   if (keep_last > 0 && epochs.size() > static_cast<size_t>(keep_last)) {
     epochs.erase(epochs.begin(), epochs.end() - keep_last);
+    if (incremental && epochs.front() != 0) epochs.insert(epochs.begin(), 0);
   }
   return epochs;
+}
+
+// With incremental saves, what retention leaves: the newest `keep_last`
+// epochs in a row (with 0, every epoch from 0), and before them only
+// epochs that a later listed one refers to. Which ones those are depends on
+// where kills and resumes fell (an epoch after the data ran out changes
+// nothing, so the next refers to it).
+void ExpectRetainedWithReferences(const std::string& dir, int keep_last) {
+  absl::StatusOr<CommitLog> log = ReadCommitLog(dir);
+  ASSERT_TRUE(log.ok()) << log.status();
+  const int n = log->epoch_size();
+  const int recent = keep_last == 0 ? n : std::min(n, keep_last);
+  for (int i = n - recent + 1; i < n; ++i) {
+    EXPECT_EQ(log->epoch(i).epoch(), log->epoch(i - 1).epoch() + 1);
+  }
+  if (keep_last == 0 && n > 0) EXPECT_EQ(log->epoch(0).epoch(), 0);
+  for (int i = 0; i < n - recent; ++i) {
+    bool referenced = false;
+    for (int j = i + 1; j < n; ++j) {
+      for (int64_t e : log->epoch(j).referenced_epoch()) {
+        referenced |= e == log->epoch(i).epoch();
+      }
+    }
+    EXPECT_TRUE(referenced) << "epoch " << log->epoch(i).epoch()
+                            << " is kept but no later epoch refers to it";
+  }
 }
 
 std::string ResumedFromText(const std::vector<int64_t>& committed) {
@@ -138,9 +170,10 @@ std::string ExpectedResult(const std::vector<int64_t>& committed) {
 // Resumes the job in `dir` from the newest committed epoch (`committed` as
 // read after the last kill) with no failpoint, and checks that it loads that
 // epoch and ends as an uninterrupted run does.
-void ResumeAndCheck(const std::string& dir, int keep_last,
+void ResumeAndCheck(const std::string& dir, int keep_last, bool incremental,
                     const std::vector<int64_t>& committed) {
-  ChildRun resume = RunChild(ChildArgs(dir, keep_last, "latest"), "");
+  ChildRun resume =
+      RunChild(ChildArgs(dir, keep_last, "latest", incremental), "");
   ASSERT_TRUE(resume.exited_ok()) << resume.Describe();
   // Nothing but the newest committed epoch may be loaded: every committed
   // epoch verifies here, so latest must not fall back.
@@ -150,8 +183,14 @@ void ResumeAndCheck(const std::string& dir, int keep_last,
   if (FinalEpoch(committed) == kLastEpoch) {
     EXPECT_EQ(resume.Result(), kUninterruptedResult);
   }
-  EXPECT_EQ(CommittedEpochsAndCheck(dir),
-            Retained(FinalEpoch(committed), keep_last));
+  const std::vector<int64_t> now = CommittedEpochsAndCheck(dir);
+  if (incremental) {
+    ASSERT_FALSE(now.empty());
+    EXPECT_EQ(now.back(), FinalEpoch(committed));
+    ExpectRetainedWithReferences(dir, keep_last);
+  } else {
+    EXPECT_EQ(now, Retained(FinalEpoch(committed), keep_last, false));
+  }
 }
 
 // ---------------------------------------------------------------------------
@@ -179,13 +218,15 @@ struct FailpointCase {
   // The newest committed epoch when the failing run starts; -1: from
   // scratch.
   int64_t start = -1;
+  bool incremental = false;
 };
 
 // For gtest's messages.
 void PrintTo(const FailpointCase& c, std::ostream* os) {
   *os << c.failpoint << " from "
       << (c.start < 0 ? std::string("scratch")
-                      : absl::StrCat("epoch ", c.start));
+                      : absl::StrCat("epoch ", c.start))
+      << (c.incremental ? ", incremental" : "");
 }
 
 // Retention points fire only when retention drops an epoch; the others are
@@ -198,8 +239,9 @@ int KeepLastFor(const FailpointCase& c) {
 // The epoch whose save or commit reaches the failpoint first.
 int64_t EpochReached(const FailpointCase& c) {
   if (PhaseOf(c.failpoint) == Phase::kRetention) {
-    // keep_last=2 first drops an epoch when epoch 2 is committed.
-    return std::max<int64_t>(2, c.start + 1);
+    // keep_last=2 first drops an epoch when epoch 2 is committed; with
+    // incremental saves, which keep epoch 0, when epoch 3 is.
+    return std::max<int64_t>(c.incremental ? 3 : 2, c.start + 1);
   }
   return c.start + 1;
 }
@@ -210,11 +252,11 @@ std::vector<int64_t> CommittedAfterCrash(const FailpointCase& c) {
   const int64_t epoch = EpochReached(c);
   switch (PhaseOf(c.failpoint)) {
     case Phase::kBeforeCommit:
-      return Retained(epoch - 1, keep_last);
+      return Retained(epoch - 1, keep_last, c.incremental);
     case Phase::kAfterCommit:
     case Phase::kRetention:
       // One write lists the epoch and drops what retention retires.
-      return Retained(epoch, keep_last);
+      return Retained(epoch, keep_last, c.incremental);
   }
   return {};
 }
@@ -224,8 +266,10 @@ std::vector<FailpointCase> AllFailpointCases() {
   for (const std::string& name : Failpoints::KnownNames()) {
     // From scratch the save/commit points fire at epoch 0; from S at S + 1,
     // so every epoch 0..4 is covered, including the last one.
-    for (int64_t start = -1; start < kLastEpoch; ++start) {
-      cases.push_back({name, start});
+    for (bool incremental : {false, true}) {
+      for (int64_t start = -1; start < kLastEpoch; ++start) {
+        cases.push_back({name, start, incremental});
+      }
     }
   }
   return cases;
@@ -235,7 +279,8 @@ std::string CaseName(const ::testing::TestParamInfo<FailpointCase>& info) {
   return absl::StrCat(
       absl::StrReplaceAll(info.param.failpoint, {{".", "_"}}), "_",
       info.param.start < 0 ? std::string("scratch")
-                           : absl::StrCat("from", info.param.start));
+                           : absl::StrCat("from", info.param.start),
+      info.param.incremental ? "_incremental" : "");
 }
 
 class FailpointCrashTest : public ::testing::TestWithParam<FailpointCase> {};
@@ -249,15 +294,16 @@ TEST_P(FailpointCrashTest, CrashThenResumeLatest) {
   if (c.start >= 0) {
     // Leave a directory whose newest committed epoch is c.start, as a job
     // killed between epochs would.
-    std::vector<std::string> args = ChildArgs(dir, keep_last, "");
+    std::vector<std::string> args =
+        ChildArgs(dir, keep_last, "", c.incremental);
     args.push_back(absl::StrCat("--kill_after_epoch=", c.start));
     ChildRun setup = RunChild(args, "");
     ASSERT_TRUE(setup.killed()) << setup.Describe();
     before = CommittedEpochsAndCheck(dir);
-    ASSERT_EQ(before, Retained(c.start, keep_last));
+    ASSERT_EQ(before, Retained(c.start, keep_last, c.incremental));
   }
 
-  ChildRun crash = RunChild(ChildArgs(dir, keep_last, "latest"),
+  ChildRun crash = RunChild(ChildArgs(dir, keep_last, "latest", c.incremental),
                             absl::StrCat(c.failpoint, ":crash"));
   ASSERT_TRUE(crash.killed())
       << "failpoint " << c.failpoint
@@ -277,8 +323,9 @@ TEST_P(FailpointCrashTest, CrashThenResumeLatest) {
     // The epoch the crash interrupted may have complete databases in place
     // (after save.after_rename or commit.*), but it is not committed: asking
     // for it explicitly must not load it.
-    ChildRun uncommitted =
-        RunChild(ChildArgs(dir, keep_last, absl::StrCat(EpochReached(c))), "");
+    ChildRun uncommitted = RunChild(
+        ChildArgs(dir, keep_last, absl::StrCat(EpochReached(c)), c.incremental),
+        "");
     EXPECT_TRUE(WIFEXITED(uncommitted.wait_status) &&
                 WEXITSTATUS(uncommitted.wait_status) == 1)
         << uncommitted.Describe();
@@ -287,7 +334,7 @@ TEST_P(FailpointCrashTest, CrashThenResumeLatest) {
                     "NOT_FOUND: cannot resume from epoch ", EpochReached(c))));
     EXPECT_EQ(uncommitted.Value("resumed_from"), std::nullopt);
   }
-  ResumeAndCheck(dir, keep_last, committed);
+  ResumeAndCheck(dir, keep_last, c.incremental, committed);
 }
 
 INSTANTIATE_TEST_SUITE_P(AllFailpoints, FailpointCrashTest,
@@ -302,10 +349,10 @@ TEST(FailpointCrashCoverage, EveryKnownFailpointHasCases) {
                             [&](const FailpointCase& c) {
                               return c.failpoint == info.name;
                             }),
-              kLastEpoch + 1)
+              2 * (kLastEpoch + 1))
         << info.name;
   }
-  EXPECT_EQ(cases.size(), std::size(kKnownFailpoints) * (kLastEpoch + 1));
+  EXPECT_EQ(cases.size(), std::size(kKnownFailpoints) * 2 * (kLastEpoch + 1));
 }
 
 // ---------------------------------------------------------------------------
@@ -325,6 +372,7 @@ TEST_P(RandomKillTest, KillAtRandomMomentsThenResumeLatest) {
   std::mt19937 rng(kSeed + trial);
   std::uniform_int_distribution<int> kill_ms(0, kMaxKillMs);
   const int keep_last = trial % 2 == 0 ? 0 : 2;
+  const bool incremental = trial % 4 >= 2;
   const std::string dir = NewTempDir("random");
 
   std::vector<int64_t> committed;
@@ -332,7 +380,8 @@ TEST_P(RandomKillTest, KillAtRandomMomentsThenResumeLatest) {
     const int after_ms = kill_ms(rng);
     SCOPED_TRACE(absl::StrCat("trial ", trial, ", kill ", kill, " after ",
                               after_ms, " ms"));
-    std::vector<std::string> args = ChildArgs(dir, keep_last, "latest");
+    std::vector<std::string> args =
+        ChildArgs(dir, keep_last, "latest", incremental);
     args.push_back(absl::StrCat("--epoch_delay_ms=", kEpochDelayMs));
     ChildRun run = RunChild(args, "", after_ms);
     // The kill may come after the job finished; then it must have finished
@@ -353,10 +402,16 @@ TEST_P(RandomKillTest, KillAtRandomMomentsThenResumeLatest) {
     // consecutive epochs ending at the newest: all of them without
     // retention, else at most keep_last of them (the commit that lists an
     // epoch drops the ones it retires in the same write, so no kill leaves
-    // more).
+    // more). With incremental saves the epochs later ones refer to stay
+    // before them.
     if (!committed.empty()) {
       ASSERT_FALSE(now.empty());
       EXPECT_GE(now.back(), committed.back());
+    }
+    if (incremental) {
+      ExpectRetainedWithReferences(dir, keep_last);
+      committed = now;
+      continue;
     }
     for (size_t i = 1; i < now.size(); ++i) {
       EXPECT_EQ(now[i], now[i - 1] + 1) << absl::StrJoin(now, ",");
@@ -369,7 +424,7 @@ TEST_P(RandomKillTest, KillAtRandomMomentsThenResumeLatest) {
     }
     committed = now;
   }
-  ResumeAndCheck(dir, keep_last, committed);
+  ResumeAndCheck(dir, keep_last, incremental, committed);
 }
 
 INSTANTIATE_TEST_SUITE_P(Trials, RandomKillTest, ::testing::Range(0, 8));
