@@ -1,5 +1,7 @@
 #include "checkpoint/pipeline/save_pipeline.h"
 
+#include <cstdlib>
+#include <limits>
 #include <map>
 #include <memory>
 #include <random>
@@ -15,6 +17,7 @@
 #include "checkpoint/checkpoint_stats.h"
 #include "checkpoint/commit/checkpoint_paths.h"
 #include "checkpoint/commit/commit_log.h"
+#include "checkpoint/commit/retention.h"
 #include "checkpoint/commit/verify.h"
 #include "checkpoint/ops/blob_index.h"
 #include "checkpoint/pipeline/coordinator.h"
@@ -705,6 +708,146 @@ TEST_F(IncrementalSaveTest, RetentionNeverLeavesAnEpochUnrestorable) {
     EXPECT_GT(referencing, 60);
     if (!background) EXPECT_GT(failures, 3);
   }
+}
+
+// Review (issue 29): every listed epoch of `dir` loads for nodes a and b,
+// references followed; "" or the first failure.
+std::string FirstUnloadableEpoch(const std::string& dir) {
+  absl::StatusOr<CommitLog> log = ReadCommitLog(dir);
+  if (!log.ok()) return log.status().ToString();
+  for (const CommittedEpoch& e : log->epoch()) {
+    for (const char* node : {"a", "b"}) {
+      absl::StatusOr<CompactBlobIndex> verified = VerifyCheckpointDb(
+          "leveldb", CheckpointDbPath(dir, node, e.epoch()), node, e.epoch());
+      if (!verified.ok()) {
+        return absl::StrCat("epoch ", e.epoch(), ": ",
+                            verified.status().ToString());
+      }
+    }
+  }
+  return "";
+}
+
+// A commit can fail after its new log is in place (commit.after_commit_log:
+// the directory's fsync failed after the rename). That log already left out
+// the epochs its retention retired, and DeleteIfUnlisted deletes their
+// databases. The save counts as failed, so the base stays the save before
+// it, which that retention did not keep (nothing pins the base outside the
+// multi-process background path): the next save refers to a deleted
+// database and is committed unrestorable.
+TEST_F(IncrementalSaveTest, ACommitFailingAfterItsLogIsInPlaceKeepsTheBase) {
+  options_.retention.keep_last = 1;
+  options_.full_every = 10;
+  std::unique_ptr<SaveQueue> queue = NewInlineSaveQueue();
+  std::unique_ptr<SavePipeline> pipeline =
+      NewPipeline(NewLocalCoordinator(), queue.get());
+  ASSERT_TRUE(SaveBoth(*pipeline, 1).ok());
+  ASSERT_TRUE(SaveBoth(*pipeline, 2).ok());  // v by reference to 1
+  ASSERT_TRUE(
+      Failpoints::Enable("commit.after_commit_log", FailpointAction::kError)
+          .ok());
+  SetW(3);
+  // Full (as the last save of an uploading job is): it references nothing,
+  // so keep_last=1 retires 1 and 2 in the log it puts in place.
+  EXPECT_FALSE(pipeline
+                   ->Save(&session_,
+                          {.kind = SaveKind::kEpoch, .epoch = 3, .full = true},
+                          {{"v", "w"}, {"v", "w"}})
+                   .ok());
+  Failpoints::DisableAll();
+  ASSERT_TRUE(SaveBoth(*pipeline, 4).ok());
+  pipeline.reset();
+  WaitForBackgroundDeletes();
+  EXPECT_EQ(FirstUnloadableEpoch(dir_.path()), "") << References();
+}
+
+// Records how many tallies each write report carries.
+class TallyCountingCoordinator : public RecordingCoordinator {
+ public:
+  TallyCountingCoordinator(std::vector<std::string>* rounds,
+                           std::vector<size_t>* lengths)
+      : RecordingCoordinator(rounds), lengths_(*lengths) {}
+  Settled Settle(const SettleRound& round) override {
+    if (round.write.has_value()) lengths_.push_back(round.write->tallies.size());
+    return RecordingCoordinator::Settle(round);
+  }
+  CommitRound AgreeAndCommit(
+      const WriteReport& write,
+      const std::function<absl::Status(const WriteTotals&)>& commit) override {
+    lengths_.push_back(write.tallies.size());
+    return RecordingCoordinator::AgreeAndCommit(write, commit);
+  }
+
+ private:
+  std::vector<size_t>& lengths_;
+};
+
+// WriteReport::tallies must have the same length on every process (they
+// are summed by MPI_Allreduce / MPI_Reduce). A process whose save fails
+// before its write (a snapshot, the directory or a node lock failing on
+// that rank only) reports no tallies while the others report
+// 1 + full_every: the collective gets different counts on different ranks.
+TEST_F(IncrementalSaveTest, AFailureBeforeTheWriteReportsAsManyTallies) {
+  std::vector<std::string> rounds;
+  std::vector<size_t> lengths;
+  std::unique_ptr<SaveQueue> queue = NewInlineSaveQueue();
+  std::unique_ptr<SavePipeline> pipeline = NewPipeline(
+      std::make_unique<TallyCountingCoordinator>(&rounds, &lengths),
+      queue.get());
+  ASSERT_TRUE(SaveBoth(*pipeline, 1).ok());
+  // On this process only, node b's snapshot fails before anything is written.
+  ASSERT_TRUE(session_.NodeWorkspace("b")->RemoveBlob("v"));
+  EXPECT_FALSE(SaveBoth(*pipeline, 2).ok());
+  ASSERT_EQ(lengths.size(), 2u);
+  EXPECT_EQ(lengths[1], lengths[0]);
+}
+
+// With background saves across processes a save refers to the last save
+// known committed, two epochs back, which the newest listed epoch need not
+// reference. Retention applied from outside the job while it runs (`ckpt
+// gc --keep_last=1` applies this rule, under the log's lock) keeps the
+// newest epoch and what the log says it references, so it deletes the base
+// of the save in flight, which then commits referring to it.
+TEST_F(IncrementalSaveTest, RetentionFromOutsideKeepsTheBaseOfASaveInFlight) {
+  options_.full_every = 10;
+  std::vector<std::string> rounds;
+  std::unique_ptr<SaveQueue> queue = NewBackgroundSaveQueue();
+  std::unique_ptr<SavePipeline> pipeline =
+      NewPipeline(std::make_unique<RecordingCoordinator>(&rounds), queue.get());
+  ASSERT_TRUE(SaveBoth(*pipeline, 1).ok());
+  ASSERT_TRUE(SaveBoth(*pipeline, 2).ok());  // full: nothing known committed
+  ASSERT_TRUE(SaveBoth(*pipeline, 3).ok());  // refers to 1
+  queue->Wait();                             // 2 is committed
+  ASSERT_EQ(References(), "1[] 2[]");
+  RetentionOptions gc;
+  gc.keep_last = 1;
+  ASSERT_TRUE(ApplyRetention(dir_.path(), gc, /*nodes=*/{},
+                             /*background=*/false)
+                  .ok());
+  pipeline->Drain();
+  for (const SaveOutcome& outcome : pipeline->TakeFinished()) {
+    EXPECT_TRUE(outcome.stats.ok()) << outcome.epoch;
+  }
+  EXPECT_EQ(FirstUnloadableEpoch(dir_.path()), "") << References();
+}
+
+// full_every is only checked to be >= 1, and "never a full save" reads
+// naturally as a huge value; but every incremental save allocates (and,
+// across processes, all-reduces) 1 + full_every tallies: INT_MAX overflows
+// the int and the vector's size, and ~1e9 takes 8 GiB per save.
+TEST_F(IncrementalSaveTest, AHugeFullEveryIsNoCrash) {
+  options_.full_every = std::numeric_limits<int>::max();
+  EXPECT_EXIT(
+      {
+        std::unique_ptr<SaveQueue> queue = NewInlineSaveQueue();
+        std::unique_ptr<SavePipeline> pipeline =
+            NewPipeline(NewLocalCoordinator(), queue.get());
+        const bool ok =
+            SaveBoth(*pipeline, 1).ok() && SaveBoth(*pipeline, 2).ok();
+        pipeline.reset();
+        std::exit(ok ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
 }
 
 }  // namespace
