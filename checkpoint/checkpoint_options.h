@@ -53,10 +53,14 @@ struct CheckpointOptions {
   bool incremental = false;
   // With `incremental`: a full save whenever the last full save of the run
   // is this many epochs back, so that restoring an epoch reads at most this
-  // many databases per node. Must be at least 1; 1 makes every save full.
-  // Default 10.
+  // many databases per node. From 1 (every save full) to kMaxFullEvery: the
+  // processes of a job exchange one count per epoch of a chain at every
+  // save. Default 10.
   int full_every = 10;
 };
+
+// The largest CheckpointOptions::full_every.
+inline constexpr int kMaxFullEvery = 1000;
 
 }  // namespace jobgraph
 

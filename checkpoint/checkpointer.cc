@@ -131,10 +131,10 @@ absl::Status Checkpointer::Impl::SetNodes(
         "CheckpointOptions.directory is empty: give the directory that holds "
         "the checkpoints");
   }
-  if (options_.full_every < 1) {
+  if (options_.full_every < 1 || options_.full_every > kMaxFullEvery) {
     return absl::InvalidArgumentError(
         absl::StrCat("CheckpointOptions.full_every is ", options_.full_every,
-                     "; give 1 or more (1: every save is full)"));
+                     "; give 1 (every save is full) to ", kMaxFullEvery));
   }
   if (nodes.empty()) {
     return absl::InvalidArgumentError(

@@ -203,10 +203,7 @@ absl::StatusOr<CheckpointStats> Checkpointer::Impl::Restore(Session& session,
     // The run's next incremental save may refer to what was just restored.
     std::vector<std::vector<std::string>> blobs;
     for (const NodeState& state : nodes_) blobs.push_back(state.blobs);
-    pipeline_->RestoredFrom(
-        session, epoch,
-        entry->referenced_epoch().empty() ? epoch : entry->referenced_epoch(0),
-        blobs);
+    pipeline_->RestoredFrom(session, epoch, blobs);
   }
 
   CheckpointStats stats;

@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "checkpoint/ops/blob_index.h"
 #include "checkpoint/util/file_util.h"
 #include "engine/net_builder.h"
 #include "engine/ops/function_op.h"
@@ -80,8 +82,23 @@ absl::Status CopyIntoPlace(const std::string& from, const std::string& to) {
 }
 
 absl::Status CopyCheckpointFunction(FunctionContext& context) {
-  return CopyIntoPlace(context.GetArg<std::string>("from", ""),
-                       context.GetArg<std::string>("to", ""));
+  const std::string from = context.GetArg<std::string>("from", "");
+  const std::string db_type = context.GetArg<std::string>("db_type", "");
+  if (!db_type.empty()) {
+    // A database of an incremental save reads blobs from its neighbours:
+    // a copy of it alone would not restore.
+    JG_ASSIGN_OR_RETURN(BlobIndex index, ReadBlobIndexAt(db_type, from));
+    if (index.referenced_epoch_size() > 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "cannot upload ", from, ": it holds blobs by reference to epoch",
+          index.referenced_epoch_size() > 1 ? "s " : " ",
+          absl::StrJoin(index.referenced_epoch(), ", "),
+          " (an incremental save by a run without an upload); resume from an "
+          "earlier epoch with the upload so that the last epoch is saved in "
+          "full"));
+    }
+  }
+  return CopyIntoPlace(from, context.GetArg<std::string>("to", ""));
 }
 
 const bool kCopyRegistered = [] {
@@ -124,6 +141,7 @@ absl::StatusOr<TaskGroup> UploadToLocalDirectory::Build(
     task.net().Op("Function", {}, std::vector<BlobRef>{},
                   {MakeArg("func", "jobgraph.copy_checkpoint"),
                    MakeArg("from", *checkpointer.DbPath(node, epoch)),
+                   MakeArg("db_type", checkpointer.options().db_type),
                    MakeArg("to", JoinPath(directory_, name))});
   }
   return group;

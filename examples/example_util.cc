@@ -75,8 +75,8 @@ ABSL_FLAG(bool, incremental_checkpoint, false,
           "checkpoints for the rest (a full one every --full_every epochs).");
 ABSL_FLAG(int, full_every, 10,
           "With --incremental_checkpoint: a full checkpoint at least every "
-          "this many epochs, which bounds how many databases a resume "
-          "reads.");
+          "this many epochs (1 to 1000), which bounds how many databases a "
+          "resume reads.");
 ABSL_FLAG(std::string, session, "auto",
           "Where the job's nodes run: 'local' (every node in this process), "
           "'mpi' (spread over the ranks of an Open MPI job: start the program "
@@ -329,7 +329,8 @@ absl::StatusOr<CommonOptions> ReadCommonFlags() {
   options.async_checkpoint = absl::GetFlag(FLAGS_async_checkpoint);
   options.incremental_checkpoint = absl::GetFlag(FLAGS_incremental_checkpoint);
   options.full_every = absl::GetFlag(FLAGS_full_every);
-  JG_RETURN_IF_ERROR(CheckFlagRange("full_every", options.full_every, 1));
+  JG_RETURN_IF_ERROR(
+      CheckFlagRange("full_every", options.full_every, 1, kMaxFullEvery, ""));
   options.preempt_exit_code = absl::GetFlag(FLAGS_preempt_exit_code);
   JG_RETURN_IF_ERROR(
       CheckFlagRange("preempt_exit_code", options.preempt_exit_code, 0, 255));

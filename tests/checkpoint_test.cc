@@ -282,6 +282,44 @@ TEST(CheckpointTest, UploadCopiesEachNodesDatabase) {
   }
 }
 
+// With incremental saves the job saves its last epoch in full when it
+// uploads, so the copy stands alone; an epoch saved by reference is refused
+// by the upload, naming what it refers to, and nothing is published.
+TEST(CheckpointTest, AnUploadIsAlwaysADatabaseThatStandsAlone) {
+  const std::string dir = NewTempDir("upload_incremental");
+  const std::string upload_dir = NewTempDir("upload_incremental_dest");
+  Job job;
+  testing::BuildCaffe2Pipeline(job, 0);
+  {
+    LocalSession session;
+    MultiNodeCheckpointManager manager({.directory = dir, .incremental = true});
+    UploadToLocalDirectory upload(upload_dir);
+    JobRunner runner(job, &manager, {}, &upload);
+    ASSERT_EQ(runner.Train(session).value(), 4);
+    absl::StatusOr<CommitLog> log = ReadCommitLog(dir);
+    ASSERT_TRUE(log.ok());
+    EXPECT_THAT(log->epoch(3).referenced_epoch(), ElementsAre(0));
+    EXPECT_THAT(log->epoch(4).referenced_epoch(), ::testing::IsEmpty());
+    EXPECT_TRUE(
+        VerifyCheckpointDb("leveldb", upload_dir + "/trainer_0", "trainer_0", 4)
+            .ok());
+  }
+  // Epoch 3 refers to epoch 0.
+  LocalSession session;
+  MultiNodeCheckpointManager manager({.directory = dir, .incremental = true});
+  ASSERT_TRUE(manager.Start(session, {"trainer_0"}, ResumeFrom()).ok());
+  UploadToLocalDirectory upload(NewTempDir("upload_incremental_refused"));
+  absl::StatusOr<TaskGroup> group = upload.Build(3, manager);
+  ASSERT_TRUE(group.ok());
+  absl::Status uploaded = session.Run(*group);
+  EXPECT_EQ(uploaded.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(uploaded.message(),
+              HasSubstr(absl::StrCat("cannot upload ", dir,
+                                     "/trainer_0.3: it holds blobs by "
+                                     "reference to epoch 0 (")));
+  manager.End();
+}
+
 // A re-run publishing into the same upload directory replaces the earlier
 // copy atomically (Caffe2 overwrites) and runs the download and exit groups.
 TEST(CheckpointTest, UploadReplacesAnEarlierUpload) {
@@ -910,6 +948,29 @@ TEST(CheckpointTest, ResumeErrorsNameTheEpochAndDirectory) {
     EXPECT_EQ(runner.Train(session).status().code(),
               absl::StatusCode::kInvalidArgument);
   }
+}
+
+// full_every is bounded: the processes of a job exchange one count per
+// epoch of a chain at every save.
+TEST(CheckpointTest, FullEveryOutOfRangeIsRefusedNamingIt) {
+  const std::string dir = NewTempDir("full_every");
+  Job job;
+  testing::BuildCaffe2Pipeline(job, 0);
+  for (int full_every : {0, kMaxFullEvery + 1}) {
+    LocalSession session;
+    MultiNodeCheckpointManager manager(
+        {.directory = dir, .incremental = true, .full_every = full_every});
+    JobRunner runner(job, &manager);
+    absl::StatusOr<int64_t> epochs = runner.Train(session);
+    EXPECT_EQ(epochs.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(
+        epochs.status().message(),
+        HasSubstr(absl::StrCat("CheckpointOptions.full_every is ", full_every,
+                               "; give 1 (every save is "
+                               "full) to 1000")));
+  }
+  // Nothing was written.
+  EXPECT_THAT(ListDir(dir).value(), ::testing::IsEmpty());
 }
 
 // A second run over a node that a running job holds is refused before it

@@ -61,16 +61,6 @@ void FillGroupNames(CommitLog& log) {
   }
 }
 
-}  // namespace
-
-int CommitLogVersionFor(const CommitLog& log) {
-  for (const CommittedEpoch& e : log.epoch()) {
-    if (e.referenced_epoch_size() > 0) return kCommitLogFormatVersion;
-  }
-  return 1;
-}
-
-namespace {
 
 // A commit log and the bytes of the file it was read from (or written to).
 struct LogFile {
@@ -256,6 +246,13 @@ absl::Status ReplaceLog(const std::string& dir, const LogFile& written,
 }
 
 }  // namespace
+
+int CommitLogVersionFor(const CommitLog& log) {
+  for (const CommittedEpoch& e : log.epoch()) {
+    if (e.referenced_epoch_size() > 0) return kCommitLogFormatVersion;
+  }
+  return 1;
+}
 
 absl::StatusOr<std::optional<CommitLogLock>> CommitLogLock::Lock(
     const std::string& dir, bool wait) {
@@ -477,9 +474,28 @@ absl::Status CommitEpoch(CommitLogUpdate update, const std::string& db_type,
     *entry.mutable_preemption() = *commit.preemption;
   }
   const JobNodes own(commit.nodes);
+  const std::string update_dir = update.dir();
   return std::move(update).FinishEdit(
       /*is_commit=*/true,
       [&](CommitLog& log) -> absl::StatusOr<CommitLogUpdate::Edit> {
+        // The databases refer to these epochs' databases: listing the
+        // epoch without them would list one that cannot be restored. Only
+        // another writer of the log (`ckpt gc` while the job runs) can have
+        // taken them out.
+        for (int64_t referenced : commit.referenced_epochs) {
+          bool listed = false;
+          for (const CommittedEpoch& e : log.epoch()) {
+            listed |= e.epoch() == referenced && own.Owns(e);
+          }
+          if (!listed) {
+            return absl::FailedPreconditionError(absl::StrCat(
+                "epoch ", commit.epoch, " refers to the databases of epoch ",
+                referenced, ", which the commit log of ", update_dir,
+                " no longer lists (did `ckpt gc` run while the job ran?); "
+                "epoch ",
+                commit.epoch, " is not committed"));
+          }
+        }
         const bool same_type = log.db_type() == db_type;
         log.set_db_type(db_type);
         entry.set_committed_unix_micros(absl::ToUnixMicros(absl::Now()));

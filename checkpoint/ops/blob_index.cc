@@ -429,10 +429,6 @@ absl::StatusOr<CompactBlobIndex> VerifyDbAt(absl::string_view db_type,
   return VerifyDb(db.get(), depth);
 }
 
-}  // namespace jobgraph
-
-namespace jobgraph {
-
 HeldAndReferenced SplitByHolder(const CompactBlobIndex& index,
                                 absl::Span<const int> blobs) {
   HeldAndReferenced split;

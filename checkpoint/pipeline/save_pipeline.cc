@@ -144,11 +144,11 @@ absl::Status SavePipeline::Prepare(const SaveRecord& record, bool* agreed) {
   *agreed = false;
   // The mark edits an entry that is there: nothing to get ready.
   if (record.kind == SaveKind::kLoopFinished) return absl::OkStatus();
-  // Forgetting the epoch (below) takes out entries of it and of later
-  // epochs only (an entry references earlier epochs): a base of an earlier
-  // epoch, and the databases it refers to, stay listed. A base of this
-  // epoch or a later one (a restored preemption checkpoint, which this save
-  // replaces) goes.
+  // Forgetting the epoch (below) takes out its entry and those that refer
+  // to it, all of later epochs (an entry refers to earlier ones): a base of
+  // an earlier epoch, and the databases it refers to, stay listed. A base
+  // of this epoch or a later one (a restored preemption checkpoint, which
+  // this save replaces) goes.
   if (!base_.empty() && base_.epoch() >= record.epoch) base_ = SaveBase();
   absl::Status local = PrepareCheckpointDirectory(options_.directory);
   if (local.ok()) local = LockNodes();
@@ -176,13 +176,16 @@ absl::Status SavePipeline::Prepare(const SaveRecord& record, bool* agreed) {
 }
 
 void SavePipeline::RestoredFrom(
-    const Session& session, int64_t epoch, int64_t chain_start,
+    const Session& session, int64_t epoch,
     const std::vector<std::vector<std::string>>& blobs) {
   CHECK(flights_.empty()) << "a restore with checkpoint saves in flight";
   base_ = SaveBase();
   if (!options_.incremental) return;
   std::vector<std::unique_ptr<CompactBlobIndex>> indexes(nodes_.size());
   std::vector<BlobGenerations> generations(nodes_.size());
+  // The chain begins with the oldest database these refer to: from the
+  // indexes themselves, which the references of later saves copy.
+  int64_t chain_start = epoch;
   for (size_t i = 0; i < nodes_.size(); ++i) {
     const PipelineNode& n = nodes_[i];
     if (!coordinator_->Hosts(n.node)) continue;
@@ -198,6 +201,9 @@ void SavePipeline::RestoredFrom(
                    << "restore of epoch " << epoch
                    << " is full: " << frozen.status().message();
       return;
+    }
+    if (!index->referenced_epochs().empty()) {
+      chain_start = std::min(chain_start, index->referenced_epochs().front());
     }
     indexes[i] = std::make_unique<CompactBlobIndex>(*std::move(index));
     generations[i] = GenerationsOf(*frozen);
@@ -272,6 +278,8 @@ absl::StatusOr<CheckpointStats> SavePipeline::Save(
   if (!local.ok()) {
     ReleaseSnapshots(*flight);
     flight->written.status = local;
+    // As many tallies as every other process reports: they are summed.
+    if (options_.incremental) flight->written.tallies = NoTallies();
     if (coordinator_->spans_processes() && !failed_everywhere) {
       // This process's own failure becomes its write's report, agreed on
       // like a failed write: every process goes through the same stages.
@@ -395,7 +403,7 @@ std::vector<int64_t> SavePipeline::ReferenceTallies(
   // process's blobs held k epochs back]: summed over the processes, the
   // commit learns which epochs the save references. A chain spans fewer
   // than full_every epochs (SaveBase::UsableFor), so k never exceeds it.
-  std::vector<int64_t> tallies(1 + options_.full_every, 0);
+  std::vector<int64_t> tallies = NoTallies();
   for (const Flight::NodeSnapshot& node : flight.snapshots) {
     for (const CheckpointBlobInfo& info : node.referenced) {
       for (int64_t bytes : info.value_bytes()) tallies[0] += bytes;
@@ -406,6 +414,10 @@ std::vector<int64_t> SavePipeline::ReferenceTallies(
     }
   }
   return tallies;
+}
+
+std::vector<int64_t> SavePipeline::NoTallies() const {
+  return std::vector<int64_t>(1 + options_.full_every, 0);
 }
 
 std::vector<int64_t> SavePipeline::PinnedEpochs() const {
@@ -589,6 +601,14 @@ void SavePipeline::Collect() {
       listed_bound_ = outcome.stats.ok()
                           ? record.epoch
                           : std::max(*listed_bound_, record.epoch);
+    }
+    if (options_.incremental && flight->agreed.ok() &&
+        !flight->committed.ok()) {
+      // A commit that failed may still have put its log in place (say, the
+      // directory's fsync failed after the rename), and that log's
+      // retention may have retired what the base refers to: the next save
+      // is full.
+      base_ = SaveBase();
     }
     if (options_.incremental && record.kind == SaveKind::kEpoch &&
         outcome.stats.ok()) {

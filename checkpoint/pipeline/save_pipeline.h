@@ -115,12 +115,11 @@ class SavePipeline {
 
   // Incremental saves: after a restore of committed `epoch` put `blobs[i]`
   // of node i in place in `session`, the next save may refer to that
-  // epoch's databases (and those they refer to, the oldest of which is
-  // `chain_start`) for the tensors not written since. Reads the blob index
-  // of each database of the epoch this process hosts; if one cannot be
-  // read, the next save is full (and the reason logged). Call with no save
-  // in flight (after Drain).
-  void RestoredFrom(const Session& session, int64_t epoch, int64_t chain_start,
+  // epoch's databases (and those they refer to) for the tensors not written
+  // since. Reads the blob index of each database of the epoch this process
+  // hosts; if one cannot be read, the next save is full (and the reason
+  // logged). Call with no save in flight (after Drain).
+  void RestoredFrom(const Session& session, int64_t epoch,
                     const std::vector<std::vector<std::string>>& blobs);
 
   // Brings every save to its outcome. Collective.
@@ -156,6 +155,8 @@ class SavePipeline {
   // epochs it references (WriteReport::tallies), and the epochs retention
   // must keep for a save that refers to the current base.
   std::vector<int64_t> ReferenceTallies(const Flight& flight) const;
+  // The tallies of a process that references nothing (all zero).
+  std::vector<int64_t> NoTallies() const;
   std::vector<int64_t> PinnedEpochs() const;
   // In the job's thread: waits for the queue, runs the exchanges that are
   // due in one round, hands what follows to the queue and collects the
