@@ -1,6 +1,7 @@
 // The Load operator (see save_load_ops.h).
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -313,61 +314,102 @@ class LoadOp final : public OperatorBase {
     if (indices.empty()) return db->Close();
     // The blobs this database holds, then those it lists by reference (an
     // incremental save), from the database of each epoch that holds them;
-    // each database is opened once.
+    // each database is opened once, before any value is read, and all of
+    // them are read by one set of threads: a restore ten databases deep
+    // then reads as one of a full save does, without a pause between them.
     HeldAndReferenced split = SplitByHolder(index, indices);
-    JG_RETURN_IF_ERROR(ReadValues(db.get(), path, index, std::move(split.held),
-                                  names, targets, blob_bytes, assemblers));
+    std::vector<std::unique_ptr<DB>> holders;
+    std::vector<ValueSource> sources;
+    sources.push_back({db.get(), path, std::move(split.held)});
     for (auto& [epoch, blobs] : split.referenced) {
       JG_ASSIGN_OR_RETURN(
-          std::unique_ptr<DB> holder,
+          holders.emplace_back(),
           OpenReferencedDb(db_type_, path, index, epoch, VerifyDepth::kValues));
-      const std::string holder_path = holder->path();
-      JG_RETURN_IF_ERROR(ReadValues(holder.get(), holder_path, index,
-                                    std::move(blobs), names, targets,
-                                    blob_bytes, assemblers));
+      sources.push_back(
+          {holders.back().get(), holders.back()->path(), std::move(blobs)});
+    }
+    JG_RETURN_IF_ERROR(
+        ReadValues(index, sources, names, targets, blob_bytes, assemblers));
+    for (std::unique_ptr<DB>& holder : holders) {
       JG_RETURN_IF_ERROR(holder->Close());
     }
     return db->Close();
   }
 
-  // Reads the values of blobs `indices` (of `index`) from `db` (at `path`),
-  // checked against `index`, into `targets`: in parts of about equal bytes,
-  // each read by its own thread through its own cursor into its own
-  // assembler (the targets are distinct blobs).
+  // A database and the blobs (indices into one blob index) to read from it.
+  struct ValueSource {
+    DB* db;
+    std::string path;
+    std::vector<int> indices;
+  };
+
+  // Reads the values of the blobs of `sources` (indices into `index`),
+  // checked against `index`, into `targets`: each source in parts of about
+  // equal bytes, each part through its own cursor into its own assembler
+  // (the targets are distinct blobs), the parts of every source shared out
+  // to one set of threads.
   absl::Status ReadValues(
-      DB* db, const std::string& path, const CompactBlobIndex& index,
-      std::vector<int> indices, const std::vector<absl::string_view>& names,
+      const CompactBlobIndex& index, std::vector<ValueSource>& sources,
+      const std::vector<absl::string_view>& names,
       const std::vector<Blob*>& targets, const std::vector<int64_t>& blob_bytes,
       std::vector<std::unique_ptr<BlobAssembler>>* assemblers) {
-    if (indices.empty()) return absl::OkStatus();
     // In key order (usually the index's already), so that the first part's
     // error is the one a single reader would meet first.
     auto first_key = [&](int b) {
       return index.key_size(b) == 0 ? absl::string_view() : index.key(b, 0);
     };
     auto by_key = [&](int a, int b) { return first_key(a) < first_key(b); };
-    if (!std::is_sorted(indices.begin(), indices.end(), by_key)) {
-      std::sort(indices.begin(), indices.end(), by_key);
-    }
     // No overflow: the index refuses sizes whose total overflows.
+    std::vector<int64_t> source_bytes(sources.size(), 0);
     int64_t total_bytes = 0;
-    for (int b : indices) total_bytes += blob_bytes[b];
-    const std::vector<absl::Span<const int>> spans =
-        SplitByBytes(indices, blob_bytes, total_bytes,
-                     PartsFor(indices.size(), total_bytes));
-    std::vector<absl::Status> statuses(spans.size());
+    size_t total_blobs = 0;
+    for (size_t s = 0; s < sources.size(); ++s) {
+      std::vector<int>& indices = sources[s].indices;
+      if (!std::is_sorted(indices.begin(), indices.end(), by_key)) {
+        std::sort(indices.begin(), indices.end(), by_key);
+      }
+      for (int b : indices) source_bytes[s] += blob_bytes[b];
+      total_bytes += source_bytes[s];
+      total_blobs += indices.size();
+    }
+    const int threads = PartsFor(total_blobs, total_bytes);
+    // The parts, source by source: a source gets its share of the threads
+    // by its bytes, at least one part if it has blobs.
+    struct Part {
+      const ValueSource* source;
+      absl::Span<const int> blobs;
+    };
+    std::vector<Part> parts;
+    for (size_t s = 0; s < sources.size(); ++s) {
+      if (sources[s].indices.empty()) continue;
+      const int64_t share =
+          total_bytes == 0
+              ? 1
+              : (source_bytes[s] * threads + total_bytes - 1) / total_bytes;
+      for (absl::Span<const int> span :
+           SplitByBytes(sources[s].indices, blob_bytes, source_bytes[s],
+                        static_cast<int>(std::clamp<int64_t>(
+                            share, 1, std::max(threads, 1))))) {
+        parts.push_back({&sources[s], span});
+      }
+    }
+    if (parts.empty()) return absl::OkStatus();
+    std::vector<absl::Status> statuses(parts.size());
     const size_t first = assemblers->size();
-    for (size_t i = 0; i < spans.size(); ++i) {
+    for (size_t i = 0; i < parts.size(); ++i) {
       assemblers->push_back(std::make_unique<BlobAssembler>());
     }
+    std::atomic<size_t> next_part{0};
+    std::atomic<bool> failed{false};
     auto read_part = [&](size_t i) {
+      const Part& part = parts[i];
       BlobAssembler& assembler = *(*assemblers)[first + i];
       // A blob of one value needs no state between values (AddWhole).
       assembler.Reserve(static_cast<int>(
-          std::count_if(spans[i].begin(), spans[i].end(),
+          std::count_if(part.blobs.begin(), part.blobs.end(),
                         [&](int b) { return index.key_size(b) > 1; })));
       statuses[i] = ScanDbValues(
-          db, index, spans[i], verify_checksums_,
+          part.source->db, index, part.blobs, verify_checksums_,
           [&](int b, int, absl::string_view value) -> absl::Status {
             absl::Status status =
                 index.key_size(b) == 1
@@ -375,24 +417,38 @@ class LoadOp final : public OperatorBase {
                                          blob_bytes[b])
                     : assembler.Add(names[b], value, targets[b], blob_bytes[b]);
             if (status.ok()) return status;
-            return absl::Status(
-                status.code(),
-                absl::StrCat("loading from ", path, ": ", status.message()));
+            return absl::Status(status.code(),
+                                absl::StrCat("loading from ", part.source->path,
+                                             ": ", status.message()));
           });
+      if (!statuses[i].ok()) failed.store(true, std::memory_order_relaxed);
     };
-    std::vector<std::thread> threads;
-    threads.reserve(spans.size() - 1);
-    for (size_t i = 1; i < spans.size(); ++i) {
-      try {
-        threads.emplace_back(read_part, i);
-      } catch (const std::system_error&) {
-        // No thread to be had (a process at its limit): read it here.
+    // Parts in order, to whichever thread is free; none started after one
+    // failed (the load fails anyway).
+    auto work = [&] {
+      for (size_t i = next_part.fetch_add(1); i < parts.size();
+           i = next_part.fetch_add(1)) {
+        if (failed.load(std::memory_order_relaxed)) break;
         read_part(i);
       }
+    };
+    std::vector<std::thread> workers;
+    const size_t helpers =
+        std::min<size_t>(static_cast<size_t>(std::max(threads, 1)),
+                         parts.size()) -
+        1;
+    workers.reserve(helpers);
+    for (size_t i = 0; i < helpers; ++i) {
+      try {
+        workers.emplace_back(work);
+      } catch (const std::system_error&) {
+        // No thread to be had (a process at its limit): fewer threads.
+        break;
+      }
     }
-    read_part(0);
-    for (std::thread& thread : threads) thread.join();
-    // The error of the first part in key order, as one reader would see it.
+    work();
+    for (std::thread& worker : workers) worker.join();
+    // The error of the first part in order, as one reader would see it.
     for (const absl::Status& status : statuses) JG_RETURN_IF_ERROR(status);
     return absl::OkStatus();
   }

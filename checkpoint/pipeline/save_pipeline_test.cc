@@ -1,5 +1,6 @@
 #include "checkpoint/pipeline/save_pipeline.h"
 
+#include <fstream>
 #include <map>
 #include <memory>
 #include <random>
@@ -809,6 +810,127 @@ TEST_F(IncrementalSaveTest, AFailureBeforeTheWriteReportsAsManyTallies) {
   EXPECT_FALSE(SaveBoth(*pipeline, 2).ok());
   ASSERT_EQ(lengths.size(), 2u);
   EXPECT_EQ(lengths[1], lengths[0]);
+}
+
+// The value every element of tensor "t<i>" of node a holds when written in
+// `epoch`: a distinctive pattern, to find on disk.
+int64_t PatternOf(int i, int64_t epoch) {
+  return static_cast<int64_t>(0x5AC3A55AC3A50000ULL | (i << 8) | epoch);
+}
+
+// Loads every blob of node `node`'s database of `epoch` into `ws` with
+// `threads` reading threads (Load's argument).
+absl::Status LoadAllInto(const std::string& dir, const std::string& node,
+                         int64_t epoch, int threads, Workspace* ws) {
+  OperatorDef def;
+  def.set_type("Load");
+  Argument* db = def.add_arg();
+  db->set_name("db");
+  db->set_s(CheckpointDbPath(dir, node, epoch));
+  Argument* db_type = def.add_arg();
+  db_type->set_name("db_type");
+  db_type->set_s("leveldb");
+  Argument* all = def.add_arg();
+  all->set_name("load_all");
+  all->set_i(1);
+  Argument* threads_arg = def.add_arg();
+  threads_arg->set_name("threads");
+  threads_arg->set_i(threads);
+  absl::StatusOr<std::unique_ptr<OperatorBase>> op =
+      OperatorRegistry::Global().Create(def, ws);
+  return op.ok() ? (*op)->Run() : op.status();
+}
+
+// Flips one bit of the first value of tensor "t<i>" as written in `epoch`,
+// in node a's database of that epoch.
+void DamageValue(const std::string& dir, int i, int64_t epoch) {
+  std::string pattern;
+  const int64_t value = PatternOf(i, epoch);
+  for (int k = 0; k < 8; ++k) {
+    pattern.append(reinterpret_cast<const char*>(&value), sizeof(value));
+  }
+  const std::string db = CheckpointDbPath(dir, "a", epoch);
+  absl::StatusOr<std::vector<std::string>> files = ListDir(db);
+  ASSERT_TRUE(files.ok()) << files.status();
+  for (const std::string& name : *files) {
+    const std::string path = JoinPath(db, name);
+    absl::StatusOr<std::string> contents = ReadFileToString(path);
+    ASSERT_TRUE(contents.ok()) << contents.status();
+    const size_t at = contents->find(pattern);
+    if (at == std::string::npos) continue;
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(at + 100));
+    f.put(static_cast<char>((*contents)[at + 100] ^ 0x10));
+    ASSERT_TRUE(f.good()) << path;
+    return;
+  }
+  FAIL() << "no file of " << db << " holds t" << i << " of epoch " << epoch;
+}
+
+// A restore reads the database and those it references with one set of
+// threads. Epoch 4 of node a holds t6 and refers to epoch 1 for t0, t1 and
+// t7, to 2 for t2 and t3, to 3 for t4 and t5: whatever the number of
+// threads, the tensors are exactly those saved, and damage in two of the
+// referenced databases is the error that one reader, reading the databases
+// in order, meets first.
+TEST_F(IncrementalSaveTest, ThreadsReadTheReferencedDatabasesLikeOneReader) {
+  options_.full_every = 10;
+  Workspace* a = session_.NodeWorkspace("a");
+  std::vector<std::string> a_blobs = {"v", "w"};
+  auto write = [&](int i, int64_t epoch) {
+    Tensor t(INT64, {4096});
+    for (int64_t j = 0; j < t.numel(); ++j) {
+      t.mutable_data<int64_t>()[j] = PatternOf(i, epoch);
+    }
+    a->SetTensor(absl::StrCat("t", i), std::move(t));
+  };
+  for (int i = 0; i < 8; ++i) {
+    write(i, 1);
+    a_blobs.push_back(absl::StrCat("t", i));
+  }
+  std::unique_ptr<SaveQueue> queue = NewInlineSaveQueue();
+  std::unique_ptr<SavePipeline> pipeline =
+      NewPipeline(NewLocalCoordinator(), queue.get());
+  const std::map<int64_t, std::vector<int>> written = {
+      {1, {}}, {2, {2, 3}}, {3, {4, 5}}, {4, {6}}};
+  for (const auto& [epoch, tensors] : written) {
+    for (int i : tensors) write(i, epoch);
+    SetW(epoch);
+    absl::StatusOr<CheckpointStats> saved =
+        pipeline->Save(&session_, {.kind = SaveKind::kEpoch, .epoch = epoch},
+                       {a_blobs, {"v", "w"}});
+    ASSERT_TRUE(saved.ok()) << saved.status();
+  }
+  EXPECT_EQ(Holders("a", 4), "t0:1,t1:1,t2:2,t3:2,t4:3,t5:3,t6:4,t7:1,v:1,w:4");
+  const std::vector<int64_t> holder_of = {1, 1, 2, 2, 3, 3, 4, 1};
+  for (int threads : {1, 2, 3, 8}) {
+    SCOPED_TRACE(absl::StrCat("threads=", threads));
+    Workspace loaded;
+    ASSERT_TRUE(LoadAllInto(dir_.path(), "a", 4, threads, &loaded).ok());
+    for (int i = 0; i < 8; ++i) {
+      const std::string name = absl::StrCat("t", i);
+      EXPECT_TRUE(a->GetTensor(name).value()->BitwiseEquals(
+          *loaded.GetTensor(name).value()))
+          << name;
+      EXPECT_EQ(loaded.GetTensor(name).value()->data<int64_t>()[4095],
+                PatternOf(i, holder_of[i]))
+          << name;
+    }
+    EXPECT_EQ(loaded.GetTensor("w").value()->scalar<int64_t>(), 4);
+  }
+  DamageValue(dir_.path(), 5, 3);
+  DamageValue(dir_.path(), 3, 2);
+  for (int threads : {1, 2, 3, 8}) {
+    SCOPED_TRACE(absl::StrCat("threads=", threads));
+    Workspace loaded;
+    absl::Status status = LoadAllInto(dir_.path(), "a", 4, threads, &loaded);
+    EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
+    EXPECT_EQ(status.message(),
+              absl::StrCat("op Load( -> ): checkpoint ",
+                           CheckpointDbPath(dir_.path(), "a", 2),
+                           ": value of key 't3#%0' (blob 't3') fails its "
+                           "CRC-32C check; the database is damaged"));
+  }
 }
 
 // With background saves across processes a save refers to the last save
