@@ -7,9 +7,10 @@
 //
 // "records" is present when the caller counts them; "resumed_from" is null
 // for a run that started from scratch; "save_referenced_bytes" is the part
-// of "save_bytes" an incremental save referred to instead of writing. Lines are appended, so the runs of a
-// job that is interrupted and resumed build one file; each line is written
-// with a single write(2) and is complete once Append returns.
+// of "save_bytes" an incremental save referred to instead of writing. Lines
+// are appended, so the runs of a job that is interrupted and resumed build
+// one file; each line is written with a single write(2) and is complete once
+// Append returns.
 //
 // Hook it into a run through JobRunnerOptions::on_epoch_end. Owns its file
 // descriptor. Not thread-safe.

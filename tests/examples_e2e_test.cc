@@ -248,6 +248,20 @@ TEST(SumPipeline, DumpPlanAndPlanDot) {
   EXPECT_EQ(LastLine(drawn), "result: epochs=4 totals=145");
 }
 
+// Flips one byte in the middle of the table file of the database `db`.
+void DamageTable(const std::string& db) {
+  std::string table;
+  // A local: value() of a temporary StatusOr would dangle in a range-for.
+  const std::vector<std::string> files = ListDir(db).value();
+  for (const std::string& name : files) {
+    if (absl::EndsWith(name, ".ldb")) table = JoinPath(db, name);
+  }
+  ASSERT_FALSE(table.empty()) << "no table file in " << db;
+  std::string bytes = ReadFileToString(table).value();
+  bytes[bytes.size() / 2] ^= 0x5a;
+  ASSERT_TRUE(WriteFileAtomically(table, bytes).ok());
+}
+
 TEST(Ckpt, VerifyExitCodesOnCleanAndDamagedCheckpoints) {
   const std::string dir = NewTempDir("ckpt_verify");
   ASSERT_TRUE(SumPipeline({"--checkpoint_dir=" + dir}).exited_ok());
@@ -255,17 +269,7 @@ TEST(Ckpt, VerifyExitCodesOnCleanAndDamagedCheckpoints) {
   EXPECT_EQ(clean.exit_code(), 0) << clean.Describe();
 
   // Flip one byte in the middle of the newest database's table file.
-  const std::string db = dir + "/trainer_0.4";
-  std::string table;
-  // A local: value() of a temporary StatusOr would dangle in a range-for.
-  const std::vector<std::string> files = ListDir(db).value();
-  for (const std::string& name : files) {
-    if (absl::EndsWith(name, ".ldb")) table = JoinPath(db, name);
-  }
-  ASSERT_FALSE(table.empty());
-  std::string bytes = ReadFileToString(table).value();
-  bytes[bytes.size() / 2] ^= 0x5a;
-  ASSERT_TRUE(WriteFileAtomically(table, bytes).ok());
+  DamageTable(dir + "/trainer_0.4");
   ChildRun damaged = Ckpt({"verify", dir});
   EXPECT_EQ(damaged.exit_code(), 1) << damaged.Describe();
   EXPECT_THAT(absl::StrJoin(damaged.lines, "\n"), HasSubstr("trainer_0.4"));
@@ -298,15 +302,7 @@ TEST(Ckpt, DamageToAReferencedDatabaseIsDamageToEveryEpochReadingIt) {
   EXPECT_THAT(list.lines[6], HasSubstr("183 (epoch 3)"));  // epoch 4
 
   const std::string db = dir + "/trainer_0.3";
-  std::string table;
-  const std::vector<std::string> files = ListDir(db).value();
-  for (const std::string& name : files) {
-    if (absl::EndsWith(name, ".ldb")) table = JoinPath(db, name);
-  }
-  ASSERT_FALSE(table.empty());
-  std::string bytes = ReadFileToString(table).value();
-  bytes[bytes.size() / 2] ^= 0x5a;
-  ASSERT_TRUE(WriteFileAtomically(table, bytes).ok());
+  DamageTable(db);
 
   ChildRun verify = Ckpt({"verify", dir});
   EXPECT_EQ(verify.exit_code(), 1) << verify.Describe();

@@ -61,7 +61,6 @@ void FillGroupNames(CommitLog& log) {
   }
 }
 
-
 // A commit log and the bytes of the file it was read from (or written to).
 struct LogFile {
   CommitLog log;
