@@ -45,15 +45,20 @@ TEST(SumPipeline, DefaultResult) {
   EXPECT_EQ(LastLine(run), "result: epochs=4 totals=145");
 }
 
-// Also with incremental saves, a full one every second epoch: resuming from
-// an epoch whose database refers to the one before it is as exact.
+// Also with incremental saves, a full one every second epoch, synchronous
+// and in the background: resuming from an epoch whose database refers to
+// the one before it is as exact.
 TEST(SumPipeline, ResumingFromEveryEpochGivesTheSameTotals) {
-  for (const char* saves :
-       {"--incremental_checkpoint=false", "--incremental_checkpoint=true"}) {
-    SCOPED_TRACE(saves);
+  for (const std::vector<std::string>& saves :
+       std::vector<std::vector<std::string>>{
+           {"--incremental_checkpoint=false"},
+           {"--incremental_checkpoint=true"},
+           {"--incremental_checkpoint=true", "--async_checkpoint"}}) {
+    SCOPED_TRACE(absl::StrJoin(saves, " "));
     const std::string dir = NewTempDir("sum_resume");
-    const std::vector<std::string> args = {"--checkpoint_dir=" + dir, saves,
-                                           "--full_every=2"};
+    std::vector<std::string> args = {"--checkpoint_dir=" + dir,
+                                     "--full_every=2"};
+    args.insert(args.end(), saves.begin(), saves.end());
     ChildRun full = SumPipeline(args);
     ASSERT_TRUE(full.exited_ok()) << full.Describe();
     EXPECT_EQ(LastLine(full), "result: epochs=4 totals=145");
