@@ -4,9 +4,12 @@
 // run.
 //
 // Started without mpirun (the usual way), it is the driver: it runs itself
-// under `mpirun --oversubscribe -np N` for N in --ranks (default 2, 8, 32)
-// and prints each run's line, then
+// under `mpirun --oversubscribe -np N` for N in --ranks (default 2, 8, 32),
+// --repeats times over (the sizes taking turns), prints each run's line and
+// each size's ratios, then the median of the runs' ratios and their 90th
+// percentile (nearest rank):
 //   mpi_commit_bench: commit_vs_barrier_at_8=<r> commit_vs_barrier_at_32=<r>
+//       p90_commit_vs_barrier_at_8=<r> p90_commit_vs_barrier_at_32=<r>
 //       async_commit_vs_barrier_at_8=<r> async_commit_vs_barrier_at_32=<r>
 // Under mpirun (started by the driver, or by hand with --worker) every rank
 // hosts one node holding one small tensor; a Checkpointer with the "memory"
@@ -47,11 +50,13 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -71,6 +76,9 @@
 
 ABSL_FLAG(std::string, ranks, "2,8,32", "Rank counts to measure.");
 ABSL_FLAG(int, epochs, 100, "Commits (and barriers) per rank count.");
+ABSL_FLAG(int, repeats, 10,
+          "Runs of each rank count; the last line gives the median and the "
+          "90th percentile of their ratios.");
 ABSL_FLAG(std::string, dir, "",
           "Directory for the commit log; default: a fresh one under /dev/shm "
           "(or the system temp directory without /dev/shm).");
@@ -383,38 +391,74 @@ double Field(absl::string_view line, absl::string_view key) {
   return r;
 }
 
+// The value at quantile `q` of `values` (nearest rank: the smallest value
+// that at least q of them do not exceed).
+double Quantile(std::vector<double> values, double q) {
+  CHECK(!values.empty());
+  std::sort(values.begin(), values.end());
+  const size_t rank = static_cast<size_t>(std::ceil(q * values.size()));
+  return values[std::clamp<size_t>(rank, 1, values.size()) - 1];
+}
+
 int Driver(const char* self) {
-  std::map<int, double> ratio;
-  std::map<int, double> async_ratio;
+  const int repeats = absl::GetFlag(FLAGS_repeats);
+  CHECK_GE(repeats, 1) << "--repeats must be 1 or more";
+  std::vector<int> sizes;
   for (absl::string_view n : absl::StrSplit(absl::GetFlag(FLAGS_ranks), ',')) {
     int ranks = 0;
     CHECK(absl::SimpleAtoi(n, &ranks) && ranks > 0) << "--ranks: " << n;
-    const std::string command = absl::StrCat(
-        "mpirun --allow-run-as-root --oversubscribe -np ", ranks, " '", self,
-        "' --worker --epochs=", absl::GetFlag(FLAGS_epochs),
-        " --async_epoch_us=", absl::GetFlag(FLAGS_async_epoch_us),
-        absl::GetFlag(FLAGS_dir).empty()
-            ? ""
-            : absl::StrCat(" --dir='", absl::GetFlag(FLAGS_dir), "'"));
-    FILE* out = popen(command.c_str(), "r");
-    CHECK(out != nullptr) << command;
-    char line[512];
-    std::string last;
-    while (std::fgets(line, sizeof(line), out) != nullptr) {
-      std::fputs(line, stdout);
-      last = line;
+    sizes.push_back(ranks);
+  }
+  // Each size's ratio and async_ratio, one per run.
+  std::map<int, std::vector<double>> ratio;
+  std::map<int, std::vector<double>> async_ratio;
+  for (int repeat = 1; repeat <= repeats; ++repeat) {
+    for (int ranks : sizes) {
+      const std::string command = absl::StrCat(
+          "mpirun --allow-run-as-root --oversubscribe -np ", ranks, " '", self,
+          "' --worker --epochs=", absl::GetFlag(FLAGS_epochs),
+          " --async_epoch_us=", absl::GetFlag(FLAGS_async_epoch_us),
+          absl::GetFlag(FLAGS_dir).empty()
+              ? ""
+              : absl::StrCat(" --dir='", absl::GetFlag(FLAGS_dir), "'"));
+      FILE* out = popen(command.c_str(), "r");
+      CHECK(out != nullptr) << command;
+      char line[512];
+      std::string last;
+      std::printf("run %d/%d: ", repeat, repeats);
+      while (std::fgets(line, sizeof(line), out) != nullptr) {
+        std::fputs(line, stdout);
+        last = line;
+      }
+      std::fflush(stdout);
+      CHECK_EQ(pclose(out), 0) << command;
+      ratio[ranks].push_back(Field(last, " ratio="));
+      async_ratio[ranks].push_back(Field(last, " async_ratio="));
     }
-    CHECK_EQ(pclose(out), 0) << command;
-    ratio[ranks] = Field(last, " ratio=");
-    async_ratio[ranks] = Field(last, " async_ratio=");
+  }
+  auto list = [](const std::vector<double>& values) {
+    return absl::StrJoin(values, " ", [](std::string* out, double v) {
+      absl::StrAppendFormat(out, "%.2f", v);
+    });
+  };
+  for (int ranks : sizes) {
+    std::printf(
+        "ranks=%d over %d runs: ratio median %.2f p90 %.2f (%s); async_ratio "
+        "median %.2f p90 %.2f (%s)\n",
+        ranks, repeats, Quantile(ratio[ranks], 0.5),
+        Quantile(ratio[ranks], 0.9), list(ratio[ranks]).c_str(),
+        Quantile(async_ratio[ranks], 0.5), Quantile(async_ratio[ranks], 0.9),
+        list(async_ratio[ranks]).c_str());
   }
   std::vector<std::string> parts;
-  for (const auto& [prefix, ratios] :
-       {std::pair{"", &ratio}, std::pair{"async_", &async_ratio}}) {
+  for (const auto& [name, ratios, q] :
+       {std::tuple{"commit", &ratio, 0.5},
+        std::tuple{"p90_commit", &ratio, 0.9},
+        std::tuple{"async_commit", &async_ratio, 0.5}}) {
     for (int ranks : {8, 32}) {
       if (ratios->count(ranks)) {
-        parts.push_back(absl::StrFormat("%scommit_vs_barrier_at_%d=%.2f",
-                                        prefix, ranks, ratios->at(ranks)));
+        parts.push_back(absl::StrFormat("%s_vs_barrier_at_%d=%.2f", name, ranks,
+                                        Quantile(ratios->at(ranks), q)));
       }
     }
   }

@@ -103,7 +103,7 @@ void WriteInput(const std::string& path) {
   CHECK(out.good()) << "cannot write " << path;
 }
 
-// The naive loop the issue measured.
+// The naive loop: read a line, split it, count in a hash map.
 Counts Loop(const std::string& path) {
   std::ifstream in(path);
   CHECK(in.good()) << path;

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-"""torch.save of checkpoint_bench's large workload, for the comparison that
-issue 11 asks for (Debian's python3-torch; not part of the build or tests).
+"""torch.save of checkpoint_bench's large workload: the peer a save is
+compared with (Debian's python3-torch; not part of the build or tests).
 
 Saves 64 float32 tensors of 16 MiB (1 GiB) with torch.save, then fsyncs the
 file and its directory, as the Save op's commit makes its database durable.
