@@ -13,6 +13,7 @@
 #include "checkpoint/util/time_util.h"
 #include "engine/session.h"
 #include "engine/status_macros.h"
+#include "engine/storage_pool.h"
 #include "glog/logging.h"
 
 namespace jobgraph {
@@ -159,6 +160,9 @@ absl::Status JobRunner::EndEpoch(EpochStats epoch_stats) {
   // The epoch's own save, if it ended, and any background save that ended
   // meanwhile. A save failure that ends the run leaves the epoch unrecorded.
   JG_RETURN_IF_ERROR(ReportSaves(/*wait=*/false));
+  // Large buffers freed in the epoch before this one and not reused in this
+  // one go back to the system (storage_pool.h).
+  StoragePool::Global().TrimIdle();
   stats_.epochs.push_back(std::move(epoch_stats));
   if (options_.on_epoch_end) options_.on_epoch_end(stats_.epochs.back());
   return absl::OkStatus();

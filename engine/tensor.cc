@@ -1,12 +1,11 @@
 #include "engine/tensor.h"
 
-#include <sys/mman.h>
-
 #include <atomic>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "engine/storage_pool.h"
 
 namespace jobgraph {
 
@@ -127,15 +126,13 @@ void Tensor::Allocate(bool zero) {
 
 Tensor::ByteBuffer::ByteBuffer(size_t n, bool zero) : size(n) {
   if (n >= kMappedStorageBytes) {
-    // Mapped directly: unmapping returns the memory to the system at once.
-    // From glibc's heap, freed storage of this size would stay in the
-    // process, and glibc would raise its mmap threshold so that the next
-    // ones come from the heap too: a copy-on-write copy made during an
+    // Mapped directly, through the pool of buffers the process already
+    // touched (storage_pool.h), and given back to it when freed. From
+    // glibc's heap, freed storage of this size would stay in the process
+    // with no bound, and glibc would raise its mmap threshold so that the
+    // next ones come from the heap too: a copy-on-write copy made during an
     // asynchronous save would then outlive the save in the process's RSS.
-    // Mapped pages are zero already.
-    void* pages = mmap(nullptr, n, PROT_READ | PROT_WRITE,
-                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (pages != MAP_FAILED) {
+    if (void* pages = StoragePool::Global().Take(n, zero); pages != nullptr) {
       data = static_cast<uint8_t*>(pages);
       mapped = true;
       return;
@@ -147,7 +144,7 @@ Tensor::ByteBuffer::ByteBuffer(size_t n, bool zero) : size(n) {
 
 Tensor::ByteBuffer::~ByteBuffer() {
   if (mapped) {
-    munmap(data, size);
+    StoragePool::Global().Give(data, size);
   } else {
     delete[] data;
   }

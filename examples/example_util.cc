@@ -31,6 +31,7 @@
 #include "engine/mpi/mpi_session.h"
 #include "engine/operator.h"
 #include "engine/status_macros.h"
+#include "engine/storage_pool.h"
 #include "engine/tensor.h"
 #include "examples/plan_dot.h"
 #include "glog/logging.h"
@@ -77,6 +78,12 @@ ABSL_FLAG(int, full_every, 10,
           "With --incremental_checkpoint: a full checkpoint at least every "
           "this many epochs (1 to 1000), which bounds how many databases a "
           "resume reads.");
+ABSL_FLAG(int64_t, memory_pool_mib, 1024,
+          "Keep up to this many MiB of freed tensor buffers (1 MiB and "
+          "larger) for the next tensors of the same size: copy-on-write "
+          "copies, restores and staging then reuse memory the process has "
+          "already touched. Buffers no epoch reused go back to the system "
+          "after an epoch. 0 turns the pool off.");
 ABSL_FLAG(std::string, session, "auto",
           "Where the job's nodes run: 'local' (every node in this process), "
           "'mpi' (spread over the ranks of an Open MPI job: start the program "
@@ -212,8 +219,9 @@ std::string CommonFlagsUsage(int indent) {
       margin,
       "[--metrics_out=FILE] [--async_checkpoint] [--dump_plan] "
       "[--plan_dot=FILE]\n",
-      margin, "[--incremental_checkpoint] [--full_every=N]\n", margin,
-      "[--epoch_delay_ms=MS] [--record_delay_ms=MS]\n", margin,
+      margin,
+      "[--incremental_checkpoint] [--full_every=N] [--memory_pool_mib=MIB]\n",
+      margin, "[--epoch_delay_ms=MS] [--record_delay_ms=MS]\n", margin,
       "[--preempt_signals=TERM,USR1,INT] [--preempt_exit_code=75]\n", margin,
       "[--session=auto|local|mpi]");
 }
@@ -331,6 +339,12 @@ absl::StatusOr<CommonOptions> ReadCommonFlags() {
   options.full_every = absl::GetFlag(FLAGS_full_every);
   JG_RETURN_IF_ERROR(
       CheckFlagRange("full_every", options.full_every, 1, kMaxFullEvery, ""));
+  options.memory_pool_mib = absl::GetFlag(FLAGS_memory_pool_mib);
+  JG_RETURN_IF_ERROR(CheckFlagRange("memory_pool_mib", options.memory_pool_mib,
+                                    0, int64_t{1} << 20,
+                                    "0 turns the pool off"));
+  StoragePool::Global().set_limit_bytes(
+      static_cast<size_t>(options.memory_pool_mib) << 20);
   options.preempt_exit_code = absl::GetFlag(FLAGS_preempt_exit_code);
   JG_RETURN_IF_ERROR(
       CheckFlagRange("preempt_exit_code", options.preempt_exit_code, 0, 255));

@@ -26,6 +26,9 @@
 //                              the rest
 //   --full_every=N             with --incremental_checkpoint: a full
 //                              checkpoint at least every N epochs (10)
+//   --memory_pool_mib=MIB      keep up to MIB MiB of freed large tensor
+//                              buffers for reuse (1024; 0: off), see
+//                              engine/storage_pool.h
 //   --preempt_signals=LIST     signals that preempt the run (default
 //                              TERM,USR1,INT; "none"): it saves a checkpoint
 //                              to continue from exactly there and exits with
@@ -87,6 +90,7 @@ struct CommonOptions {
   bool async_checkpoint = false;
   bool incremental_checkpoint = false;
   int full_every = 10;
+  int64_t memory_pool_mib = 1024;  // applied to StoragePool::Global()
   std::vector<int> preempt_signals;
   int preempt_exit_code = 75;
   std::string session = "auto";  // --session: "auto", "local" or "mpi"

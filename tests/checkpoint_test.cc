@@ -33,6 +33,7 @@
 #include "checkpoint/util/file_util.h"
 #include "engine/ops/function_op.h"
 #include "engine/session.h"
+#include "engine/storage_pool.h"
 #include "engine/tensor.h"
 #include "engine/workspace.h"
 #include "glog/logging.h"
@@ -191,6 +192,34 @@ TEST(CheckpointTest, IncrementalCheckpointsResumeAndLoadExactly) {
                                     "total:1", "val:0"));
     }
   }
+}
+
+// The runner trims the storage pool once per epoch: a buffer given back
+// before the run (during epoch 1, as far as the pool can tell: without a
+// checkpointer epoch 0 has no end to report) and not reused in epoch 2 is
+// unmapped at epoch 2's end.
+TEST(CheckpointTest, TheRunnerTrimsTheStoragePoolEveryEpoch) {
+  StoragePool& pool = StoragePool::Global();
+  constexpr size_t kBytes = size_t{3} << 20;
+  pool.Give(pool.Take(kBytes, /*zero=*/false), kBytes);
+  const StoragePool::Stats before = pool.stats();
+  Job job;
+  testing::BuildCaffe2Pipeline(job, 0);
+  LocalSession session;
+  std::vector<int64_t> epochs;
+  std::vector<StoragePool::Stats> at_epoch_end;
+  JobRunner runner(job, /*checkpointer=*/nullptr,
+                   {.on_epoch_end = [&](const EpochStats& epoch) {
+                     epochs.push_back(epoch.epoch);
+                     at_epoch_end.push_back(pool.stats());
+                   }});
+  ASSERT_EQ(runner.Train(session).value(), 4);
+  ASSERT_THAT(epochs, ElementsAre(1, 2, 3, 4));
+  EXPECT_EQ(at_epoch_end[0].held_bytes, before.held_bytes);
+  EXPECT_EQ(at_epoch_end[1].held_bytes, before.held_bytes - kBytes);
+  EXPECT_EQ(at_epoch_end[1].released_bytes,
+            before.released_bytes + static_cast<int64_t>(kBytes));
+  EXPECT_EQ(at_epoch_end[3].held_bytes, before.held_bytes - kBytes);
 }
 
 // jobgraph pins its own count of checkpointed blobs (Caffe2 had 12, later

@@ -199,6 +199,11 @@ TEST(SumPipeline, BadFlagsFailWithAClearMessage) {
   // Rejected by Abseil's flag parsing (a ResumeFrom flag), whose status is 1.
   EXPECT_EQ(word.exit_code(), 1) << word.Describe();
   EXPECT_THAT(word.log, HasSubstr("soon"));
+  ChildRun pool = SumPipeline({"--memory_pool_mib=-1"});
+  EXPECT_EQ(pool.exit_code(), 2) << pool.Describe();
+  EXPECT_THAT(pool.log,
+              HasSubstr("--memory_pool_mib must be between 0 and 1048576 (0 "
+                        "turns the pool off), got -1"));
 }
 
 // --resume_from_epoch is a ResumeFrom flag: Abseil's flag parsing rejects a
@@ -229,8 +234,9 @@ TEST(SumPipeline, HelpListsEveryCommonFlag) {
         "[--dump_plan]", "[--plan_dot=FILE]", "[--epoch_delay_ms=MS]",
         "[--record_delay_ms=MS]", "[--preempt_signals=TERM,USR1,INT]",
         "[--preempt_exit_code=75]", "[--session=auto|local|mpi]", "[--nodes=N]",
-        "[--num_records=N]", "[--records_per_epoch=N]",
-        "[--initial_total=N]"}) {
+        "[--num_records=N]", "[--records_per_epoch=N]", "[--initial_total=N]",
+        "[--incremental_checkpoint]", "[--full_every=N]",
+        "[--memory_pool_mib=MIB]"}) {
     EXPECT_THAT(out, HasSubstr(flag)) << help.Describe();
   }
 }

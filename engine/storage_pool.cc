@@ -1,0 +1,134 @@
+#include "engine/storage_pool.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <iterator>
+
+#include "glog/logging.h"
+
+namespace jobgraph {
+namespace {
+
+size_t PageSize() {
+  static const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  return page;
+}
+
+void Unmap(void* data, size_t mapped) {
+  PCHECK(munmap(data, mapped) == 0) << "munmap of a tensor buffer";
+}
+
+}  // namespace
+
+StoragePool::~StoragePool() {
+  absl::MutexLock lock(&mu_);
+  ShrinkTo(0);
+}
+
+StoragePool& StoragePool::Global() {
+  // Never destroyed: tensors in static storage may be freed after main.
+  static StoragePool* pool = new StoragePool();
+  return *pool;
+}
+
+size_t StoragePool::MappedSize(size_t bytes) {
+  const size_t page = PageSize();
+  return (bytes + page - 1) / page * page;
+}
+
+void* StoragePool::Take(size_t bytes, bool zero) {
+  const size_t mapped = MappedSize(bytes);
+  void* data = nullptr;
+  {
+    absl::MutexLock lock(&mu_);
+    auto [first, end] = idle_.equal_range(mapped);
+    if (first != end) {
+      // The newest of that size: its pages are the likeliest still cached.
+      auto newest = std::prev(end);
+      data = newest->second.data;
+      idle_.erase(newest);
+      stats_.held_bytes -= mapped;
+      --stats_.held_buffers;
+      ++stats_.hits;
+    } else {
+      ++stats_.misses;
+    }
+  }
+  if (data != nullptr) {
+    if (zero) std::memset(data, 0, bytes);
+    return data;
+  }
+  data = mmap(nullptr, mapped, PROT_READ | PROT_WRITE,
+              MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  return data == MAP_FAILED ? nullptr : data;
+}
+
+void StoragePool::Give(void* data, size_t bytes) {
+  const size_t mapped = MappedSize(bytes);
+  {
+    absl::MutexLock lock(&mu_);
+    if (stats_.held_bytes + mapped <= limit_bytes_) {
+      idle_.emplace(mapped, Idle{data, round_});
+      stats_.held_bytes += mapped;
+      ++stats_.held_buffers;
+      ++stats_.kept;
+      return;
+    }
+    ++stats_.refused;
+  }
+  Unmap(data, mapped);
+}
+
+size_t StoragePool::TrimIdle() {
+  absl::MutexLock lock(&mu_);
+  size_t released = 0;
+  for (auto it = idle_.begin(); it != idle_.end();) {
+    // Given back before the previous call and not taken since.
+    if (it->second.round < round_) {
+      Unmap(it->second.data, it->first);
+      released += it->first;
+      --stats_.held_buffers;
+      it = idle_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  stats_.held_bytes -= released;
+  stats_.released_bytes += static_cast<int64_t>(released);
+  ++round_;
+  return released;
+}
+
+void StoragePool::set_limit_bytes(size_t bytes) {
+  absl::MutexLock lock(&mu_);
+  limit_bytes_ = bytes;
+  ShrinkTo(bytes);
+}
+
+size_t StoragePool::limit_bytes() const {
+  absl::MutexLock lock(&mu_);
+  return limit_bytes_;
+}
+
+StoragePool::Stats StoragePool::stats() const {
+  absl::MutexLock lock(&mu_);
+  return stats_;
+}
+
+void StoragePool::ShrinkTo(size_t bytes) {
+  while (stats_.held_bytes > bytes) {
+    auto oldest = idle_.begin();
+    for (auto it = idle_.begin(); it != idle_.end(); ++it) {
+      if (it->second.round < oldest->second.round) oldest = it;
+    }
+    Unmap(oldest->second.data, oldest->first);
+    stats_.held_bytes -= oldest->first;
+    stats_.released_bytes += static_cast<int64_t>(oldest->first);
+    --stats_.held_buffers;
+    idle_.erase(oldest);
+  }
+}
+
+}  // namespace jobgraph
