@@ -1,36 +1,51 @@
 // async_bench: how long an epoch boundary blocks the job for a synchronous
 // and for an asynchronous checkpoint of the same workspace, what the
-// asynchronous one costs in memory, and what it adds to an epoch, in one run.
+// asynchronous one costs in memory, and what it adds to an epoch, in one run,
+// in both memory states and with two kinds of compute.
 //
 // The job: one node whose init group fills --total_mib of float tensors of
 // --tensor_mib each; every epoch overwrites a fraction --modified of them
-// (the first ones, every element) and then "computes" for a fixed time
-// (--compute_ms; by default 1.25 x the synchronous save measured first, so
-// that the compute is at least as long as a save, as the figure asks). The
-// compute sleeps: it stands for work on an accelerator, during which the
-// host's cores are free for the background writer.
-//
-// Three runs of --epochs epochs each, all checkpointing every epoch into a
-// fresh directory under --dir (LevelDB, durable):
+// (the first ones, every element), then computes for --compute_ms (by
+// default 1.25 x a synchronous save measured first, so that the compute is
+// at least as long as a save). Two kinds of compute:
+//   sleep  the compute sleeps: it stands for work on an accelerator, during
+//          which the host's cores are free for the background writer;
+//   cpu    the compute works on the CPU for that much CPU time (of its own
+//          thread): arithmetic over the tensors the epoch does not write.
+// Two memory states, for every kind:
+//   settled  nothing between epochs;
+//   fresh    the epoch ends by touching and freeing --churn_mib MiB (timed
+//            and taken out of the epoch's time), so that memory the next
+//            epoch maps is fresh memory the host may have taken back: on
+//            some VMs its first touch runs at a few hundred MB/s.
+// Each (kind, state) has three runs of --epochs epochs, checkpointing every
+// epoch into a fresh directory under --dir (LevelDB, durable):
 //   sync    CheckpointOptions::async = false: blocking = the save;
 //   async   async = true: blocking = the wait for the previous save plus the
 //           snapshot;
 //   none    no checkpointer: the epoch time without checkpoints.
+// Every run starts with an empty storage pool (engine/storage_pool.h).
 // Figures are medians over epochs 1..N (epoch 0, the save after init, is
 // left out: nothing of it overlaps compute).
 //
 // Memory: the peak RSS of each run above its RSS after init (VmHWM reset
-// when init is done). The async run's extra memory is its peak minus the sync
-// run's peak (the database layer's buffers are the same in both); the goal
-// is that it is no more than the bytes the epoch overwrites while a save is
-// in flight (copy-on-write copies only those).
+// when init is done). The async run's extra memory is its peak minus the
+// peak of the run without checkpoints; the goal is that it is no more than
+// 1.2 x the bytes the epoch overwrites (copy-on-write copies only those).
+//
+// CPU: the save's CPU time per save is (the sync run's process CPU time
+// after init - the none run's) / (N + 1) saves; the epoch's is the none
+// run's / N; the churn's CPU time is left out of both.
 //
 // The last line is
 //   async_bench: blocking_vs_sync=<r> extra_memory_vs_modified=<r>
-//   epoch_overhead=<r>
-// (blocking_vs_sync: async blocking / sync blocking; epoch_overhead: the
+//   epoch_overhead=<r> epoch_overhead_fresh_memory=<r> epoch_overhead_cpu=<r>
+// blocking_vs_sync: async blocking / sync blocking (sleep compute, the worse
+// state); extra_memory_vs_modified: the worse state; epoch_overhead: the
 // async run's epoch time, blocking included, over the epoch time without
-// checkpoints).
+// checkpoints, sleep compute, settled; _fresh_memory: the same, fresh;
+// _cpu: cpu compute, the worse state, printed beside its bound
+// 1 + save CPU / epoch CPU + 0.05.
 //
 // Run:
 //   ./tools/bazel run -c opt //tools/bench:async_bench
@@ -40,6 +55,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <memory>
 #include <string>
 #include <thread>
@@ -58,6 +74,7 @@
 #include "engine/operator.h"
 #include "engine/session.h"
 #include "engine/status_macros.h"
+#include "engine/storage_pool.h"
 #include "engine/tensor.h"
 #include "glog/logging.h"
 #include "tools/bench/bench_util.h"
@@ -72,6 +89,9 @@ ABSL_FLAG(double, modified, 0.25,
 ABSL_FLAG(int, epochs, 4, "Epochs per run.");
 ABSL_FLAG(int, compute_ms, -1,
           "Compute time per epoch; -1: 1.25 x the measured synchronous save.");
+ABSL_FLAG(int, churn_mib, 1024,
+          "MiB touched and freed at the end of each epoch in the fresh-memory "
+          "state.");
 
 namespace jobgraph {
 namespace bench {
@@ -96,23 +116,85 @@ class OverwriteOp final : public OperatorBase {
 };
 JG_REGISTER_OPERATOR(BenchOverwrite, OverwriteOp);
 
-// Compute(): sleeps `ms` (see the header).
+// CPU seconds the calling thread has used.
+double ThreadCpuSeconds() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+// Compute(inputs...): for `ms` ms, sleeps ("sleep") or works on the CPU
+// ("cpu": sums the squares of the inputs' elements, again and again, until
+// its thread has used `ms` ms of CPU time). See the header.
 class ComputeOp final : public OperatorBase {
  public:
   using OperatorBase::OperatorBase;
   absl::Status Init() override {
     ms_ = GetArg<int64_t>("ms", 0);
+    cpu_ = GetArg<std::string>("kind", "sleep") == "cpu";
     return absl::OkStatus();
   }
   absl::Status Run() override {
-    std::this_thread::sleep_for(std::chrono::milliseconds(ms_));
+    if (!cpu_) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(ms_));
+      return absl::OkStatus();
+    }
+    const double until = ThreadCpuSeconds() + ms_ / 1000.0;
+    double sum = 0;
+    for (int i = 0;; i = (i + 1) % InputSize()) {
+      JG_ASSIGN_OR_RETURN(const Tensor* x, Input(i, FLOAT));
+      const float* data = x->data<float>();
+      // 1 MiB at a time, then a look at the clock.
+      constexpr int64_t kChunk = 1 << 18;
+      for (int64_t begin = 0; begin < x->numel(); begin += kChunk) {
+        const int64_t end = std::min(x->numel(), begin + kChunk);
+        float part = 0;
+        for (int64_t j = begin; j < end; ++j) part += data[j] * data[j];
+        sum += part;
+        if (ThreadCpuSeconds() >= until) {
+          g_sink = sum;
+          return absl::OkStatus();
+        }
+      }
+    }
+  }
+
+ private:
+  static inline volatile double g_sink = 0;
+  int64_t ms_ = 0;
+  bool cpu_ = false;
+};
+JG_REGISTER_OPERATOR(BenchCompute, ComputeOp);
+
+// Wall time of each Churn run, in order (one per epoch), and the CPU time
+// of all of them.
+std::vector<double> g_churn_ms;
+double g_churn_cpu_s = 0;
+
+// Churn(): touches and frees `mib` MiB (Settle without the sleep), timed.
+class ChurnOp final : public OperatorBase {
+ public:
+  using OperatorBase::OperatorBase;
+  absl::Status Init() override {
+    mib_ = GetArg<int64_t>("mib", 0);
+    return absl::OkStatus();
+  }
+  absl::Status Run() override {
+    const Clock::time_point start = Clock::now();
+    const double cpu = ThreadCpuSeconds();
+    Settle(mib_, 0);
+    g_churn_cpu_s += ThreadCpuSeconds() - cpu;
+    g_churn_ms.push_back(Seconds(start) * 1000);
     return absl::OkStatus();
   }
 
  private:
-  int64_t ms_ = 0;
+  int64_t mib_ = 0;
 };
-JG_REGISTER_OPERATOR(BenchCompute, ComputeOp);
+JG_REGISTER_OPERATOR(BenchChurn, ChurnOp);
+
+// Process CPU seconds when init was done.
+double g_base_cpu = 0;
 
 // The RSS when init's tensors exist and no save has run yet.
 long g_base_kb = 0;
@@ -124,6 +206,7 @@ class ResetPeakOp final : public OperatorBase {
   using OperatorBase::OperatorBase;
   absl::Status Run() override {
     g_base_kb = StatusKb("VmRSS");
+    g_base_cpu = CpuSeconds();
     CHECK(ResetPeakRss()) << "cannot reset VmHWM (Linux >= 4.0 needed)";
     return absl::OkStatus();
   }
@@ -135,9 +218,17 @@ struct Setup {
   int64_t tensor_elements = 0;
   int modified = 0;
   int epochs = 0;
+  int64_t churn_mib = 0;
 };
 
-void BuildJob(const Setup& setup, int64_t compute_ms, Job& job) {
+// What an epoch computes, and the memory state between epochs.
+struct Mode {
+  bool cpu = false;    // cpu compute, else sleep
+  bool fresh = false;  // churn at each epoch's end, else settled
+};
+
+void BuildJob(const Setup& setup, int64_t compute_ms, const Mode& mode,
+              Job& job) {
   const Node node("trainer");
   Task& init = job.init_group().NewTask(node);
   for (int i = 0; i < setup.tensors; ++i) {
@@ -153,21 +244,41 @@ void BuildJob(const Setup& setup, int64_t compute_ms, Job& job) {
     const BlobRef w(absl::StrCat("w", i));
     step.net().Op("BenchOverwrite", {w}, {w});
   }
-  step.net().Op("BenchCompute", {}, {}, {MakeArg("ms", compute_ms)});
+  std::vector<BlobRef> read;
+  for (int i = setup.modified; i < setup.tensors; ++i) {
+    read.emplace_back(absl::StrCat("w", i));
+  }
+  if (read.empty()) read.emplace_back("w0");
+  step.net().Op("BenchCompute", read, {},
+                {MakeArg("ms", compute_ms),
+                 MakeArg("kind", std::string(mode.cpu ? "cpu" : "sleep"))});
+  if (mode.fresh) {
+    step.net().Op("BenchChurn", {}, {}, {MakeArg("mib", setup.churn_mib)});
+  }
   EpochLimiter(job, node, setup.epochs);
 }
 
 struct RunFigures {
   double blocking_ms = 0;  // median save_micros over epochs 1..N
-  double epoch_ms = 0;     // median run + blocking over epochs 1..N
+  double epoch_ms = 0;     // median run + blocking - churn over epochs 1..N
+  double churn_ms = 0;     // median churn
   double peak_extra_mib = 0;
+  double cpu_s = 0;  // process CPU seconds after init, churn left out
 };
 
-RunFigures RunOnce(const Setup& setup, int64_t compute_ms,
+RunFigures RunOnce(const Setup& setup, int64_t compute_ms, const Mode& mode,
                    const std::string& dir, bool checkpoint, bool async) {
   RemoveIfExists(dir);
+  // Each run starts with an empty pool: the last run's buffers would be
+  // memory this one never had to touch.
+  StoragePool& pool = StoragePool::Global();
+  const size_t limit = pool.limit_bytes();
+  pool.set_limit_bytes(0);
+  pool.set_limit_bytes(limit);
+  g_churn_ms.clear();
+  g_churn_cpu_s = 0;
   Job job;
-  BuildJob(setup, compute_ms, job);
+  BuildJob(setup, compute_ms, mode, job);
   LocalSession session;
   std::unique_ptr<Checkpointer> checkpointer;
   if (checkpoint) {
@@ -181,16 +292,21 @@ RunFigures RunOnce(const Setup& setup, int64_t compute_ms,
   Check(epochs.status());
   CHECK_EQ(*epochs, setup.epochs);
   CHECK_EQ(runner.stats().save_failures, 0);
-  Sample blocking, epoch;
+  RunFigures f;
+  f.cpu_s = CpuSeconds() - g_base_cpu - g_churn_cpu_s;
+  f.peak_extra_mib = (StatusKb("VmHWM") - g_base_kb) / 1024.0;
+  Sample blocking, epoch, churn;
   for (const EpochStats& e : runner.stats().epochs) {
     if (e.epoch == 0) continue;
+    const double churn_ms =
+        mode.fresh ? g_churn_ms.at(static_cast<size_t>(e.epoch - 1)) : 0.0;
     blocking.Add(e.save_micros / 1000.0);
-    epoch.Add((e.run_micros + e.save_micros) / 1000.0);
+    epoch.Add((e.run_micros + e.save_micros) / 1000.0 - churn_ms);
+    churn.Add(churn_ms);
   }
-  RunFigures f;
   f.blocking_ms = blocking.empty() ? 0 : blocking.Median();
   f.epoch_ms = epoch.Median();
-  f.peak_extra_mib = (StatusKb("VmHWM") - g_base_kb) / 1024.0;
+  f.churn_ms = churn.Median();
   RemoveIfExists(dir);
   return f;
 }
@@ -220,41 +336,81 @@ int Main() {
       setup.tensors, tensor_mib, setup.tensors * tensor_mib, setup.modified,
       modified_mib, setup.epochs, dir.c_str());
 
+  setup.churn_mib = absl::GetFlag(FLAGS_churn_mib);
+
   // The synchronous save, first with no compute, to size the compute.
   int64_t compute_ms = absl::GetFlag(FLAGS_compute_ms);
   if (compute_ms < 0) {
-    RunFigures probe = RunOnce(setup, 0, dir, true, false);
+    RunFigures probe = RunOnce(setup, 0, Mode{}, dir, true, false);
     compute_ms = static_cast<int64_t>(probe.blocking_ms * 1.25);
     std::printf(
         "sizing: a synchronous save takes %.0f ms; compute per epoch "
         "%lld ms\n",
         probe.blocking_ms, static_cast<long long>(compute_ms));
   }
-  RunFigures none = RunOnce(setup, compute_ms, dir, false, false);
-  RunFigures sync = RunOnce(setup, compute_ms, dir, true, false);
-  RunFigures async = RunOnce(setup, compute_ms, dir, true, true);
 
-  std::printf("%-38s %10s %10s %14s\n", "run (medians over epochs 1..N)",
-              "blocking", "epoch", "peak over init");
-  std::printf("%-38s %10s %8.0f ms %10.0f MiB\n", "no checkpoints", "-",
-              none.epoch_ms, none.peak_extra_mib);
-  std::printf("%-38s %7.1f ms %8.0f ms %10.0f MiB\n",
-              "synchronous checkpoint every epoch", sync.blocking_ms,
-              sync.epoch_ms, sync.peak_extra_mib);
-  std::printf("%-38s %7.1f ms %8.0f ms %10.0f MiB\n",
-              "asynchronous checkpoint every epoch", async.blocking_ms,
-              async.epoch_ms, async.peak_extra_mib);
-  const double extra_mib = async.peak_extra_mib - sync.peak_extra_mib;
-  std::printf(
-      "async extra memory over sync: %.0f MiB; overwritten per epoch: "
-      "%.0f MiB\n",
-      extra_mib, modified_mib);
+  struct Result {
+    double blocking_vs_sync = 0;
+    double extra_vs_modified = 0;
+    double overhead = 0;
+    double cpu_bound = 0;  // 1 + save CPU / epoch CPU + 0.05
+  };
+  auto run_mode = [&](const Mode& mode) {
+    std::printf("\n%s compute, %s memory\n", mode.cpu ? "cpu" : "sleep",
+                mode.fresh ? "fresh" : "settled");
+    RunFigures none = RunOnce(setup, compute_ms, mode, dir, false, false);
+    RunFigures sync = RunOnce(setup, compute_ms, mode, dir, true, false);
+    RunFigures async = RunOnce(setup, compute_ms, mode, dir, true, true);
+    std::printf("  %-36s %10s %10s %14s %9s %8s\n",
+                "run (medians over epochs 1..N)", "blocking", "epoch",
+                "peak over init", "cpu", "churn");
+    auto row = [&](const char* name, const RunFigures& f, bool saves) {
+      std::printf("  %-36s %7.1f ms %7.0f ms %10.0f MiB %7.2f s %5.0f ms\n",
+                  name, saves ? f.blocking_ms : 0.0, f.epoch_ms,
+                  f.peak_extra_mib, f.cpu_s, f.churn_ms);
+    };
+    row("no checkpoints", none, false);
+    row("synchronous checkpoint every epoch", sync, true);
+    row("asynchronous checkpoint every epoch", async, true);
+    Result r;
+    r.blocking_vs_sync = async.blocking_ms / sync.blocking_ms;
+    r.extra_vs_modified =
+        modified_mib > 0
+            ? (async.peak_extra_mib - none.peak_extra_mib) / modified_mib
+            : 0.0;
+    r.overhead = async.epoch_ms / none.epoch_ms;
+    const double save_cpu = (sync.cpu_s - none.cpu_s) / (setup.epochs + 1);
+    const double epoch_cpu = none.cpu_s / setup.epochs;
+    r.cpu_bound = 1 + save_cpu / epoch_cpu + 0.05;
+    std::printf(
+        "  async: blocking vs sync %.4f; extra memory over no checkpoints "
+        "%.0f MiB = %.2f x the %.0f MiB overwritten; epoch overhead %.3f; "
+        "save cpu %.3f s per save, epoch cpu %.3f s (bound for cpu compute "
+        "%.3f)\n",
+        r.blocking_vs_sync, async.peak_extra_mib - none.peak_extra_mib,
+        r.extra_vs_modified, modified_mib, r.overhead, save_cpu, epoch_cpu,
+        r.cpu_bound);
+    return r;
+  };
+  const Result sleep_settled = run_mode({.cpu = false, .fresh = false});
+  const Result sleep_fresh = run_mode({.cpu = false, .fresh = true});
+  const Result cpu_settled = run_mode({.cpu = true, .fresh = false});
+  const Result cpu_fresh = run_mode({.cpu = true, .fresh = true});
+  // The cpu figure is the state whose overhead is further above its bound.
+  const Result& cpu_worse = cpu_fresh.overhead - cpu_fresh.cpu_bound >
+                                    cpu_settled.overhead - cpu_settled.cpu_bound
+                                ? cpu_fresh
+                                : cpu_settled;
+  std::printf("\nepoch_overhead_cpu %.3f against its bound %.3f (%s)\n",
+              cpu_worse.overhead, cpu_worse.cpu_bound,
+              &cpu_worse == &cpu_fresh ? "fresh memory" : "settled");
   std::printf(
       "async_bench: blocking_vs_sync=%.6f extra_memory_vs_modified=%.2f "
-      "epoch_overhead=%.3f\n",
-      async.blocking_ms / sync.blocking_ms,
-      modified_mib > 0 ? extra_mib / modified_mib : 0.0,
-      async.epoch_ms / none.epoch_ms);
+      "epoch_overhead=%.3f epoch_overhead_fresh_memory=%.3f "
+      "epoch_overhead_cpu=%.3f\n",
+      std::max(sleep_settled.blocking_vs_sync, sleep_fresh.blocking_vs_sync),
+      std::max(sleep_settled.extra_vs_modified, sleep_fresh.extra_vs_modified),
+      sleep_settled.overhead, sleep_fresh.overhead, cpu_worse.overhead);
   return 0;
 }
 
