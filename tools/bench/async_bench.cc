@@ -89,6 +89,9 @@ ABSL_FLAG(double, modified, 0.25,
 ABSL_FLAG(int, epochs, 4, "Epochs per run.");
 ABSL_FLAG(int, compute_ms, -1,
           "Compute time per epoch; -1: 1.25 x the measured synchronous save.");
+ABSL_FLAG(int64_t, memory_pool_mib, 1024,
+          "Bound of the storage pool (engine/storage_pool.h); 0 turns it "
+          "off, to see what it saves.");
 ABSL_FLAG(int, churn_mib, 1024,
           "MiB touched and freed at the end of each epoch in the fresh-memory "
           "state.");
@@ -337,6 +340,11 @@ int Main() {
       modified_mib, setup.epochs, dir.c_str());
 
   setup.churn_mib = absl::GetFlag(FLAGS_churn_mib);
+  CHECK_GE(absl::GetFlag(FLAGS_memory_pool_mib), 0);
+  StoragePool::Global().set_limit_bytes(
+      static_cast<size_t>(absl::GetFlag(FLAGS_memory_pool_mib)) << 20);
+  std::printf("storage pool: up to %lld MiB\n",
+              static_cast<long long>(absl::GetFlag(FLAGS_memory_pool_mib)));
 
   // The synchronous save, first with no compute, to size the compute.
   int64_t compute_ms = absl::GetFlag(FLAGS_compute_ms);
