@@ -3,10 +3,15 @@
 // baselines and the protocol: tools/bench/README.md.
 //
 // The last line is
-//   checkpoint_bench: save_vs_raw=<r> load_vs_raw=<r> small_save_s=<s>
-//   small_load_s=<s> peak_rss_vs_size=<r>
-// (medians; the peak RSS of a process's first save over the checkpoint's
-// size, the worse of the two workloads).
+//   checkpoint_bench: save_vs_raw=<r> load_vs_touched_read=<r>
+//   load_vs_fresh_read=<r> small_save_s=<s> small_load_s=<s>
+//   peak_rss_vs_size=<r>
+// (medians of the large workload's runs; load_vs_touched_read: the measured
+// loads, whose tensors reuse the storage pool's buffers, against a read
+// into a buffer already touched; load_vs_fresh_read: the process's first
+// load, into fresh tensor memory, against a read into a fresh buffer; the
+// peak RSS of a process's first save over the checkpoint's size, the worse
+// of the two workloads).
 //
 // Run (--dir defaults to $TMPDIR/jobgraph_checkpoint_bench, else /tmp/...):
 //   ./tools/bazel run -c opt //tools/bench:checkpoint_bench
@@ -113,7 +118,7 @@ int Main() {
       LevelDbOptions().max_file_size >> 20,
       LevelDbOptions().flush_memtable_on_close ? 1 : 0);
 
-  double save = 0, load = 0, small_save_s = 0, small_load_s = 0;
+  double save = 0, load = 0, first_load = 0, small_save_s = 0, small_load_s = 0;
   double peak_rss = -1;
   if (absl::GetFlag(FLAGS_large)) {
     CheckpointCase large(
@@ -125,6 +130,7 @@ int Main() {
     large.Run(runs);
     save = large.SaveRatio();
     load = large.LoadRatio();
+    first_load = large.FirstLoadVsFreshRead();
     peak_rss = std::max(peak_rss, large.PeakRssVsSize());
   }
   if (absl::GetFlag(FLAGS_small)) {
@@ -140,9 +146,10 @@ int Main() {
   }
   // peak_rss_vs_size is the worse of the two workloads (-1: unknown).
   std::printf(
-      "\ncheckpoint_bench: save_vs_raw=%.2f load_vs_raw=%.2f "
-      "small_save_s=%.3f small_load_s=%.3f peak_rss_vs_size=%.2f\n",
-      save, load, small_save_s, small_load_s, peak_rss);
+      "\ncheckpoint_bench: save_vs_raw=%.2f load_vs_touched_read=%.2f "
+      "load_vs_fresh_read=%.2f small_save_s=%.3f small_load_s=%.3f "
+      "peak_rss_vs_size=%.2f\n",
+      save, load, first_load, small_save_s, small_load_s, peak_rss);
   return 0;
 }
 

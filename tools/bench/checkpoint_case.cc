@@ -136,6 +136,10 @@ double CheckpointCase::LoadRatio() const {
   return Ratio("r raw", "load").Median();
 }
 
+double CheckpointCase::FirstLoadVsFreshRead() const {
+  return s_.at("r raw fresh").Median() / first_load_seconds_;
+}
+
 double CheckpointCase::SaveSeconds() const { return s_.at("save").Median(); }
 double CheckpointCase::LoadSeconds() const { return s_.at("load").Median(); }
 

@@ -57,6 +57,9 @@ class CheckpointCase {
   // Medians over the measured runs, once Run has returned.
   double SaveRatio() const;
   double LoadRatio() const;
+  // The process's first load (into fresh tensor memory) against the median
+  // raw read into a fresh buffer: raw time / load time.
+  double FirstLoadVsFreshRead() const;
   double SaveSeconds() const;
   double LoadSeconds() const;
   // The peak RSS increase of the process's first save over the checkpoint's
