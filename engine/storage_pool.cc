@@ -23,7 +23,7 @@ void Unmap(void* data, size_t mapped) {
 }  // namespace
 
 StoragePool::~StoragePool() {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   ShrinkTo(0);
 }
 
@@ -42,7 +42,7 @@ void* StoragePool::Take(size_t bytes, bool zero) {
   const size_t mapped = MappedSize(bytes);
   void* data = nullptr;
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     auto [first, end] = idle_.equal_range(mapped);
     if (first != end) {
       // The newest of that size: its pages are the likeliest still cached.
@@ -68,7 +68,7 @@ void* StoragePool::Take(size_t bytes, bool zero) {
 void StoragePool::Give(void* data, size_t bytes) {
   const size_t mapped = MappedSize(bytes);
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     if (stats_.held_bytes + mapped <= limit_bytes_) {
       idle_.emplace(mapped, Idle{data, round_});
       stats_.held_bytes += mapped;
@@ -82,7 +82,7 @@ void StoragePool::Give(void* data, size_t bytes) {
 }
 
 size_t StoragePool::TrimIdle() {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   size_t released = 0;
   for (auto it = idle_.begin(); it != idle_.end();) {
     // Given back before the previous call and not taken since.
@@ -102,18 +102,18 @@ size_t StoragePool::TrimIdle() {
 }
 
 void StoragePool::set_limit_bytes(size_t bytes) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   limit_bytes_ = bytes;
   ShrinkTo(bytes);
 }
 
 size_t StoragePool::limit_bytes() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return limit_bytes_;
 }
 
 StoragePool::Stats StoragePool::stats() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return stats_;
 }
 

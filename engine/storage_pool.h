@@ -27,9 +27,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <mutex>  // NOLINT(build/c++11)
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
 
 namespace jobgraph {
 
@@ -91,7 +91,10 @@ class StoragePool {
   // Unmaps idle buffers, oldest first, until at most `bytes` are held.
   void ShrinkTo(size_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  mutable absl::Mutex mu_;
+  // std::mutex rather than absl::Mutex: ThreadSanitizer does not see the
+  // system Abseil's mutex, and a buffer freed on a save thread and taken on
+  // the job's would look like a race.
+  mutable std::mutex mu_;
   size_t limit_bytes_ ABSL_GUARDED_BY(mu_) = kDefaultLimitBytes;
   uint64_t round_ ABSL_GUARDED_BY(mu_) = 0;
   // Mapped size -> idle buffers of that size, the newest last.
