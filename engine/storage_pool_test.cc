@@ -113,6 +113,21 @@ TEST(StoragePoolTest, ALowerLimitUnmapsTheOldestFirst) {
   pool.Give(new_one, 2 * kMiB);
 }
 
+#ifdef __SANITIZE_ADDRESS__
+// Under AddressSanitizer a write into an idle buffer (a freed tensor's
+// storage) is reported, as when freed storage was unmapped at once.
+TEST(StoragePoolDeathTest, AnIdleBufferIsPoisonedUnderAddressSanitizer) {
+  StoragePool pool;
+  void* data = pool.Take(kMiB, /*zero=*/false);
+  pool.Give(data, kMiB);
+  EXPECT_DEATH(static_cast<volatile char*>(data)[100] = 1, "use-after-poison");
+  // Taken again, it is the caller's to write.
+  ASSERT_EQ(pool.Take(kMiB, /*zero=*/true), data);
+  static_cast<volatile char*>(data)[100] = 1;
+  pool.Give(data, kMiB);
+}
+#endif
+
 // Tensors take their large storage from the global pool and give it back:
 // a tensor of the size of one freed gets its buffer, zeroed; a copy-on-write
 // copy freed by the snapshot's end goes back too, and small storage never.
