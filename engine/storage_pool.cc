@@ -68,6 +68,15 @@ void* StoragePool::Take(size_t bytes, bool zero) {
   }
   data = mmap(nullptr, mapped, PROT_READ | PROT_WRITE,
               MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (data != MAP_FAILED) return data;
+  {
+    // Idle buffers are memory the new one could have.
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stats_.held_bytes == 0) return nullptr;
+    ShrinkTo(0);
+  }
+  data = mmap(nullptr, mapped, PROT_READ | PROT_WRITE,
+              MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   return data == MAP_FAILED ? nullptr : data;
 }
 

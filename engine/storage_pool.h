@@ -13,9 +13,11 @@
 // limit_bytes() in all (set_limit_bytes; 0 turns the pool off). A buffer
 // is handed out again only for a request of the same size in pages (Take),
 // zeroed when the tensor asks for zeros. TrimIdle, called once per epoch by
-// the JobRunner, unmaps the buffers that no request took since the call
-// before: the pool holds what the last epochs freed and reused, and gives
-// back the rest within two epochs of the last use.
+// the JobRunner, unmaps the buffers that were already idle at the call
+// before and still are: the pool holds what the last epochs freed and
+// reused, and gives back the rest within two epochs of the last use. A
+// program that frees tensors without a JobRunner keeps up to the bound until
+// it calls TrimIdle or set_limit_bytes itself.
 //
 // Ownership: the pool owns the mappings it holds; a buffer taken belongs to
 // the caller, who gives it back or unmaps it. Thread-safe: tensors are freed
@@ -64,8 +66,9 @@ class StoragePool {
   static size_t MappedSize(size_t bytes);
 
   // A buffer of MappedSize(bytes) bytes, mapped read-write: one the pool
-  // held (its old contents, or zeros if `zero`), else a fresh mapping (zero
-  // already). nullptr if the system has no memory to map.
+  // held (its old contents, or its first `bytes` zeroed if `zero`), else a
+  // fresh mapping (zero already). If the system has no memory to map, the
+  // pool unmaps what it holds and tries once more; nullptr if that fails.
   void* Take(size_t bytes, bool zero);
 
   // Gives back a buffer from Take (`bytes` as asked for): kept if the pool

@@ -280,7 +280,7 @@ TEST(Ckpt, VerifyExitCodesOnCleanAndDamagedCheckpoints) {
   EXPECT_EQ(clean.exit_code(), 0) << clean.Describe();
 
   // Flip one byte in the middle of the newest database's table file.
-  DamageTable(dir + "/trainer_0.4");
+  ASSERT_NO_FATAL_FAILURE(DamageTable(dir + "/trainer_0.4"));
   ChildRun damaged = Ckpt({"verify", dir});
   EXPECT_EQ(damaged.exit_code(), 1) << damaged.Describe();
   EXPECT_THAT(absl::StrJoin(damaged.lines, "\n"), HasSubstr("trainer_0.4"));
@@ -313,7 +313,7 @@ TEST(Ckpt, DamageToAReferencedDatabaseIsDamageToEveryEpochReadingIt) {
   EXPECT_THAT(list.lines[6], HasSubstr("183 (epoch 3)"));  // epoch 4
 
   const std::string db = dir + "/trainer_0.3";
-  DamageTable(db);
+  ASSERT_NO_FATAL_FAILURE(DamageTable(db));
 
   ChildRun verify = Ckpt({"verify", dir});
   EXPECT_EQ(verify.exit_code(), 1) << verify.Describe();

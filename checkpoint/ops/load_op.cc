@@ -313,25 +313,34 @@ class LoadOp final : public OperatorBase {
     }
     if (indices.empty()) return db->Close();
     // The blobs this database holds, then those it lists by reference (an
-    // incremental save), from the database of each epoch that holds them;
-    // each database is opened once, before any value is read, and all of
-    // them are read by one set of threads: a restore ten databases deep
-    // then reads as one of a full save does, without a pause between them.
+    // incremental save), from the database of each epoch that holds them,
+    // each database opened once. They are read in batches of up to
+    // kMaxOpenDbs databases, all of a batch by one set of threads: a restore
+    // ten databases deep then reads as one of a full save does, without a
+    // pause between databases, and a chain of a thousand (full_every's
+    // bound) does not hold a thousand open at once.
+    constexpr size_t kMaxOpenDbs = 16;
     HeldAndReferenced split = SplitByHolder(index, indices);
+    std::vector<ValueSource> batch;
+    batch.push_back({db.get(), path, std::move(split.held)});
     std::vector<std::unique_ptr<DB>> holders;
-    std::vector<ValueSource> sources;
-    sources.push_back({db.get(), path, std::move(split.held)});
-    for (auto& [epoch, blobs] : split.referenced) {
+    for (size_t r = 0; r <= split.referenced.size(); ++r) {
+      if (r == split.referenced.size() || batch.size() == kMaxOpenDbs) {
+        JG_RETURN_IF_ERROR(
+            ReadValues(index, batch, names, targets, blob_bytes, assemblers));
+        for (std::unique_ptr<DB>& holder : holders) {
+          JG_RETURN_IF_ERROR(holder->Close());
+        }
+        holders.clear();
+        batch.clear();
+      }
+      if (r == split.referenced.size()) break;
+      auto& [epoch, blobs] = split.referenced[r];
       JG_ASSIGN_OR_RETURN(
           holders.emplace_back(),
           OpenReferencedDb(db_type_, path, index, epoch, VerifyDepth::kValues));
-      sources.push_back(
+      batch.push_back(
           {holders.back().get(), holders.back()->path(), std::move(blobs)});
-    }
-    JG_RETURN_IF_ERROR(
-        ReadValues(index, sources, names, targets, blob_bytes, assemblers));
-    for (std::unique_ptr<DB>& holder : holders) {
-      JG_RETURN_IF_ERROR(holder->Close());
     }
     return db->Close();
   }
@@ -382,10 +391,14 @@ class LoadOp final : public OperatorBase {
     std::vector<Part> parts;
     for (size_t s = 0; s < sources.size(); ++s) {
       if (sources[s].indices.empty()) continue;
+      // In 128 bits: a damaged index may claim sizes near 2^63.
       const int64_t share =
           total_bytes == 0
               ? 1
-              : (source_bytes[s] * threads + total_bytes - 1) / total_bytes;
+              : static_cast<int64_t>(
+                    (static_cast<__int128>(source_bytes[s]) * threads +
+                     total_bytes - 1) /
+                    total_bytes);
       for (absl::Span<const int> span :
            SplitByBytes(sources[s].indices, blob_bytes, source_bytes[s],
                         static_cast<int>(std::clamp<int64_t>(
@@ -400,7 +413,10 @@ class LoadOp final : public OperatorBase {
       assemblers->push_back(std::make_unique<BlobAssembler>());
     }
     std::atomic<size_t> next_part{0};
-    std::atomic<bool> failed{false};
+    // The first part (in order) known to have failed: parts after it are
+    // skipped, parts before it still read, so that the error returned is
+    // the first a single reader would meet.
+    std::atomic<size_t> first_failed{parts.size()};
     auto read_part = [&](size_t i) {
       const Part& part = parts[i];
       BlobAssembler& assembler = *(*assemblers)[first + i];
@@ -421,14 +437,18 @@ class LoadOp final : public OperatorBase {
                                 absl::StrCat("loading from ", part.source->path,
                                              ": ", status.message()));
           });
-      if (!statuses[i].ok()) failed.store(true, std::memory_order_relaxed);
+      if (!statuses[i].ok()) {
+        size_t seen = first_failed.load();
+        while (i < seen && !first_failed.compare_exchange_weak(seen, i)) {
+        }
+      }
     };
-    // Parts in order, to whichever thread is free; none started after one
+    // Parts in order, to whichever thread is free; none after a part that
     // failed (the load fails anyway).
     auto work = [&] {
       for (size_t i = next_part.fetch_add(1); i < parts.size();
            i = next_part.fetch_add(1)) {
-        if (failed.load(std::memory_order_relaxed)) break;
+        if (i > first_failed.load()) break;
         read_part(i);
       }
     };

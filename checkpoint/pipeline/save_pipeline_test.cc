@@ -933,6 +933,67 @@ TEST_F(IncrementalSaveTest, ThreadsReadTheReferencedDatabasesLikeOneReader) {
   }
 }
 
+// A chain longer than the Load op's batch of open databases (16): epoch 21
+// of node a refers to 20 epochs (t<k> last written in epoch k + 2, v in 1),
+// read in two batches; the values are exact, and damage in the first batch
+// and in the second is the first batch's error.
+TEST_F(IncrementalSaveTest, ALoadReadsAChainLongerThanABatchOfOpenDatabases) {
+  options_.full_every = 40;
+  Workspace* a = session_.NodeWorkspace("a");
+  std::vector<std::string> a_blobs = {"v", "w"};
+  auto write = [&](int i, int64_t epoch) {
+    Tensor t(INT64, {512});
+    for (int64_t j = 0; j < t.numel(); ++j) {
+      t.mutable_data<int64_t>()[j] = PatternOf(i, epoch);
+    }
+    a->SetTensor(absl::StrCat("t", i), std::move(t));
+  };
+  for (int i = 0; i < 20; ++i) {
+    write(i, 1);
+    a_blobs.push_back(absl::StrCat("t", i));
+  }
+  std::unique_ptr<SaveQueue> queue = NewInlineSaveQueue();
+  std::unique_ptr<SavePipeline> pipeline =
+      NewPipeline(NewLocalCoordinator(), queue.get());
+  for (int64_t epoch = 1; epoch <= 21; ++epoch) {
+    if (epoch >= 2) write(static_cast<int>(epoch - 2), epoch);
+    SetW(epoch);
+    absl::StatusOr<CheckpointStats> saved =
+        pipeline->Save(&session_, {.kind = SaveKind::kEpoch, .epoch = epoch},
+                       {a_blobs, {"v", "w"}});
+    ASSERT_TRUE(saved.ok()) << saved.status();
+  }
+  absl::StatusOr<CommitLog> log = ReadCommitLog(dir_.path());
+  ASSERT_TRUE(log.ok());
+  ASSERT_EQ(log->epoch_size(), 21);
+  EXPECT_EQ(log->epoch(20).referenced_epoch_size(), 20);
+  for (int threads : {1, 4}) {
+    SCOPED_TRACE(absl::StrCat("threads=", threads));
+    Workspace loaded;
+    ASSERT_TRUE(LoadAllInto(dir_.path(), "a", 21, threads, &loaded).ok());
+    for (int i = 0; i < 20; ++i) {
+      const std::string name = absl::StrCat("t", i);
+      EXPECT_EQ(loaded.GetTensor(name).value()->data<int64_t>()[511],
+                PatternOf(i, i + 2))
+          << name;
+    }
+    EXPECT_EQ(loaded.GetTensor("v").value()->data<int64_t>()[2], 3);
+  }
+  DamageValue(dir_.path(), 18, 20);  // second batch
+  DamageValue(dir_.path(), 3, 5);    // first batch
+  for (int threads : {1, 4}) {
+    SCOPED_TRACE(absl::StrCat("threads=", threads));
+    Workspace loaded;
+    absl::Status status = LoadAllInto(dir_.path(), "a", 21, threads, &loaded);
+    EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
+    EXPECT_EQ(status.message(),
+              absl::StrCat("op Load( -> ): checkpoint ",
+                           CheckpointDbPath(dir_.path(), "a", 5),
+                           ": value of key 't3#%0' (blob 't3') fails its "
+                           "CRC-32C check; the database is damaged"));
+  }
+}
+
 // With background saves across processes a save refers to the last save
 // known committed, two epochs back, which the newest listed epoch need not
 // reference. Retention applied from outside the job while it runs (`ckpt

@@ -66,14 +66,19 @@ class BackgroundSaveQueue : public SaveQueue {
       work();
       // Whatever the work held (a snapshot) is freed here, on this thread.
       work = nullptr;
-      // The save's serialized values (a copy of each tensor chunk, up to
-      // 64 MiB each) came from this thread's own malloc arena, which glibc
-      // keeps once they are freed: up to 64 MiB that the process would hold
-      // between saves, beyond the copy-on-write copies. Give it back.
-      malloc_trim(0);
       lock.lock();
       running_ = false;
       cv_.notify_all();
+      if (queued_.empty()) {
+        // The save's serialized values (a copy of each tensor chunk, up to
+        // 64 MiB each) came from this thread's own malloc arena, which glibc
+        // keeps once they are freed: up to 64 MiB that the process would
+        // hold between saves, beyond the copy-on-write copies. Give it
+        // back, once nothing waits for this thread.
+        lock.unlock();
+        malloc_trim(0);
+        lock.lock();
+      }
     }
   }
 

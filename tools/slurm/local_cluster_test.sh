@@ -320,7 +320,7 @@ T_REQUEUE=$(date +%s)
 step "job $JOBID requeued $((T_REQUEUE - T_SIGNAL)) s after the signal: JobState=$(job_field JobState) Reason=$(job_field Reason) Restarts=1"
 
 # Slurm holds a requeued batch job until its begin time, cred_expire + 1 seconds after
-# the old run's end (11 s with the cred_expire=10 above; 20 minutes by default): a
+# the old run's end (11 s with the cred_expire=10 above; 121 s by default): a
 # credential it signs for the new run must be newer than the old run's revocation, which
 # slurmd keeps until it expires. Releasing it sooner (scontrol update StartTime=now) can
 # start the new run in the second of the revocation, and slurmd then refuses it ("Job
@@ -329,7 +329,10 @@ step "job $JOBID requeued $((T_REQUEUE - T_SIGNAL)) s after the signal: JobState
 step "Slurm holds the requeued job until $(job_field EligibleTime) (Reason=$(job_field Reason)); it starts by itself"
 finished() {
   job_ended && return 0
-  [[ $(job_field Restarts) == 1 ]] || fail "job $JOBID restarted $(job_field Restarts) times"
+  local restarts
+  restarts=$(job_field Restarts)
+  # Empty when scontrol did not answer this time: ask again next second.
+  [[ -z $restarts || $restarts == 1 ]] || fail "job $JOBID restarted $restarts times"
   return 1
 }
 wait_for "job $JOBID to finish" finished
