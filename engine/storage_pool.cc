@@ -25,6 +25,13 @@ void Unmap(void* data, size_t mapped) {
   PCHECK(munmap(data, mapped) == 0) << "munmap of a tensor buffer";
 }
 
+// A fresh anonymous mapping of `mapped` bytes (zero), or nullptr.
+void* MapFresh(size_t mapped) {
+  void* data = mmap(nullptr, mapped, PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  return data == MAP_FAILED ? nullptr : data;
+}
+
 }  // namespace
 
 StoragePool::~StoragePool() {
@@ -66,18 +73,14 @@ void* StoragePool::Take(size_t bytes, bool zero) {
     if (zero) std::memset(data, 0, bytes);
     return data;
   }
-  data = mmap(nullptr, mapped, PROT_READ | PROT_WRITE,
-              MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (data != MAP_FAILED) return data;
+  if (data = MapFresh(mapped); data != nullptr) return data;
   {
     // Idle buffers are memory the new one could have.
     std::lock_guard<std::mutex> lock(mu_);
     if (stats_.held_bytes == 0) return nullptr;
     ShrinkTo(0);
   }
-  data = mmap(nullptr, mapped, PROT_READ | PROT_WRITE,
-              MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  return data == MAP_FAILED ? nullptr : data;
+  return MapFresh(mapped);
 }
 
 void StoragePool::Give(void* data, size_t bytes) {
@@ -103,16 +106,12 @@ size_t StoragePool::TrimIdle() {
   for (auto it = idle_.begin(); it != idle_.end();) {
     // Given back before the previous call and not taken since.
     if (it->second.round < round_) {
-      Unmap(it->second.data, it->first);
       released += it->first;
-      --stats_.held_buffers;
-      it = idle_.erase(it);
+      it = Release(it);
     } else {
       ++it;
     }
   }
-  stats_.held_bytes -= released;
-  stats_.released_bytes += static_cast<int64_t>(released);
   ++round_;
   return released;
 }
@@ -139,12 +138,16 @@ void StoragePool::ShrinkTo(size_t bytes) {
     for (auto it = idle_.begin(); it != idle_.end(); ++it) {
       if (it->second.round < oldest->second.round) oldest = it;
     }
-    Unmap(oldest->second.data, oldest->first);
-    stats_.held_bytes -= oldest->first;
-    stats_.released_bytes += static_cast<int64_t>(oldest->first);
-    --stats_.held_buffers;
-    idle_.erase(oldest);
+    Release(oldest);
   }
+}
+
+StoragePool::IdleMap::iterator StoragePool::Release(IdleMap::iterator it) {
+  Unmap(it->second.data, it->first);
+  stats_.held_bytes -= it->first;
+  stats_.released_bytes += static_cast<int64_t>(it->first);
+  --stats_.held_buffers;
+  return idle_.erase(it);
 }
 
 }  // namespace jobgraph

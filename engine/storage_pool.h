@@ -94,14 +94,19 @@ class StoragePool {
   // Unmaps idle buffers, oldest first, until at most `bytes` are held.
   void ShrinkTo(size_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  // Mapped size -> idle buffers of that size, the newest last.
+  using IdleMap = std::multimap<size_t, Idle>;
+  // Unmaps the idle buffer at `it`, counts it, and returns the next one.
+  IdleMap::iterator Release(IdleMap::iterator it)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   // std::mutex rather than absl::Mutex: ThreadSanitizer does not see the
   // system Abseil's mutex, and a buffer freed on a save thread and taken on
   // the job's would look like a race.
   mutable std::mutex mu_;
   size_t limit_bytes_ ABSL_GUARDED_BY(mu_) = kDefaultLimitBytes;
   uint64_t round_ ABSL_GUARDED_BY(mu_) = 0;
-  // Mapped size -> idle buffers of that size, the newest last.
-  std::multimap<size_t, Idle> idle_ ABSL_GUARDED_BY(mu_);
+  IdleMap idle_ ABSL_GUARDED_BY(mu_);
   Stats stats_ ABSL_GUARDED_BY(mu_);
 };
 
