@@ -6,6 +6,8 @@
 
 #include <cstring>
 #include <iterator>
+#include <utility>
+#include <vector>
 
 #include "glog/logging.h"
 
@@ -85,19 +87,31 @@ void* StoragePool::Take(size_t bytes, bool zero) {
 
 void StoragePool::Give(void* data, size_t bytes) {
   const size_t mapped = MappedSize(bytes);
+  std::vector<std::pair<void*, size_t>> evicted;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (stats_.held_bytes + mapped <= limit_bytes_) {
+    if (mapped > limit_bytes_) {
+      ++stats_.refused;
+      evicted.emplace_back(data, mapped);
+    } else {
+      // The newest buffer is the likeliest to be asked for again (the next
+      // table's staging, the next epoch's copy): room is made for it by
+      // evicting the idle buffers given back longest ago.
+      while (stats_.held_bytes + mapped > limit_bytes_) {
+        auto oldest = Oldest();
+        evicted.emplace_back(oldest->second.data, oldest->first);
+        Forget(oldest);
+      }
       ASAN_POISON_MEMORY_REGION(data, mapped);
-      idle_.emplace(mapped, Idle{data, round_});
+      idle_.emplace(mapped, Idle{data, round_, next_sequence_++});
       stats_.held_bytes += mapped;
       ++stats_.held_buffers;
       ++stats_.kept;
-      return;
     }
-    ++stats_.refused;
   }
-  Unmap(data, mapped);
+  // Outside the lock: unmapping takes a while, and every tensor's Take and
+  // Give waits for the lock.
+  for (const auto& [buffer, size] : evicted) Unmap(buffer, size);
 }
 
 size_t StoragePool::TrimIdle() {
@@ -134,12 +148,26 @@ StoragePool::Stats StoragePool::stats() const {
 
 void StoragePool::ShrinkTo(size_t bytes) {
   while (stats_.held_bytes > bytes) {
-    auto oldest = idle_.begin();
-    for (auto it = idle_.begin(); it != idle_.end(); ++it) {
-      if (it->second.round < oldest->second.round) oldest = it;
-    }
-    Release(oldest);
+    auto oldest = Oldest();
+    Unmap(oldest->second.data, oldest->first);
+    Forget(oldest);
   }
+}
+
+StoragePool::IdleMap::iterator StoragePool::Oldest() {
+  auto oldest = idle_.begin();
+  for (auto it = idle_.begin(); it != idle_.end(); ++it) {
+    if (it->second.sequence < oldest->second.sequence) oldest = it;
+  }
+  return oldest;
+}
+
+void StoragePool::Forget(IdleMap::iterator it) {
+  stats_.held_bytes -= it->first;
+  stats_.released_bytes += static_cast<int64_t>(it->first);
+  --stats_.held_buffers;
+  ++stats_.evicted;
+  idle_.erase(it);
 }
 
 StoragePool::IdleMap::iterator StoragePool::Release(IdleMap::iterator it) {

@@ -10,7 +10,8 @@
 // epoch pays the first touch again.
 //
 // What it keeps: buffers given back by ~Tensor storage (Give), at most
-// limit_bytes() in all (set_limit_bytes; 0 turns the pool off). A buffer
+// limit_bytes() in all (set_limit_bytes; 0 turns the pool off); a buffer
+// given back to a full pool takes the place of the ones idle longest. A buffer
 // is handed out again only for a request of the same size in pages (Take),
 // zeroed when the tensor asks for zeros. TrimIdle, called once per epoch by
 // the JobRunner, unmaps the buffers that were already idle at the call
@@ -45,13 +46,17 @@ class StoragePool {
   static constexpr size_t kDefaultLimitBytes = size_t{1} << 30;
 
   struct Stats {
-    size_t held_bytes = 0;       // mapped and idle in the pool now
-    size_t held_buffers = 0;     // how many buffers that is
-    int64_t hits = 0;            // Takes served from the pool
-    int64_t misses = 0;          // Takes the pool could not serve
-    int64_t kept = 0;            // Gives the pool kept
-    int64_t refused = 0;         // Gives over the limit (unmapped)
-    int64_t released_bytes = 0;  // unmapped by TrimIdle and set_limit_bytes
+    size_t held_bytes = 0;    // mapped and idle in the pool now
+    size_t held_buffers = 0;  // how many buffers that is
+    int64_t hits = 0;         // Takes served from the pool
+    int64_t misses = 0;       // Takes the pool could not serve
+    int64_t kept = 0;         // Gives the pool kept
+    int64_t refused = 0;      // Gives larger than the limit (unmapped)
+    // Idle buffers unmapped to make room (for a Give, a fresh mapping or a
+    // lower limit).
+    int64_t evicted = 0;
+    // Idle bytes unmapped: by TrimIdle, a lower limit, and evictions.
+    int64_t released_bytes = 0;
   };
 
   StoragePool() = default;
@@ -71,8 +76,9 @@ class StoragePool {
   // pool unmaps what it holds and tries once more; nullptr if that fails.
   void* Take(size_t bytes, bool zero);
 
-  // Gives back a buffer from Take (`bytes` as asked for): kept if the pool
-  // stays within its limit, else unmapped.
+  // Gives back a buffer from Take (`bytes` as asked for): kept, unmapping
+  // the buffers idle longest if the pool would go past its limit; unmapped
+  // if it is larger than the limit.
   void Give(void* data, size_t bytes);
 
   // Unmaps the buffers that were idle in the pool at the previous call and
@@ -88,10 +94,12 @@ class StoragePool {
  private:
   struct Idle {
     void* data;
-    uint64_t round;  // the TrimIdle round it was given back in
+    uint64_t round;     // the TrimIdle round it was given back in
+    uint64_t sequence;  // order of the Gives
   };
 
-  // Unmaps idle buffers, oldest first, until at most `bytes` are held.
+  // Unmaps idle buffers, given back longest ago first, until at most
+  // `bytes` are held; counts them as evicted.
   void ShrinkTo(size_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Mapped size -> idle buffers of that size, the newest last.
@@ -99,6 +107,11 @@ class StoragePool {
   // Unmaps the idle buffer at `it`, counts it, and returns the next one.
   IdleMap::iterator Release(IdleMap::iterator it)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The idle buffer given back longest ago; idle_ must not be empty.
+  IdleMap::iterator Oldest() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Drops an idle buffer from the pool (the caller unmaps it) and counts it
+  // as evicted.
+  void Forget(IdleMap::iterator it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // std::mutex rather than absl::Mutex: ThreadSanitizer does not see the
   // system Abseil's mutex, and a buffer freed on a save thread and taken on
@@ -106,6 +119,7 @@ class StoragePool {
   mutable std::mutex mu_;
   size_t limit_bytes_ ABSL_GUARDED_BY(mu_) = kDefaultLimitBytes;
   uint64_t round_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t next_sequence_ ABSL_GUARDED_BY(mu_) = 0;
   IdleMap idle_ ABSL_GUARDED_BY(mu_);
   Stats stats_ ABSL_GUARDED_BY(mu_);
 };

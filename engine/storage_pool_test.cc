@@ -55,22 +55,45 @@ TEST(StoragePoolTest, AGivenBufferServesTheNextTakeOfItsSize) {
   EXPECT_EQ(pool.stats().held_bytes, 5 * kMiB);
 }
 
-TEST(StoragePoolTest, GivesOverTheLimitAreUnmapped) {
+// A full pool keeps the newest buffer and unmaps the ones given back
+// longest ago; a buffer larger than the limit is not kept.
+TEST(StoragePoolTest, AFullPoolKeepsTheNewestBuffers) {
   StoragePool pool;
   pool.set_limit_bytes(5 * kMiB);
   std::vector<void*> taken;
   for (int i = 0; i < 3; ++i) taken.push_back(pool.Take(2 * kMiB, false));
+  void* small = pool.Take(kMiB, false);
   for (void* data : taken) pool.Give(data, 2 * kMiB);
-  const StoragePool::Stats stats = pool.stats();
+  StoragePool::Stats stats = pool.stats();
   EXPECT_EQ(stats.held_bytes, 4 * kMiB);
   EXPECT_EQ(stats.held_buffers, 2u);
-  EXPECT_EQ(stats.kept, 2);
+  EXPECT_EQ(stats.kept, 3);
+  EXPECT_EQ(stats.evicted, 1);
+  EXPECT_EQ(stats.refused, 0);
+  EXPECT_EQ(stats.released_bytes, static_cast<int64_t>(2 * kMiB));
+  // taken[0] went; the two given back last serve the next Takes, newest
+  // first.
+  EXPECT_EQ(pool.Take(2 * kMiB, false), taken[2]);
+  EXPECT_EQ(pool.Take(2 * kMiB, false), taken[1]);
+  pool.Give(taken[1], 2 * kMiB);
+  pool.Give(taken[2], 2 * kMiB);
+  // 1 MiB more fits beside 4: nothing goes.
+  pool.Give(small, kMiB);
+  stats = pool.stats();
+  EXPECT_EQ(stats.held_bytes, 5 * kMiB);
+  EXPECT_EQ(stats.evicted, 1);
+  // Larger than the limit: unmapped, and the pool keeps what it had.
+  void* huge = pool.Take(6 * kMiB, false);
+  pool.Give(huge, 6 * kMiB);
+  stats = pool.stats();
+  EXPECT_EQ(stats.held_bytes, 5 * kMiB);
   EXPECT_EQ(stats.refused, 1);
 
   // A limit of 0 turns the pool off: it unmaps what it held, keeps nothing.
   pool.set_limit_bytes(0);
   EXPECT_EQ(pool.stats().held_bytes, 0u);
-  EXPECT_EQ(pool.stats().released_bytes, static_cast<int64_t>(4 * kMiB));
+  EXPECT_EQ(pool.stats().released_bytes, static_cast<int64_t>(7 * kMiB));
+  EXPECT_EQ(pool.stats().evicted, 4);
   void* e = pool.Take(2 * kMiB, false);
   pool.Give(e, 2 * kMiB);
   EXPECT_EQ(pool.stats().held_bytes, 0u);

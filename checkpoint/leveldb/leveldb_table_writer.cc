@@ -261,6 +261,13 @@ absl::Status TableWriter::Add(absl::string_view key, absl::string_view value,
 }
 
 absl::Status TableWriter::Finish() {
+  JG_RETURN_IF_ERROR(FinishBlocks());
+  return Close();
+}
+
+absl::Status TableWriter::Close() { return file_->Close(); }
+
+absl::Status TableWriter::FinishBlocks() {
   JG_RETURN_IF_ERROR(FlushDataBlock());
   BlockBuilder metaindex(kRestartInterval);
   JG_ASSIGN_OR_RETURN(BlockHandle metaindex_handle,
@@ -272,8 +279,7 @@ absl::Status TableWriter::Finish() {
   index_handle.EncodeTo(&footer);
   footer.resize(kFooterHandlesSize, '\0');
   PutFixed64(&footer, kTableMagic);
-  JG_RETURN_IF_ERROR(file_->Append(footer));
-  return file_->Close();
+  return file_->Append(footer);
 }
 
 absl::StatusOr<TableWriter::BlockHandle> TableWriter::WriteBlock(

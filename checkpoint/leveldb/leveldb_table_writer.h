@@ -45,6 +45,8 @@ class OutputFile {
   absl::Status Close();
 
   const std::string& path() const { return path_; }
+  // Writes past the page cache, by threads of its own (until Close).
+  bool direct() const { return direct_ != nullptr; }
   uint64_t size() const { return size_; }
   uint32_t crc() const { return crc_; }
 
@@ -76,7 +78,13 @@ class TableWriter {
   absl::Status Add(absl::string_view key, absl::string_view value,
                    std::optional<uint32_t> value_crc = std::nullopt);
   // Writes the last data block, the (empty) metaindex block, the index
-  // block and the footer, and closes the file. Not synced.
+  // block and the footer; the file is complete once Close() succeeds. Not
+  // synced. Nothing is added after it.
+  absl::Status FinishBlocks();
+  // Waits for the file's writes and closes it. May run on another thread
+  // than the one that added to the table, after FinishBlocks.
+  absl::Status Close();
+  // FinishBlocks(), then Close().
   absl::Status Finish();
 
   const OutputFile& file() const { return *file_; }

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "checkpoint/util/io_faults.h"
 #include "engine/status_macros.h"
+#include "engine/storage_pool.h"
 #include "glog/logging.h"
 
 namespace jobgraph {
@@ -37,6 +38,14 @@ std::unique_ptr<StagedDirectWriter> StagedDirectWriter::Start(int fd,
       new StagedDirectWriter(fd, std::move(path), large));
 }
 
+void StagedDirectWriter::Release::operator()(char* p) const {
+  if (pooled_bytes > 0) {
+    StoragePool::Global().Give(p, pooled_bytes);
+  } else {
+    std::free(p);
+  }
+}
+
 StagedDirectWriter::StagedDirectWriter(int fd, std::string path, bool large)
     : fd_(fd), path_(std::move(path)), large_(large) {}
 
@@ -44,26 +53,37 @@ StagedDirectWriter::~StagedDirectWriter() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
+    jobs_.clear();
   }
-  changed_.notify_all();
-  if (thread_.joinable()) thread_.join();
+  work_.notify_all();
+  for (std::thread& thread : threads_) thread.join();
 }
 
 void StagedDirectWriter::SizeCurrentBuffer() {
-  const size_t wanted = large_ || size() >= kLargeAfterBytes
-                            ? kLargeBufferBytes
-                            : kSmallBufferBytes;
+  if (buffer_count_ == 0) buffer_count_ = 1;
+  const size_t wanted = large() ? kLargeBufferBytes : kSmallBufferBytes;
   if (capacity_[current_] >= wanted) return;
-  // Freed first: the smaller and the larger buffer are never held together.
+  // Freed first: a small and a large buffer are never held in one slot.
   // (Each is made when first filled, so a small file holds one.)
   buffers_[current_].reset();
-  buffers_[current_].reset(
-      static_cast<char*>(std::aligned_alloc(kAlignment, wanted)));
+  if (wanted == kLargeBufferBytes) {
+    // Whole pages, so aligned for O_DIRECT.
+    buffers_[current_] = Buffer(
+        static_cast<char*>(StoragePool::Global().Take(wanted, /*zero=*/false)),
+        Release{wanted});
+  } else {
+    buffers_[current_] =
+        Buffer(static_cast<char*>(std::aligned_alloc(kAlignment, wanted)));
+  }
   CHECK(buffers_[current_] != nullptr) << "out of memory";
   capacity_[current_] = wanted;
 }
 
 absl::Status StagedDirectWriter::Append(absl::string_view data) {
+  JG_RETURN_IF_ERROR(failed_);
+  // A file this append takes past kLargeAfterBytes is large from now on, not
+  // from the middle of the append on.
+  if (size() + data.size() >= kLargeAfterBytes) large_ = true;
   while (!data.empty()) {
     if (filled_ == 0) SizeCurrentBuffer();
     const size_t capacity = capacity_[current_];
@@ -71,70 +91,103 @@ absl::Status StagedDirectWriter::Append(absl::string_view data) {
     std::memcpy(buffers_[current_].get() + filled_, data.data(), n);
     filled_ += n;
     data.remove_prefix(n);
-    if (filled_ == capacity) JG_RETURN_IF_ERROR(HandOff());
+    if (filled_ == capacity) {
+      absl::Status status = HandOff();
+      if (!status.ok()) {
+        // current_ may name a buffer a thread still writes from: nothing
+        // is staged again.
+        failed_ = status;
+        return status;
+      }
+    }
   }
   return absl::OkStatus();
 }
 
-absl::Status StagedDirectWriter::HandOff() {
-  {
-    std::unique_lock<std::mutex> lock(mu_);
-    // The other buffer is the one the thread may still be writing.
-    changed_.wait(lock,
-                  [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return !busy_; });
-    JG_RETURN_IF_ERROR(error_);
-    pending_ = buffers_[current_].get();
-    pending_size_ = filled_;
-    pending_offset_ = offset_;
-    busy_ = true;
-  }
-  changed_.notify_all();
-  if (!thread_.joinable()) {
+bool StagedDirectWriter::StartThreadIfWanted() {
+  const size_t wanted = large() ? kLargeWritesInFlight : 1;
+  if (threads_.size() < wanted) {
     try {
-      thread_ = std::thread([this] { Run(); });
+      threads_.emplace_back([this] { Run(); });
     } catch (const std::system_error&) {
-      // No thread to be had (a process at its limit): write it here.
-      absl::Status status = Write(buffers_[current_].get(), filled_, offset_);
-      std::lock_guard<std::mutex> lock(mu_);
-      busy_ = false;
-      if (!status.ok()) return error_ = std::move(status);
+      // No thread to be had (a process at its limit): fewer writes in
+      // flight, or, with none, the caller writes.
     }
   }
+  return !threads_.empty();
+}
+
+absl::Status StagedDirectWriter::HandOff() {
+  const Job job{current_, buffers_[current_].get(), filled_, offset_};
   offset_ += filled_;
   filled_ = 0;
-  current_ ^= 1;
+  if (!StartThreadIfWanted()) {
+    absl::Status status = Write(job.data, job.size, job.offset);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!status.ok() && error_.ok()) error_ = std::move(status);
+    return error_;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    JG_RETURN_IF_ERROR(error_);
+    jobs_.push_back(job);
+  }
+  work_.notify_one();
+  // One buffer more than writes in flight, so the caller fills one while
+  // the threads write the others.
+  const int buffers = large() ? kMaxBuffers : 2;
+  if (buffer_count_ < buffers) {
+    current_ = buffer_count_++;
+    return absl::OkStatus();
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  done_.wait(lock, [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return !written_.empty() || !error_.ok();
+  });
+  JG_RETURN_IF_ERROR(error_);
+  current_ = written_.back();
+  written_.pop_back();
   return absl::OkStatus();
 }
 
 void StagedDirectWriter::Run() {
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
-    changed_.wait(lock, [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-      return busy_ || stop_;
+    work_.wait(lock, [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      return !jobs_.empty() || stop_;
     });
-    if (!busy_) return;  // stopped
-    const char* const data = pending_;
-    const size_t size = pending_size_;
-    const uint64_t offset = pending_offset_;
-    // The caller fills the other buffer meanwhile.
+    if (jobs_.empty()) return;  // stopped
+    const Job job = jobs_.front();
+    jobs_.pop_front();
+    // After a failed write the file is abandoned: the rest is not written.
+    if (!error_.ok()) {
+      written_.push_back(job.buffer);
+      done_.notify_all();
+      continue;
+    }
+    ++writing_;
     lock.unlock();
-    absl::Status status = Write(data, size, offset);
+    absl::Status status = Write(job.data, job.size, job.offset);
     lock.lock();
+    --writing_;
     if (error_.ok()) error_ = std::move(status);
-    busy_ = false;
-    changed_.notify_all();
+    written_.push_back(job.buffer);
+    done_.notify_all();
   }
 }
 
 absl::Status StagedDirectWriter::Finish() {
+  if (!failed_.ok()) return failed_;  // the destructor stops the threads
   {
     std::unique_lock<std::mutex> lock(mu_);
-    changed_.wait(lock,
-                  [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return !busy_; });
+    done_.wait(lock, [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      return jobs_.empty() && writing_ == 0;
+    });
     stop_ = true;
   }
-  changed_.notify_all();
-  if (thread_.joinable()) thread_.join();
+  work_.notify_all();
+  for (std::thread& thread : threads_) thread.join();
+  threads_.clear();
   {
     std::lock_guard<std::mutex> lock(mu_);
     JG_RETURN_IF_ERROR(error_);
@@ -168,12 +221,15 @@ absl::Status StagedDirectWriter::Write(const char* data, size_t size,
     return absl::ErrnoToStatus(e, absl::StrCat("write ", path_));
   }
   while (size > 0) {
+    // Read before the write: another thread may turn direct writes off
+    // meanwhile, and a write sent as a direct one is retried either way.
+    const bool sent_direct = direct_;
     const ssize_t n = ::pwrite(fd_, data, size, static_cast<off_t>(offset));
     if (n < 0) {
       if (errno == EINTR) continue;
-      if (errno == EINVAL && direct_) {
+      if (errno == EINVAL && sent_direct) {
         // A block size or file system that refuses this direct write.
-        JG_RETURN_IF_ERROR(TurnOffDirect());
+        if (direct_) JG_RETURN_IF_ERROR(TurnOffDirect());
         continue;
       }
       return absl::ErrnoToStatus(errno, absl::StrCat("write ", path_));

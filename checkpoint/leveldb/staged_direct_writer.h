@@ -1,32 +1,41 @@
 // Writes a new file with O_DIRECT, past the page cache. Appends are copied
-// into two 4 KiB-aligned staging buffers; a thread of the writer's own
-// writes each full buffer while the caller fills the other. The buffers are
-// 256 KiB until the file (or, with `large`, the database it belongs to) has
-// 16 MiB, then 1 MiB: small databases keep their peak memory near their
-// size, and large ones are written in requests the disk takes at full
-// speed. Internal to the LevelDB adapter: OutputFile
-// (leveldb_table_writer.h) writes table files through it.
+// into 4 KiB-aligned staging buffers; threads of the writer's own write the
+// full buffers while the caller fills the next. A small file (below 16 MiB,
+// unless its database has written that much; an append that takes it past
+// makes it large) has two 256 KiB buffers and one write in flight, so its peak
+// memory stays near its size; a large one has kLargeWritesInFlight threads,
+// each writing 4 MiB buffers at their own offsets, so that the disk has several
+// requests queued: with one, a direct write runs at the latency-bound speed of
+// `dd oflag=direct`, not at the disk's bandwidth.
 //
 // Why: a write through the page cache copies every byte into cache pages
 // allocated for it, and on VMs whose host takes freed memory back that copy
 // is the whole cost of a large save (tools/bench/README.md). A checkpoint is
 // written once and read back by another process, so caching it only evicts
-// the job's data.
+// the job's data. Internal to the LevelDB adapter: OutputFile
+// (leveldb_table_writer.h) writes table files through it.
 //
-// Thread-compatible: one caller thread at a time; the writer thread is the
-// object's own and is stopped by Finish or the destructor.
+// Large staging buffers come from StoragePool::Global(): a fresh mapping per
+// table would pay the first touch of fresh memory, which runs at a few
+// hundred MB/s on some VMs (storage_pool.h), for every table of every save.
+//
+// Thread-compatible: one caller thread at a time; the writer threads are the
+// object's own and are stopped by Finish or the destructor.
 
 #ifndef JOBGRAPH_CHECKPOINT_LEVELDB_STAGED_DIRECT_WRITER_H_
 #define JOBGRAPH_CHECKPOINT_LEVELDB_STAGED_DIRECT_WRITER_H_
 
+#include <atomic>
 #include <condition_variable>  // NOLINT(build/c++11)
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <deque>
 #include <memory>
 #include <mutex>  // NOLINT(build/c++11)
 #include <string>
 #include <thread>  // NOLINT(build/c++11)
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -40,8 +49,11 @@ class StagedDirectWriter {
   // a multiple of every logical block size in use (512 B and 4 KiB).
   static constexpr size_t kAlignment = 4096;
   static constexpr size_t kSmallBufferBytes = size_t{256} << 10;
-  static constexpr size_t kLargeBufferBytes = size_t{1} << 20;
+  static constexpr size_t kLargeBufferBytes = size_t{4} << 20;
   static constexpr uint64_t kLargeAfterBytes = uint64_t{16} << 20;
+  // Writes a large file keeps in flight (threads); it stages in one buffer
+  // more than that.
+  static constexpr int kLargeWritesInFlight = 4;
 
   // Switches `fd`, an empty file open for writing whose name is `path` (for
   // messages), to O_DIRECT. nullptr when its file system refuses (some FUSE
@@ -52,32 +64,54 @@ class StagedDirectWriter {
                                                    bool large = false);
   StagedDirectWriter(const StagedDirectWriter&) = delete;
   StagedDirectWriter& operator=(const StagedDirectWriter&) = delete;
-  // Stops the writer thread; what was not written by Finish is lost.
+  // Stops the writer threads; what was not written by Finish is lost.
   ~StagedDirectWriter();
 
   // Appends `data` at the end of the file. An error of an earlier write of
-  // the thread's is returned here or by Finish.
+  // the threads' is returned here or by Finish; after an error every call
+  // returns it (the file is abandoned).
   absl::Status Append(absl::string_view data);
   // Writes what is staged (its unaligned end through the page cache) and
-  // stops the thread. Not synced. Call once.
+  // stops the threads. Not synced. Call once.
   absl::Status Finish();
 
   // Bytes appended so far.
   uint64_t size() const { return offset_ + filled_; }
 
  private:
-  struct Free {
-    void operator()(char* p) const { std::free(p); }
+  // Small buffers are malloc'ed; large ones come from the StoragePool and
+  // go back to it (`pooled_bytes`), so that every table of every save
+  // stages in memory the process has touched before.
+  struct Release {
+    // Constructors rather than a member initializer, which a nested class
+    // cannot use before the enclosing one is complete.
+    Release() : pooled_bytes(0) {}
+    explicit Release(size_t pooled) : pooled_bytes(pooled) {}
+    void operator()(char* p) const;
+    size_t pooled_bytes;
   };
-  using Buffer = std::unique_ptr<char[], Free>;
+  using Buffer = std::unique_ptr<char[], Release>;
+  // A full buffer handed to the threads.
+  struct Job {
+    int buffer = 0;
+    const char* data = nullptr;
+    size_t size = 0;
+    uint64_t offset = 0;
+  };
+  static constexpr int kMaxBuffers = kLargeWritesInFlight + 1;
 
   StagedDirectWriter(int fd, std::string path, bool large);
+  bool large() const { return large_ || size() >= kLargeAfterBytes; }
   // Makes buffers_[current_], which is empty and not being written, as
   // large as the file now calls for.
   void SizeCurrentBuffer();
-  // Hands the full current buffer to the thread and makes the other one
-  // current, once the thread is done with it.
+  // Hands the full current buffer to the threads and makes another one
+  // current: a new one while the file may have more, else the first one a
+  // thread is done with.
   absl::Status HandOff();
+  // Starts a thread if the file calls for more than it has; false if none
+  // runs (the process is at its limit).
+  bool StartThreadIfWanted();
   void Run();
   // Writes `size` bytes at `offset` (O_DIRECT unless it was turned off);
   // a direct write the file refuses (EINVAL) is made through the page cache,
@@ -87,28 +121,32 @@ class StagedDirectWriter {
 
   const int fd_;
   const std::string path_;
-  const bool large_;
-  Buffer buffers_[2];
-  size_t capacity_[2] = {0, 0};
+  bool large_;  // large from the start, or since an append took it there
+  // Only the caller thread touches these; the threads see a Job's data.
+  Buffer buffers_[kMaxBuffers];
+  size_t capacity_[kMaxBuffers] = {};
+  int buffer_count_ = 0;  // buffers made so far
   int current_ = 0;
   size_t filled_ = 0;    // bytes staged in buffers_[current_]
   uint64_t offset_ = 0;  // where buffers_[current_] goes in the file
-  // Set by Write on a refused direct write (then only the thread writes
-  // until Finish has joined it).
-  bool direct_ = true;
+  // Cleared by the first direct write the file refuses; every write after
+  // it goes through the page cache.
+  std::atomic<bool> direct_{true};
+  // The first error Append returned; set, nothing more is staged.
+  absl::Status failed_;
 
   // libstdc++'s mutex is pthreads, which ThreadSanitizer sees (the system's
   // Abseil is not instrumented).
   std::mutex mu_;
-  std::condition_variable changed_;  // busy_ or stop_ changed
-  // A buffer was handed to the thread and is not written yet.
-  bool busy_ ABSL_GUARDED_BY(mu_) = false;
+  std::condition_variable work_;               // jobs_ grew, or stop_ was set
+  std::condition_variable done_;               // a job finished
+  std::deque<Job> jobs_ ABSL_GUARDED_BY(mu_);  // handed over, not taken
+  int writing_ ABSL_GUARDED_BY(mu_) = 0;       // taken, not finished
+  // Buffers handed over and written since; the caller reuses them.
+  std::vector<int> written_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
-  const char* pending_ ABSL_GUARDED_BY(mu_) = nullptr;
-  size_t pending_size_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t pending_offset_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::Status error_ ABSL_GUARDED_BY(mu_);  // the thread's first error
-  std::thread thread_;                       // started by the first HandOff
+  absl::Status error_ ABSL_GUARDED_BY(mu_);  // the threads' first error
+  std::vector<std::thread> threads_;         // started by HandOff
 };
 
 }  // namespace jobgraph

@@ -139,6 +139,49 @@ TEST_F(StagedDirectWriterTest, AFailedWriteIsReturned) {
   }
 }
 
+// A large file keeps several writes in flight: whichever of them fails,
+// Append or Finish returns that error, and so does every call after it.
+// (Writes already handed to other threads may still be made, so the count
+// of write calls is not exact here.)
+TEST_F(StagedDirectWriterTest, AFailedWriteAmongSeveralInFlightIsReturned) {
+  constexpr int kInFlight = StagedDirectWriter::kLargeWritesInFlight;
+  const std::string bytes = Pattern(3 * kInFlight * kLarge + 4096 + 100, 9);
+  const int64_t writes = 3 * kInFlight + 2;
+  for (int64_t fail_at = 1; fail_at <= writes; ++fail_at) {
+    SCOPED_TRACE(absl::StrCat("write ", fail_at, " fails"));
+    const std::string name = absl::StrCat("large_full_", fail_at);
+    const int fd = Open(name);
+    std::unique_ptr<StagedDirectWriter> writer =
+        StagedDirectWriter::Start(fd, dir_.Join(name), /*large=*/true);
+    ASSERT_NE(writer, nullptr);
+    io_faults::Arm(fail_at, ENOSPC);
+    absl::Status status = writer->Append(bytes);
+    if (status.ok()) {
+      status = writer->Finish();
+    } else {
+      // Once Append returned an error, every call returns it.
+      EXPECT_EQ(writer->Append("more"), status);
+      EXPECT_EQ(writer->Finish(), status);
+    }
+    io_faults::Disarm();
+    EXPECT_GE(io_faults::Calls(), fail_at);
+    EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted);
+    EXPECT_EQ(status.message(), absl::StrCat("write ", dir_.Join(name),
+                                             ": No space left on ", "device"));
+    writer.reset();
+    ::close(fd);
+  }
+}
+
+// Without a failure the bytes of a large file take one write per buffer
+// and its end.
+TEST_F(StagedDirectWriterTest, ALargeFileWritesWholeBuffersThenTheEnd) {
+  const std::string bytes = Pattern(9 * kLarge + 4096 + 100, 11);
+  io_faults::Arm(1000, EIO);
+  EXPECT_EQ(WriteThrough("large_counted", {bytes}, /*large=*/true), bytes);
+  EXPECT_EQ(io_faults::Calls(), 11);
+}
+
 // Without a failure the same bytes take exactly seven writes.
 TEST_F(StagedDirectWriterTest, WritesWholeBuffersThenTheEnd) {
   const std::string bytes = Pattern(5 * kSmall + 4096 + 100, 7);
