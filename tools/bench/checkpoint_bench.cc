@@ -6,7 +6,9 @@
 //   checkpoint_bench: save_vs_raw=<r> load_vs_touched_read=<r>
 //   load_vs_fresh_read=<r> small_save_s=<s> small_load_s=<s>
 //   peak_rss_vs_size=<r>
-// (medians of the large workload's runs; load_vs_touched_read: the measured
+// (medians of the large workload's runs; save_vs_raw: the save against the
+// faster of the run's two raw writes, write + fsync and O_DIRECT with
+// --raw_direct_depth writes in flight; load_vs_touched_read: the measured
 // loads, whose tensors reuse the storage pool's buffers, against a read
 // into a buffer already touched; load_vs_fresh_read: the process's first
 // load, into fresh tensor memory, against a read into a fresh buffer; the
@@ -62,6 +64,9 @@ ABSL_FLAG(std::string, variants, "",
 ABSL_FLAG(int, load_threads, 0,
           "Load's 'threads' argument: threads that read one database (0: "
           "Load's choice, by size and cores).");
+ABSL_FLAG(int, raw_direct_depth, 4,
+          "Writes in flight (threads) of the O_DIRECT raw write, the second "
+          "save baseline beside write + fsync.");
 ABSL_FLAG(bool, load_noverify, false,
           "Also time a Load with verify_checksums 0.");
 
@@ -111,6 +116,8 @@ int Main() {
   options.cold = cold;
   options.load_threads = absl::GetFlag(FLAGS_load_threads);
   options.load_noverify = absl::GetFlag(FLAGS_load_noverify);
+  options.raw_direct_depth = absl::GetFlag(FLAGS_raw_direct_depth);
+  CHECK_GE(options.raw_direct_depth, 1) << "--raw_direct_depth";
   std::printf(
       "checkpoint_bench: dir %s; LevelDB with the Save op's defaults "
       "(write_buffer %zu MiB, max_file %zu MiB, flush on close %d)\n",

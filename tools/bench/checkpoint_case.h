@@ -1,6 +1,7 @@
 // One workload of checkpoint_bench: a Workspace of float tensors whose save
 // (Save op + commit, until durable) and load (Load op, CRCs checked) are
-// timed against a raw write + fsync and a raw read of the same bytes, in
+// timed against raw writes of the same bytes (write + fsync through the page
+// cache, and O_DIRECT with several writes in flight) and a raw read, in
 // alternating order over a warm-up and the measured runs, then reported
 // (what and how: tools/bench/README.md). checkpoint_bench.cc turns its flags
 // into the workloads and options here and prints the summary line from
@@ -15,7 +16,9 @@
 #define JOBGRAPH_TOOLS_BENCH_CHECKPOINT_CASE_H_
 
 #include <cstddef>
+#include <cstdlib>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -39,6 +42,8 @@ struct CheckpointCaseOptions {
   int load_threads = 0;
   // Also time a Load with verify_checksums 0.
   bool load_noverify = false;
+  // Writes in flight (threads) of the O_DIRECT raw write.
+  int raw_direct_depth = 4;
 };
 
 class CheckpointCase {
@@ -72,7 +77,9 @@ class CheckpointCase {
   double Last(const std::string& name);
   Sample Ratio(const std::string& base, const std::string& x) const;
 
-  void TimeRawWrite();
+  // Each returns the write's seconds (also recorded when measuring).
+  double TimeRawWrite();
+  double TimeRawDirectWrite();
   void FreshCheckpointDir();
   NetDef SaveNet(int epoch) const;
   NetDef LoadNet(const std::string& db, bool verify) const;
@@ -103,6 +110,8 @@ class CheckpointCase {
   std::vector<std::string> names_;
   std::vector<absl::string_view> views_;
   std::string gathered_;
+  // The small case's bytes in one 4 KiB-aligned buffer, for O_DIRECT.
+  std::unique_ptr<char, void (*)(void*)> aligned_gathered_{nullptr, &std::free};
   std::vector<char> read_buffer_;
   std::vector<char> scratch_;
   bool record_ = false;
