@@ -45,7 +45,7 @@ constexpr uint64_t kManifestNumber = 1;
 constexpr size_t kWriteAtOnceBytes = size_t{1} << 20;
 // Finished tables whose writes may still be in flight, besides the current
 // one's (each holds its staging buffers until closed).
-constexpr size_t kClosing = 2;
+constexpr size_t kClosing = 1;
 
 // A finished table, as the descriptor lists it.
 struct TableInfo {

@@ -171,7 +171,12 @@ void StagedDirectWriter::Run() {
     lock.lock();
     --writing_;
     if (error_.ok()) error_ = std::move(status);
-    written_.push_back(job.buffer);
+    if (finishing_) {
+      buffers_[job.buffer].reset();
+      capacity_[job.buffer] = 0;
+    } else {
+      written_.push_back(job.buffer);
+    }
     done_.notify_all();
   }
 }
@@ -180,6 +185,12 @@ absl::Status StagedDirectWriter::Finish() {
   if (!failed_.ok()) return failed_;  // the destructor stops the threads
   {
     std::unique_lock<std::mutex> lock(mu_);
+    finishing_ = true;
+    for (int buffer : written_) {
+      buffers_[buffer].reset();
+      capacity_[buffer] = 0;
+    }
+    written_.clear();
     done_.wait(lock, [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
       return jobs_.empty() && writing_ == 0;
     });
