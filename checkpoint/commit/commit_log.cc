@@ -61,6 +61,19 @@ void FillGroupNames(CommitLog& log) {
   }
 }
 
+// Whether FillGroupNames would change an entry of `log`: a group_name that
+// does not name the entry's group (written by another version, or damaged
+// in a way the checksum did not catch because it was written so).
+bool HasStaleGroupNames(const CommitLog& log) {
+  for (const CommittedEpoch& e : log.epoch()) {
+    if (e.has_preemption() && e.preemption().group() != JOB_GROUP_UNSPECIFIED &&
+        e.preemption().group_name() != JobGroupName(e.preemption().group())) {
+      return true;
+    }
+  }
+  return false;
+}
+
 // A commit log and the bytes of the file it was read from (or written to).
 struct LogFile {
   CommitLog log;
@@ -389,6 +402,9 @@ absl::Status CommitLogUpdate::FinishEdit(
   CHECK(state_ != nullptr) << "CommitLogUpdate finished twice";
   std::unique_ptr<State> s = std::move(state_);
   const int version_before = s->log.format_version();
+  // Appending to the bytes in place keeps the old entries' bytes, so it
+  // needs them to be what FillGroupNames leaves.
+  const bool stale_names = HasStaleGroupNames(s->log);
   JG_ASSIGN_OR_RETURN(Edit edited, edit(s->log));
   FillGroupNames(s->log);
   if (edited == Edit::kNone) {
@@ -401,7 +417,7 @@ absl::Status CommitLogUpdate::FinishEdit(
   std::optional<LogFile> written;
   const int version = CommitLogVersionFor(s->log);
   if (edited == Edit::kAppendedLast && version_before == version &&
-      s->current.has_value()) {
+      !stale_names && s->current.has_value()) {
     written = EncodeAppended(s->log, *s->current);
   }
   if (!written.has_value()) {

@@ -700,6 +700,35 @@ TEST(CommitLogTest, AGroupNamedInAnOlderLogReadsAsItsEnum) {
   EXPECT_EQ(bare.epoch(1).preemption().group_name(), "epoch");
 }
 
+// An entry whose group_name disagrees with its group (another writer's
+// name, found by commit_log_append_fuzzer): the next commit rewrites the
+// log with the name fixed rather than appending to bytes that disagree
+// with what it holds.
+TEST(CommitLogTest, ACommitAfterAStaleGroupNameRewritesTheLog) {
+  TempDir dir;
+  CommitLog log;
+  log.set_format_version(1);
+  log.set_db_type("leveldb");
+  CommittedEpoch* e = log.add_epoch();
+  e->set_epoch(0);
+  e->add_node("a");
+  e->mutable_preemption()->set_group(JOB_GROUP_EPOCH);
+  e->mutable_preemption()->set_group_name("download");
+  ASSERT_TRUE(WriteFileAtomically(LogPath(dir),
+                                  FrameChecksummed(log.SerializeAsString()))
+                  .ok());
+  Commit(dir.path(), 1, {"a"});
+  EXPECT_THAT(Entries(dir.path()), ElementsAre("0:a", "1:a"));
+  CommitLog bare;
+  ASSERT_TRUE(bare.ParseFromString(
+      UnframeChecksummed(ReadFileToString(LogPath(dir)).value(), "log")
+          .value()
+          .payload));
+  ASSERT_EQ(bare.epoch_size(), 2);
+  EXPECT_EQ(bare.epoch(0).preemption().group(), JOB_GROUP_EPOCH);
+  EXPECT_EQ(bare.epoch(0).preemption().group_name(), "epoch");
+}
+
 TEST(CommitLogTest, CreateIfMissingNeverReplacesALog) {
   TempDir dir;
   ASSERT_TRUE(CreateCommitLogIfMissing(dir.path(), "leveldb").ok());
