@@ -9,6 +9,10 @@
 // Invariant: every blob assembled completely serializes again (in chunks of
 // a size chosen by the mode byte), those pieces assemble into a blob that
 // serializes to exactly the same pieces.
+// Outcome (fuzz::NoteOutcome): accepted when every key parses, the assembler
+// takes every value and every blob it started is complete; refused
+// otherwise (an entry skipped for declaring a huge tensor counts as
+// refused).
 
 #include <cstddef>
 #include <cstdint>
@@ -51,21 +55,28 @@ void CheckRoundTrip(const std::string& name, const Blob& blob,
   FUZZ_CHECK(*again == *pairs, "a blob changed when written and read back");
 }
 
-void Run(fuzz::FuzzInput& input) {
+bool Run(fuzz::FuzzInput& input) {
   const uint8_t mode = input.Byte();
   const int64_t chunk_bytes =
       (mode & 0x80) ? int64_t{64} << 20 : 1 + (mode & 0x7f);
   std::vector<fuzz::ArchiveEntry> entries = fuzz::ParseArchive(input, 16);
   std::map<std::string, Blob> targets;
   BlobAssembler assembler;
+  bool accepted = true;
   for (const fuzz::ArchiveEntry& entry : entries) {
     absl::StatusOr<BlobKey> key = ParseBlobKey(entry.name);
-    if (!key.ok()) continue;
+    if (!key.ok()) {
+      accepted = false;
+      continue;
+    }
     if (key->chunk.has_value()) {
       FUZZ_CHECK(TensorChunkKey(key->blob_name, *key->chunk) == entry.name,
                  "a chunk key does not print back as itself");
     }
-    if (fuzz::DeclaresLargeTensor(entry.bytes)) continue;
+    if (fuzz::DeclaresLargeTensor(entry.bytes)) {
+      accepted = false;
+      continue;
+    }
     Blob alone;
     absl::Status single = DeserializeBlob(key->blob_name, entry.bytes, &alone);
     if (single.ok()) {
@@ -74,13 +85,15 @@ void Run(fuzz::FuzzInput& input) {
     }
     // Pieces after an error are still added, as a fuzzer would want: the
     // assembler must stay consistent after refusing one.
-    assembler.Add(key->blob_name, entry.bytes, &targets[key->blob_name])
-        .IgnoreError();
+    accepted &=
+        assembler.Add(key->blob_name, entry.bytes, &targets[key->blob_name])
+            .ok();
   }
-  assembler.Finish().IgnoreError();
+  accepted &= assembler.Finish().ok();
   for (const std::string& name : assembler.CompleteBlobs()) {
     CheckRoundTrip(name, targets[name], chunk_bytes);
   }
+  return accepted;
 }
 
 }  // namespace
@@ -88,6 +101,6 @@ void Run(fuzz::FuzzInput& input) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   jobgraph::fuzz::FuzzInput input(data, size);
-  jobgraph::Run(input);
+  jobgraph::fuzz::NoteOutcome(jobgraph::Run(input));
   return 0;
 }

@@ -11,6 +11,8 @@
 // Invariants: CompactBlobIndex::Decode accepts exactly what protobuf parses,
 // with the same fields; an accepted index passes ValidateBlobIndex; VerifyDb
 // accepts exactly when a scan of all values with checksums accepts.
+// Outcome (fuzz::NoteOutcome): accepted when VerifyDb accepts the database
+// and every blob it lists loads; refused otherwise.
 
 #include <cstddef>
 #include <cstdint>
@@ -95,11 +97,11 @@ void CheckDecode(const std::string& bytes) {
   }
 }
 
-void Run(fuzz::FuzzInput& input) {
+bool Run(fuzz::FuzzInput& input) {
   memory_db::Clear();
   const uint8_t mode = input.Byte();
   std::vector<fuzz::ArchiveEntry> entries = fuzz::ParseArchive(input, 32);
-  if (entries.empty()) return;
+  if (entries.empty()) return false;
   std::map<std::string, std::string> values;
   for (size_t i = 1; i < entries.size(); ++i) {
     if (entries[i].name == kBlobIndexKey ||
@@ -136,7 +138,7 @@ void Run(fuzz::FuzzInput& input) {
   if (!index.ok()) {
     FUZZ_CHECK(!verified.ok(),
                "VerifyDb accepted an index ReadBlobIndex refused");
-    return;
+    return false;
   }
   FUZZ_CHECK(ValidateBlobIndex(*index, kPath).ok(),
              "an accepted blob index does not validate");
@@ -147,7 +149,7 @@ void Run(fuzz::FuzzInput& input) {
       [](int, int, absl::string_view) { return absl::OkStatus(); });
   FUZZ_CHECK(scanned.ok() == verified.ok(),
              "VerifyDb and a checked scan of every value disagree");
-  if (!verified.ok()) return;
+  if (!verified.ok()) return false;
 
   // Load every blob, as the Load op does.
   std::vector<Blob> blobs(index->blob_size());
@@ -157,7 +159,7 @@ void Run(fuzz::FuzzInput& input) {
                    [&](int b, int, absl::string_view value) {
                      return assembler.Add(index->name(b), value, &blobs[b]);
                    });
-  if (loaded.ok()) assembler.Finish().IgnoreError();
+  return loaded.ok() && assembler.Finish().ok();
 }
 
 }  // namespace
@@ -165,6 +167,6 @@ void Run(fuzz::FuzzInput& input) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   jobgraph::fuzz::FuzzInput input(data, size);
-  jobgraph::Run(input);
+  jobgraph::fuzz::NoteOutcome(jobgraph::Run(input));
   return 0;
 }

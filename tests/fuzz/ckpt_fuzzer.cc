@@ -10,6 +10,8 @@
 // one level deep ("MANIFEST.jobgraph", "trainer_0.1/CURRENT"); names with
 // more slashes, empty, "." or ".." components or NUL bytes are skipped.
 // Invariant: every command returns one of ckpt's exit codes.
+// Outcome (fuzz::NoteOutcome): accepted when every command succeeds
+// (kExitOk), refused when one reports a problem.
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -37,13 +39,15 @@ bool SafeComponent(absl::string_view part) {
          part.find('\0') == absl::string_view::npos;
 }
 
-void RunCommand(const std::vector<std::string>& args) {
+// Whether the command succeeded.
+bool RunCommand(const std::vector<std::string>& args) {
   std::ostringstream out;
   std::ostringstream err;
   const int code = ckpt::RunCkpt(args, "", out, err);
   FUZZ_CHECK(code == ckpt::kExitOk || code == ckpt::kExitProblem ||
                  code == ckpt::kExitUsage,
              absl::StrCat("ckpt ", args[0], " returned ", code));
+  return code == ckpt::kExitOk;
 }
 
 // Writes `bytes` to `name` (relative to the directory open as `dir_fd`).
@@ -62,7 +66,7 @@ void WriteFileAtOrDie(int dir_fd, const std::string& name,
   ::close(fd);
 }
 
-void Run(fuzz::FuzzInput& input) {
+bool Run(fuzz::FuzzInput& input) {
   // The image goes into the same directory (on tmpfs) every time, emptied
   // first. Names are resolved relative to it, and which names are files and
   // which directories is tracked here rather than asked of the file system:
@@ -101,11 +105,12 @@ void Run(fuzz::FuzzInput& input) {
     WriteFileAtOrDie(dir_fd, file.name, file.bytes);
   }
   const std::string format = (mode & 1) ? "--format=json" : "--format=text";
-  RunCommand({"list", dir, format});
-  RunCommand({"verify", dir, format});
+  bool ok = RunCommand({"list", dir, format});
+  ok &= RunCommand({"verify", dir, format});
   for (const std::string& db : databases) {
-    RunCommand({"show", absl::StrCat(dir, "/", db), format, "--keys"});
+    ok &= RunCommand({"show", absl::StrCat(dir, "/", db), format, "--keys"});
   }
+  return ok;
 }
 
 }  // namespace
@@ -113,6 +118,6 @@ void Run(fuzz::FuzzInput& input) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   jobgraph::fuzz::FuzzInput input(data, size);
-  jobgraph::Run(input);
+  jobgraph::fuzz::NoteOutcome(jobgraph::Run(input));
   return 0;
 }

@@ -6,6 +6,8 @@
 // whose type is replaced by the chosen one.
 // Invariant: a value that deserializes serializes to one value that
 // deserializes to a blob serializing to exactly the same bytes.
+// Outcome (fuzz::NoteOutcome): accepted when the BlobProto parses and the
+// chosen serializer deserializes it; refused otherwise.
 
 #include <cstddef>
 #include <cstdint>
@@ -32,18 +34,18 @@ constexpr const char* kTypes[] = {
     kStringTypeName,     kCounterTypeName,
 };
 
-void Run(fuzz::FuzzInput& input) {
+bool Run(fuzz::FuzzInput& input) {
   const char* type = kTypes[input.Byte() % std::size(kTypes)];
   const BlobSerializer* serializer = FindBlobSerializer(type);
   FUZZ_CHECK(serializer != nullptr, type);
   BlobProto proto;
   const absl::string_view bytes = input.Rest();
   if (!proto.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
-    return;
+    return false;
   }
   proto.set_type(type);
   Blob blob;
-  if (!serializer->Deserialize(proto, &blob).ok()) return;
+  if (!serializer->Deserialize(proto, &blob).ok()) return false;
   FUZZ_CHECK(blob.IsInitialized(), "Deserialize succeeded without a value");
   absl::StatusOr<Pairs> pairs = SerializeBlobToPairs("cursor", blob);
   FUZZ_CHECK(pairs.ok(), pairs.status().ToString());
@@ -55,6 +57,7 @@ void Run(fuzz::FuzzInput& input) {
   absl::StatusOr<Pairs> again = SerializeBlobToPairs("cursor", copy);
   FUZZ_CHECK(again.ok() && *again == *pairs,
              "a cursor changed when written and read back");
+  return true;
 }
 
 }  // namespace
@@ -62,6 +65,6 @@ void Run(fuzz::FuzzInput& input) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   jobgraph::fuzz::FuzzInput input(data, size);
-  jobgraph::Run(input);
+  jobgraph::fuzz::NoteOutcome(jobgraph::Run(input));
   return 0;
 }

@@ -1,12 +1,14 @@
 // Fuzzes the check of a LevelDB database's JOBGRAPH_FILES (a DbFileList in a
 // checksummed frame, checkpoint/FORMAT.md section 4) by DB::VerifyFiles.
 //
-// A small real database is written once; each input replaces its
-// JOBGRAPH_FILES and the database, open for reading, verifies its files.
+// A small real database (db_files_fixture.h) is written once; each input
+// replaces its JOBGRAPH_FILES and the database, open for reading, verifies
+// its files.
 // Input: a mode byte, then the file's bytes. Mode bit 1: frame the bytes
 // with a correct checksum, so that the DbFileList is what varies.
 // Invariants: the pristine list verifies; a list that verifies names only
 // files inside the database directory.
+// Outcome (fuzz::NoteOutcome): accepted when VerifyFiles accepts the list.
 
 #include <cstddef>
 #include <cstdint>
@@ -19,14 +21,13 @@
 #include "checkpoint/util/checksummed.h"
 #include "checkpoint/util/file_util.h"
 #include "proto/jobgraph.pb.h"
+#include "tests/fuzz/db_files_fixture.h"
 #include "tests/fuzz/fuzz_util.h"
 
 namespace jobgraph {
 namespace {
 
-// The file list of a LevelDB database (checkpoint/leveldb/leveldb_files.h,
-// private to the LevelDB adapter).
-constexpr char kDbFileList[] = "JOBGRAPH_FILES";
+using fuzz::kDbFileList;
 
 struct Fixture {
   fuzz::ScratchDir scratch{"db_files"};
@@ -40,20 +41,7 @@ Fixture& GetFixture() {
     auto* f = new Fixture;
     f->db_path = absl::StrCat(f->scratch.path(), "/trainer_0.1");
     f->list_path = absl::StrCat(f->db_path, "/", kDbFileList);
-    DbOptions options;
-    options.durable_close = false;
-    absl::StatusOr<std::unique_ptr<DB>> db = DbRegistry::Global().Open(
-        kDefaultDbType, f->db_path, DbMode::kNew, options);
-    FUZZ_CHECK(db.ok(), db.status().ToString());
-    {
-      absl::StatusOr<std::unique_ptr<Writer>> writer = (*db)->NewWriter();
-      FUZZ_CHECK(writer.ok(), writer.status().ToString());
-      FUZZ_CHECK((*writer)->Put("a", "value of a").ok(), "put");
-      FUZZ_CHECK((*writer)->Put("b", std::string(300, 'b')).ok(), "put");
-      FUZZ_CHECK((*writer)->Flush().ok(), "flush");
-    }
-    absl::Status closed = (*db)->Close();
-    FUZZ_CHECK(closed.ok(), closed.ToString());
+    fuzz::WriteDbFilesFixture(f->db_path);
     absl::StatusOr<std::unique_ptr<DB>> reader =
         DbRegistry::Global().Open(kDefaultDbType, f->db_path, DbMode::kRead);
     FUZZ_CHECK(reader.ok(), reader.status().ToString());
@@ -65,13 +53,13 @@ Fixture& GetFixture() {
   return *fixture;
 }
 
-void Run(fuzz::FuzzInput& input) {
+bool Run(fuzz::FuzzInput& input) {
   Fixture& f = GetFixture();
   const uint8_t mode = input.Byte();
   const std::string payload(input.Rest());
   const std::string bytes = (mode & 1) ? FrameChecksummed(payload) : payload;
   fuzz::WriteFileOrDie(f.list_path, bytes);
-  if (!f.db->VerifyFiles(DB::FileCheck{}).ok()) return;
+  if (!f.db->VerifyFiles(DB::FileCheck{}).ok()) return false;
   absl::StatusOr<Unframed> unframed = UnframeChecksummed(bytes, "fuzz");
   FUZZ_CHECK(unframed.ok(), "a damaged frame verified");
   DbFileList list;
@@ -81,6 +69,7 @@ void Run(fuzz::FuzzInput& input) {
     FUZZ_CHECK(file.name().find('/') == std::string::npos,
                "a verified file list names a file outside the database");
   }
+  return true;
 }
 
 }  // namespace
@@ -88,6 +77,6 @@ void Run(fuzz::FuzzInput& input) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   jobgraph::fuzz::FuzzInput input(data, size);
-  jobgraph::Run(input);
+  jobgraph::fuzz::NoteOutcome(jobgraph::Run(input));
   return 0;
 }

@@ -35,6 +35,20 @@ void CheckFailed(const char* file, int line, const char* condition,
   std::abort();
 }
 
+namespace {
+OutcomeCounts g_outcomes;
+}  // namespace
+
+void NoteOutcome(bool accepted) {
+  if (accepted) {
+    ++g_outcomes.accepted;
+  } else {
+    ++g_outcomes.refused;
+  }
+}
+
+OutcomeCounts Outcomes() { return g_outcomes; }
+
 uint8_t FuzzInput::Byte() {
   if (data_.empty()) return 0;
   const uint8_t byte = static_cast<uint8_t>(data_[0]);

@@ -4,7 +4,10 @@
 // byte strings (database entries, files of a checkpoint directory) use the
 // tiny archive format of ParseArchive. FUZZ_CHECK states an invariant of the
 // code under test: when it fails, the process aborts, so libFuzzer reports
-// the input and the corpus replay test fails.
+// the input and the corpus replay test fails. Each harness also says, once
+// per input, whether the code under test accepted the input or refused it
+// cleanly (NoteOutcome); the replay tests count both, so that a corpus that
+// only ever reaches one of them fails.
 //
 // Not thread-safe; each fuzzer runs single-threaded.
 
@@ -32,6 +35,21 @@ namespace fuzz {
 
 [[noreturn]] void CheckFailed(const char* file, int line, const char* condition,
                               absl::string_view message);
+
+// Records the outcome of one input: `accepted` when the code under test
+// took it as valid (a parser returned OK, a commit succeeded), false when it
+// refused it with a clean error. Every harness calls it exactly once per
+// input, from LLVMFuzzerTestOneInput. libFuzzer ignores the counts;
+// fuzz_replay_main checks them against the counts the replay test expects
+// (fuzz.bzl).
+void NoteOutcome(bool accepted);
+
+// The outcomes noted so far in this process.
+struct OutcomeCounts {
+  int64_t accepted = 0;
+  int64_t refused = 0;
+};
+OutcomeCounts Outcomes();
 
 // Reads a fuzz input front to back; past the end every read returns zeros
 // or empty strings.

@@ -2,7 +2,9 @@
 // real values: tensors, strings, counters and cursors serialized by the
 // registry, their blob index, a commit log and a LevelDB database written by
 // the checkpoint code, plan positions of real stopped runs, and an image of
-// a whole checkpoint directory.
+// a whole checkpoint directory; and, for each fuzzer, inputs that the code
+// under test refuses (a flipped bit, a truncation), so that the replay tests
+// see both outcomes.
 //
 //   bazel run //tests/fuzz:make_corpus -- $PWD/tests/fuzz/corpus
 //
@@ -12,6 +14,7 @@
 #include <dirent.h>
 #include <sys/stat.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <iterator>
@@ -37,17 +40,15 @@
 #include "engine/tensor.h"
 #include "engine/workspace.h"
 #include "proto/jobgraph.pb.h"
+#include "tests/fuzz/db_files_fixture.h"
 #include "tests/fuzz/fuzz_plan.h"
 #include "tests/fuzz/fuzz_util.h"
 
 namespace jobgraph {
 namespace {
 
-// The file list of a LevelDB database (checkpoint/leveldb/leveldb_files.h,
-// private to the LevelDB adapter).
-constexpr char kDbFileList[] = "JOBGRAPH_FILES";
-
 using fuzz::ArchiveEntry;
+using fuzz::kDbFileList;
 using Pairs = std::vector<std::pair<std::string, std::string>>;
 
 std::string g_out;
@@ -129,6 +130,13 @@ Pairs Serialize(const NamedBlob& blob, int64_t chunk_bytes) {
   return *std::move(pairs);
 }
 
+// `bytes` with one bit of its last byte flipped.
+std::string FlipLastBit(std::string bytes) {
+  FUZZ_CHECK(!bytes.empty(), "nothing to flip");
+  bytes.back() ^= 1;
+  return bytes;
+}
+
 void BlobAndCursorSeeds() {
   const std::vector<NamedBlob> blobs = SampleBlobs();
   std::vector<ArchiveEntry> all_small_chunks;
@@ -163,6 +171,12 @@ void BlobAndCursorSeeds() {
       Seed("cursor_fuzzer", name,
            std::string(1, selector) + Serialize(blob, 64 << 20)[0].second);
     }
+  }
+  // A string read as a counter: the counter's serializer refuses it.
+  for (const NamedBlob& blob : blobs) {
+    if (blob.name != "text") continue;
+    Seed("cursor_fuzzer", "text_as_counter",
+         std::string(1, '\x04') + Serialize(blob, 64 << 20)[0].second);
   }
   // A Caffe2 TreeCursor that never read: no tensor.
   BlobProto never_read;
@@ -211,6 +225,11 @@ void BlobIndexSeeds() {
          std::string(1, '\x00') + fuzz::WriteArchive(entries));
     Seed("blob_index_fuzzer", name + "_fixed_up",
          std::string(1, '\x01') + fuzz::WriteArchive(entries));
+    if (chunk_bytes > 16) {
+      // The last value damaged: its CRC-32C no longer matches the index.
+      Seed("blob_index_fuzzer", "database_value_bit_flipped",
+           std::string(1, '\x00') + FlipLastBit(fuzz::WriteArchive(entries)));
+    }
   }
 }
 
@@ -270,12 +289,78 @@ void CollectFiles(const std::string& dir, const std::string& prefix,
     FUZZ_CHECK(::stat(path.c_str(), &st) == 0, path);
     if (S_ISDIR(st.st_mode)) {
       CollectFiles(path, absl::StrCat(prefix, name, "/"), entries);
-    } else if (name != "LOG" && name != "LOG.old" && name != "LOCK") {
-      // LevelDB's info log and lock file are not part of the data (ckpt
-      // reads neither); leaving them out keeps the seeds small.
+    } else if (name != "LOG" && name != "LOG.old") {
+      // LevelDB's info log is not part of the data (ckpt reads neither it
+      // nor its old copy); leaving it out keeps the seeds small. The lock
+      // file is listed in JOBGRAPH_FILES, so `ckpt verify` needs it.
       entries->push_back({absl::StrCat(prefix, name), ReadFile(path)});
     }
   }
+}
+
+// An input of commit_log_append_fuzzer (its file comment has the layout).
+void AppendSeed(const std::string& name, uint8_t log_mode, uint8_t commit_mode,
+                uint8_t epoch, const std::string& log,
+                const std::string& previous = "") {
+  Seed("commit_log_append_fuzzer", name,
+       std::string{static_cast<char>(log_mode), static_cast<char>(commit_mode),
+                   static_cast<char>(epoch)} +
+           Len16(log.size()) + log + previous);
+}
+
+// Commits over `log` (a real framed commit log listing epochs 0 and 1 of
+// trainer_0, epoch 1 a preemption checkpoint), over its previous copy `prev`
+// and over `payload` (the log unframed), whole, damaged or missing.
+void CommitLogAppendSeeds(const std::string& log, const std::string& prev,
+                          const std::string& payload) {
+  // Log mode bits.
+  constexpr uint8_t kFrameLog = 1, kWritePrev = 2, kNoLog = 8;
+  // Commit mode bits.
+  constexpr uint8_t kPrepared = 1, kPreempted = 2, kIncremental = 4, kTwice = 8,
+                    kTwoNodes = 16, kRetire = 32, kRelative = 64,
+                    kOtherJob = 128;
+  // Accepted: epoch 2 appended (the usual commit), ...
+  AppendSeed("append_next", 0, kRelative, 0, log);
+  AppendSeed("append_twice_prepared", kWritePrev,
+             kRelative | kTwice | kPrepared | kPreempted, 0, log, prev);
+  AppendSeed("incremental_twice", 0, kRelative | kIncremental | kTwice, 0, log);
+  AppendSeed("retire_oldest", 0, kRelative | kRetire | kTwoNodes, 0, log);
+  AppendSeed("other_job", 0, kRelative | kOtherJob | kTwice, 0, log);
+  AppendSeed("payload", kFrameLog, kRelative, 0, payload);
+  AppendSeed("bare_payload_old_format", 0, kRelative, 0, payload);
+  // ... epoch 1 saved again (its entry replaced) ...
+  AppendSeed("resave_epoch_1", 0, 0, 1, log);
+  // ... a log that lists another job's epochs and is out of order ...
+  CommitLog mixed;
+  mixed.set_format_version(1);
+  mixed.set_db_type(kDefaultDbType);
+  for (const auto& [epoch, node] : std::vector<std::pair<int64_t, std::string>>{
+           {3, "trainer_0"}, {1, "reader_0"}, {2, "trainer_0"}}) {
+    CommittedEpoch* entry = mixed.add_epoch();
+    entry->set_epoch(epoch);
+    entry->add_node(node);
+    entry->set_total_bytes(100 * epoch);
+    entry->set_committed_unix_micros(1000 + epoch);
+  }
+  AppendSeed("out_of_order_two_jobs", kFrameLog, kRelative, 0,
+             mixed.SerializeAsString());
+  // ... a directory without a log, or whose log is missing or damaged
+  // beside an intact previous copy.
+  AppendSeed("no_log", kNoLog, 0, 0, "");
+  AppendSeed("log_missing_prev_intact", kNoLog | kWritePrev, kRelative, 0, "",
+             log);
+  AppendSeed("log_bit_flipped_prev_intact", kWritePrev, kRelative, 0,
+             FlipLastBit(log), prev);
+  // Refused: a damaged log without a copy, a newer format, an incremental
+  // save that references an epoch its job has not listed.
+  AppendSeed("log_truncated", 0, kRelative, 0, log.substr(0, log.size() - 1));
+  CommitLog newer;
+  newer.set_format_version(kCommitLogFormatVersion + 1);
+  newer.set_db_type(kDefaultDbType);
+  AppendSeed("newer_format", kFrameLog, kRelative, 0,
+             newer.SerializeAsString());
+  AppendSeed("reference_not_listed", 0, kRelative | kIncremental | kOtherJob, 0,
+             log);
 }
 
 void CheckpointSeeds() {
@@ -304,6 +389,9 @@ void CheckpointSeeds() {
        std::string(1, '\x50') + Len16(log.size()) + log);
   Seed("commit_log_fuzzer", "prev_only_framed",
        std::string(1, '\x0e') + Len16(0) + payload->payload);
+  Seed("commit_log_fuzzer", "log_bit_flipped",
+       std::string(1, '\x00') + Len16(log.size()) + FlipLastBit(log));
+  CommitLogAppendSeeds(log, prev, payload->payload);
 
   // JOBGRAPH_FILES of a real database.
   const std::string files =
@@ -313,6 +401,23 @@ void CheckpointSeeds() {
   Seed("db_files_fuzzer", "file_list", std::string(1, '\x00') + files);
   Seed("db_files_fuzzer", "file_list_payload",
        std::string(1, '\x01') + files_payload->payload);
+  Seed("db_files_fuzzer", "file_list_bit_flipped",
+       std::string(1, '\x00') + FlipLastBit(files));
+  // The list of the fuzzer's own database, which verifies: framed, and its
+  // payload for the harness to frame.
+  fuzz::ScratchDir fixture_scratch("make_corpus_db_files");
+  const std::string fixture =
+      absl::StrCat(fixture_scratch.path(), "/trainer_0.1");
+  fuzz::WriteDbFilesFixture(fixture);
+  const std::string fixture_files =
+      ReadFile(absl::StrCat(fixture, "/", kDbFileList));
+  absl::StatusOr<Unframed> fixture_payload =
+      UnframeChecksummed(fixture_files, "fixture files");
+  Check(fixture_payload.status());
+  Seed("db_files_fuzzer", "fixture_file_list",
+       std::string(1, '\x00') + fixture_files);
+  Seed("db_files_fuzzer", "fixture_file_list_payload",
+       std::string(1, '\x01') + fixture_payload->payload);
 
   // The whole directory.
   std::vector<ArchiveEntry> image;

@@ -8,6 +8,8 @@
 // Input: a serialized PlanPosition.
 // Invariant: a resume that succeeds, of a position before the last step,
 // leaves that step's result in the root workspace.
+// Outcome (fuzz::NoteOutcome): accepted when the position parses and the
+// resume succeeds; refused otherwise.
 
 #include <cstddef>
 #include <cstdint>
@@ -21,7 +23,7 @@
 namespace jobgraph {
 namespace {
 
-void Run(const uint8_t* data, size_t size) {
+bool Run(const uint8_t* data, size_t size) {
   static const PlanDef* const plan = new PlanDef(fuzz::FuzzPlan());
   // Its first step alone, which makes the root blobs that a checkpoint of a
   // stopped run holds.
@@ -32,7 +34,7 @@ void Run(const uint8_t* data, size_t size) {
     return p;
   }();
   PlanPosition position;
-  if (!position.ParseFromArray(data, static_cast<int>(size))) return;
+  if (!position.ParseFromArray(data, static_cast<int>(size))) return false;
   Workspace ws(nullptr, "root");
   const absl::Status prepared = RunPlan(&ws, *setup);
   FUZZ_CHECK(prepared.ok(), prepared.ToString());
@@ -41,12 +43,13 @@ void Run(const uint8_t* data, size_t size) {
       position.steps_done() < plan->execution_step_size() - 1) {
     FUZZ_CHECK(ws.HasBlob("done"), "a resumed run skipped its last step");
   }
+  return resumed.ok();
 }
 
 }  // namespace
 }  // namespace jobgraph
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  jobgraph::Run(data, size);
+  jobgraph::fuzz::NoteOutcome(jobgraph::Run(data, size));
   return 0;
 }
