@@ -18,13 +18,30 @@
 // `--kill_after_epoch=N` SIGKILLs the process right after epoch N's
 // checkpoint is committed, which leaves a directory whose newest committed
 // epoch is exactly N: the starting point for a failpoint further on.
+//
+// `--wait_at_events` makes the run stop at each of its events until the
+// parent lets it go on, so that a parent can kill it at exactly one of them.
+// The events, each a line on standard output:
+//   event=init node=<node>    in the init group, on every node (before
+//                             epoch 0 is saved)
+//   event=epoch node=<node>   in every epoch, on every node (the epoch's
+//                             save has not begun: the newest committed epoch
+//                             is the one before)
+//   epoch_end=<epoch>         as above (the epoch is committed)
+// After each, the process reads one byte from standard input before it goes
+// on; nothing else happens in the job meanwhile but what other nodes' tasks
+// do within the same group (one event is waiting at a time). End of input
+// stops the waiting for the rest of the run.
 
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -60,13 +77,22 @@ ABSL_FLAG(bool, incremental_checkpoint, false,
 ABSL_FLAG(int64_t, kill_after_epoch, -1,
           "SIGKILL this process right after this epoch's checkpoint is "
           "committed (-1: never).");
+ABSL_FLAG(bool, wait_at_events, false,
+          "After each event line (see the file's comment), wait for one byte "
+          "on standard input before going on.");
 
 namespace jobgraph {
 namespace {
 
 constexpr char kSleepFunction[] = "crash_child_sleep";
 
-void Print(const std::string& line) {
+// Node threads print events too: one line at a time.
+std::mutex& PrintMutex() {
+  static std::mutex* mu = new std::mutex;
+  return *mu;
+}
+
+void PrintLocked(const std::string& line) {
   // stdout may be a file the parent reads after a SIGKILL: nothing may wait
   // in a user-space buffer.
   std::fputs(line.c_str(), stdout);
@@ -74,18 +100,72 @@ void Print(const std::string& line) {
   std::fflush(stdout);
 }
 
-// trainer_<id>'s part of the Caffe2 pipeline, plus an optional delay.
-void BuildPipeline(Job& job, int id, int epoch_delay_ms) {
+void Print(const std::string& line) {
+  std::lock_guard<std::mutex> lock(PrintMutex());
+  PrintLocked(line);
+}
+
+// Whether events wait for the parent (--wait_at_events, until stdin ends).
+std::atomic<bool> g_wait_at_events{false};
+
+// Prints an event line and, with --wait_at_events, waits for the parent's
+// byte; the lock keeps every other event (and line) behind this one.
+void Event(const std::string& line) {
+  std::lock_guard<std::mutex> lock(PrintMutex());
+  PrintLocked(line);
+  if (!g_wait_at_events.load()) return;
+  char byte = 0;
+  ssize_t n = 0;
+  do {
+    n = ::read(STDIN_FILENO, &byte, 1);
+  } while (n < 0 && errno == EINTR);
+  if (n <= 0) g_wait_at_events.store(false);
+}
+
+std::string EventFunction(const std::string& group, const std::string& node) {
+  return absl::StrCat("crash_child_event_", group, "_", node);
+}
+
+// trainer_<id>'s part of the Caffe2 pipeline, plus an optional delay and
+// events (--wait_at_events).
+void BuildPipeline(Job& job, int id, int epoch_delay_ms, bool events) {
   testing::BuildCaffe2Pipeline(job, id);
-  const Node node(absl::StrCat("trainer_", id));
+  const std::string name = absl::StrCat("trainer_", id);
+  const Node node(name);
+  // Tasks of their own, so that neither adds checkpointed blobs nor changes
+  // the pipeline's nets.
   if (epoch_delay_ms > 0) {
-    // A task of its own, so the delay neither adds checkpointed blobs nor
-    // changes the pipeline's nets.
     job.epoch_group()
         .NewTask(node, {.name = "epoch_delay"})
         .net()
         .Function(kSleepFunction, {}, {});
   }
+  if (events) {
+    job.init_group()
+        .NewTask(node, {.name = "init_event"})
+        .net()
+        .Function(EventFunction("init", name), {}, {});
+    job.epoch_group()
+        .NewTask(node, {.name = "epoch_event"})
+        .net()
+        .Function(EventFunction("epoch", name), {}, {});
+  }
+}
+
+absl::Status RegisterEvents(int num_nodes) {
+  for (int id = 0; id < num_nodes; ++id) {
+    const std::string node = absl::StrCat("trainer_", id);
+    for (const std::string group : {"init", "epoch"}) {
+      const std::string line = absl::StrCat("event=", group, " node=", node);
+      absl::Status registered = FunctionRegistry::Global().Register(
+          EventFunction(group, node), [line](FunctionContext&) {
+            Event(line);
+            return absl::OkStatus();
+          });
+      if (!registered.ok()) return registered;
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status Run() {
@@ -105,9 +185,18 @@ absl::Status Run() {
         });
     if (!registered.ok()) return registered;
   }
+  const bool events = absl::GetFlag(FLAGS_wait_at_events);
+  g_wait_at_events.store(events);
+  if (events) {
+    if (absl::Status registered = RegisterEvents(num_nodes); !registered.ok()) {
+      return registered;
+    }
+  }
 
   Job job;
-  for (int id = 0; id < num_nodes; ++id) BuildPipeline(job, id, delay_ms);
+  for (int id = 0; id < num_nodes; ++id) {
+    BuildPipeline(job, id, delay_ms, events);
+  }
 
   CheckpointOptions options;
   options.directory = dir;
@@ -131,7 +220,7 @@ absl::Status Run() {
       Print(absl::StrCat("resumed_from=",
                          from.has_value() ? absl::StrCat(*from) : "none"));
     }
-    Print(absl::StrCat("epoch_end=", epoch.epoch));
+    Event(absl::StrCat("epoch_end=", epoch.epoch));
     if (epoch.epoch == kill_after) {
       ::kill(::getpid(), SIGKILL);
       for (;;) ::pause();

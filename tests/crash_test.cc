@@ -1,6 +1,6 @@
 // Crash tests: the Caffe2 pipeline runs in a child process (crash_child) that
 // is killed with SIGKILL, at every failpoint of the save / commit / retention
-// path and at random moments, and is then resumed with
+// path and at random events of its run, and is then resumed with
 // --resume_from_epoch=latest. After every kill the checkpoint directory must
 // hold only complete, verifying databases for the epochs its commit log lists;
 // a resume must start from a committed epoch and end exactly as an
@@ -13,10 +13,12 @@
 // itself right after committing S). Every case runs with full and with
 // incremental saves.
 
+#include <signal.h>
 #include <sys/wait.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <optional>
 #include <ostream>
 #include <random>
@@ -25,9 +27,11 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/strip.h"
 #include "checkpoint/commit/checkpoint_paths.h"
 #include "checkpoint/commit/commit_log.h"
 #include "checkpoint/commit/verify.h"
@@ -356,74 +360,167 @@ TEST(FailpointCrashCoverage, EveryKnownFailpointHasCases) {
 }
 
 // ---------------------------------------------------------------------------
-// SIGKILL at random moments.
+// SIGKILL at random events.
+//
+// crash_child --wait_at_events stops at each of its events (a node in init,
+// a node in an epoch, an epoch committed) until the test answers; the test
+// answers every event but one, chosen at random, and kills the child there.
+// So every kill lands in a running child, at a known point: the newest
+// committed epoch is exactly the last one whose "epoch_end=" the child
+// printed (a line printed after the commit, and the child does nothing more
+// of the job until the answer: the next commit needs the group in which it
+// waits to finish).
 
-// A run with this per-epoch delay takes about 0.4 s plus 5 delays here;
-// kills are spread over that.
-constexpr int kEpochDelayMs = 20;
-constexpr int kMaxKillMs = 700;
 constexpr int kKillsPerTrial = 4;
 constexpr uint32_t kSeed = 20240611;
 
-class RandomKillTest : public ::testing::TestWithParam<int> {};
+// The events of a crash_child run that starts from `newest` (the newest
+// committed epoch; none: from scratch) and is not killed: per node one in
+// init, then per epoch one per node and its epoch_end.
+int EventsInRun(std::optional<int64_t> newest) {
+  const int per_epoch = kNodes + 1;
+  if (!newest.has_value()) return kNodes + 1 + kLastEpoch * per_epoch;
+  const int64_t last = std::max(kLastEpoch, *newest + 1);
+  return static_cast<int>(last - *newest) * per_epoch;
+}
 
-TEST_P(RandomKillTest, KillAtRandomMomentsThenResumeLatest) {
+// The epoch a run resumed from, as its log says ("resumed from epoch N of
+// DIR"), or "none" if it says nothing of the kind.
+std::string ResumedFromLog(const ChildRun& run, const std::string& dir) {
+  const std::string prefix = "resumed from epoch ";
+  const size_t at = run.log.find(prefix);
+  if (at == std::string::npos) return "none";
+  const size_t end = run.log.find('\n', at);
+  const std::string line = run.log.substr(
+      at + prefix.size(),
+      end == std::string::npos ? std::string::npos : end - at - prefix.size());
+  const std::string suffix = absl::StrCat(" of ", dir);
+  return absl::EndsWith(line, suffix)
+             ? line.substr(0, line.size() - suffix.size())
+             : absl::StrCat("(unexpected: ", line, ")");
+}
+
+std::string EpochText(std::optional<int64_t> epoch) {
+  return epoch.has_value() ? absl::StrCat(*epoch) : "none";
+}
+
+// How many of this process's kills landed in a running child, of how many.
+int g_kills_landed = 0;
+int g_kills_sent = 0;
+
+class RandomKillTest : public ::testing::TestWithParam<int> {
+ public:
+  static void TearDownTestSuite() {
+    // Every kill lands by construction: the child waits for the test.
+    std::printf("RandomKillTest: interrupted %d of %d runs\n", g_kills_landed,
+                g_kills_sent);
+    std::fflush(stdout);
+  }
+};
+
+TEST_P(RandomKillTest, KillAtRandomEventsThenResumeLatest) {
   const int trial = GetParam();
-  std::mt19937 rng(kSeed + trial);
-  std::uniform_int_distribution<int> kill_ms(0, kMaxKillMs);
+  // Each trial's seed is the test's plus the trial's number.
+  const uint32_t seed = ::jobgraph::testing::TestSeed(
+                            kSeed, absl::StrCat("RandomKillTest (trial ", trial,
+                                                ": + ", trial, ")")) +
+                        trial;
+  std::mt19937 rng(seed);
   const int keep_last = trial % 2 == 0 ? 0 : 2;
   const bool incremental = trial % 4 >= 2;
   const std::string dir = NewTempDir("random");
+  SCOPED_TRACE(absl::StrCat("trial ", trial, " (seed ", seed, "): keep_last=",
+                            keep_last, incremental ? ", incremental" : ""));
 
-  std::vector<int64_t> committed;
+  std::optional<int64_t> newest;  // the newest committed epoch
+  int interrupted = 0;
   for (int kill = 0; kill < kKillsPerTrial; ++kill) {
-    const int after_ms = kill_ms(rng);
-    SCOPED_TRACE(absl::StrCat("trial ", trial, ", kill ", kill, " after ",
-                              after_ms, " ms"));
+    const int events = EventsInRun(newest);
+    const int kill_at = std::uniform_int_distribution<int>(1, events)(rng);
+    SCOPED_TRACE(absl::StrCat("kill ", kill, " at event ", kill_at, " of ",
+                              events, ", resuming from ", EpochText(newest)));
     std::vector<std::string> args =
         ChildArgs(dir, keep_last, "latest", incremental);
-    args.push_back(absl::StrCat("--epoch_delay_ms=", kEpochDelayMs));
-    ChildRun run = RunChild(args, "", after_ms);
-    // The kill may come after the job finished; then it must have finished
-    // as a resumed run does.
-    ASSERT_TRUE(run.killed() || run.exited_ok()) << run.Describe();
+    args.push_back("--wait_at_events");
+    int seen = 0;
+    bool landed = false;
+    std::string killed_at;
+    std::optional<int64_t> logged = newest;  // by the epoch_end lines
+    ChildRun run = ::jobgraph::testing::RunBinaryWatched(
+        ::jobgraph::testing::RunfilesPath("tests/crash_child"), args,
+        {.extra_env = {absl::StrCat(kFailpointEnvVar, "=")},
+         .stdin_pipe = true},
+        [&](::jobgraph::testing::WatchedChild& child, const std::string& line,
+            bool from_stderr) {
+          if (from_stderr) return;
+          int64_t epoch = 0;
+          if (absl::StartsWith(line, "epoch_end=") &&
+              absl::SimpleAtoi(absl::StripPrefix(line, "epoch_end="), &epoch)) {
+            logged = epoch;
+          } else if (!absl::StartsWith(line, "event=")) {
+            return;  // not an event: the child does not wait
+          }
+          if (++seen == kill_at) {
+            killed_at = line;
+            landed = child.SignalIfRunning(SIGKILL);
+          } else if (seen < kill_at) {
+            child.WriteStdin("x");
+          }
+        });
+    ++g_kills_sent;
+    g_kills_landed += landed && run.killed();
+    interrupted += landed && run.killed();
+    // The child waited at the chosen event, so it was running when killed
+    // and it died of the kill; nothing ran after the event.
+    ASSERT_TRUE(landed) << "the child was not running at event " << kill_at
+                        << ": " << run.Describe();
+    ASSERT_TRUE(run.killed()) << run.Describe();
+    EXPECT_EQ(seen, kill_at) << run.Describe();
+    EXPECT_FALSE(run.Result().has_value()) << run.Describe();
+    // It loaded the newest committed epoch of the time.
+    EXPECT_EQ(ResumedFromLog(run, dir), EpochText(newest)) << run.Describe();
     if (std::optional<std::string> from = run.Value("resumed_from")) {
-      EXPECT_EQ(*from, ResumedFromText(committed)) << run.Describe();
-    }
-    if (run.exited_ok()) {
-      EXPECT_EQ(run.Result(), ExpectedResult(committed)) << run.Describe();
+      EXPECT_EQ(*from, EpochText(newest)) << run.Describe();
     }
 
+    // Exactly the epochs committed by the end of the event: the newest is
+    // the last "epoch_end" the child printed.
     const std::vector<int64_t> now = CommittedEpochsAndCheck(dir);
-    LOG(INFO) << "trial " << trial << ": kill after " << after_ms << " ms "
-              << (run.killed() ? "killed the run" : "came after the run ended")
-              << "; committed epochs now: " << absl::StrJoin(now, ",");
-    // Committed epochs only ever move forward, and form a run of
-    // consecutive epochs ending at the newest: all of them without
-    // retention, else at most keep_last of them (the commit that lists an
-    // epoch drops the ones it retires in the same write, so no kill leaves
-    // more). With incremental saves the epochs later ones refer to stay
-    // before them.
-    if (!committed.empty()) {
-      ASSERT_FALSE(now.empty());
-      EXPECT_GE(now.back(), committed.back());
+    LOG(INFO) << "trial " << trial << ": killed at event " << kill_at << " of "
+              << events << " ('" << killed_at
+              << "'); committed epochs now: " << absl::StrJoin(now, ",");
+    if (logged.has_value()) {
+      ASSERT_FALSE(now.empty()) << "expected " << *logged;
+      EXPECT_EQ(now.back(), *logged) << absl::StrJoin(now, ",");
+    } else {
+      EXPECT_TRUE(now.empty()) << absl::StrJoin(now, ",");
     }
+    // The committed epochs form a run of consecutive epochs ending at the
+    // newest: all of them without retention, else at most keep_last of them
+    // (the commit that lists an epoch drops the ones it retires in the same
+    // write, so no kill leaves more). With incremental saves the epochs later
+    // ones refer to stay before them.
     if (incremental) {
       ExpectRetainedWithReferences(dir, keep_last);
-      committed = now;
-      continue;
+    } else {
+      for (size_t i = 1; i < now.size(); ++i) {
+        EXPECT_EQ(now[i], now[i - 1] + 1) << absl::StrJoin(now, ",");
+      }
+      if (!now.empty() && keep_last == 0) {
+        EXPECT_EQ(now.front(), 0);
+      }
+      if (keep_last > 0) {
+        EXPECT_LE(now.size(), static_cast<size_t>(keep_last));
+      }
     }
-    for (size_t i = 1; i < now.size(); ++i) {
-      EXPECT_EQ(now[i], now[i - 1] + 1) << absl::StrJoin(now, ",");
-    }
-    if (!now.empty() && keep_last == 0) {
-      EXPECT_EQ(now.front(), 0);
-    }
-    if (keep_last > 0) {
-      EXPECT_LE(now.size(), static_cast<size_t>(keep_last));
-    }
-    committed = now;
+    newest = logged;
   }
+  std::printf("RandomKillTest trial %d: interrupted %d of %d runs\n", trial,
+              interrupted, kKillsPerTrial);
+  // The last resume loads the newest epoch the last killed run committed,
+  // and ends exactly as an uninterrupted run does.
+  const std::vector<int64_t> committed = CommittedEpochsAndCheck(dir);
+  ASSERT_EQ(ResumedFromText(committed), EpochText(newest));
   ResumeAndCheck(dir, keep_last, incremental, committed);
 }
 

@@ -14,10 +14,24 @@
 // Rank 0 prints, for each node, "node <name> x=<%08x bits,...> c=<c>", then
 // "result: epochs=<E>". Every rank prints its failure as
 // "rank <r> error: <message>" to stderr.
+//
+// With --event_fifo_dir=DIR each node's task prints an event on standard
+// output at the end of its init net (before epoch 0 is saved) and at the
+// start of every epoch (before any collective):
+//   event rank=<r> pid=<pid> node=<node> group=<init|epoch>
+// and then waits for one byte from the FIFO DIR/ack.<r> (which the parent
+// made) before it goes on, so that the parent can kill the rank at exactly
+// that point. End of file on the FIFO stops the waiting for the rest of the
+// run.
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -44,6 +58,10 @@ ABSL_FLAG(bool, fail_in_epoch, false, "See --fail_node.");
 ABSL_FLAG(std::string, checkpoint_extra_node, "",
           "Also checkpoint this node, which runs no task (so no rank hosts "
           "it).");
+ABSL_FLAG(std::string, event_fifo_dir, "",
+          "Print an event line at the start of every node's init and epoch "
+          "task and wait for a byte from the FIFO <dir>/ack.<rank> (see the "
+          "file's comment).");
 ABSL_FLAG(bool, check_run_hosted, false,
           "Instead of running the job, every rank runs the init group with "
           "Session::RunHosted (its own nodes' tasks only, no agreement) and "
@@ -61,6 +79,51 @@ class AlwaysFailOp final : public OperatorBase {
   }
 };
 JG_REGISTER_OPERATOR(AlwaysFail, AlwaysFailOp);
+
+// What TestEvent needs to know: this process's rank and its FIFO.
+struct Events {
+  std::mutex mu;
+  int rank = 0;
+  std::string fifo;  // DIR/ack.<rank>; "" when not waiting (any more)
+  int fd = -1;
+};
+Events& TheEvents() {
+  static Events* events = new Events;
+  return *events;
+}
+
+// TestEvent(): prints "event rank=<r> pid=<pid> node=<node> group=<group>"
+// (args `node` and `group`) and waits for a byte from the rank's FIFO.
+class TestEventOp final : public OperatorBase {
+ public:
+  using OperatorBase::OperatorBase;
+  absl::Status Run() override {
+    Events& events = TheEvents();
+    std::lock_guard<std::mutex> lock(events.mu);
+    std::printf("event rank=%d pid=%d node=%s group=%s\n", events.rank,
+                static_cast<int>(::getpid()),
+                GetArg<std::string>("node", "").c_str(),
+                GetArg<std::string>("group", "").c_str());
+    std::fflush(stdout);
+    if (events.fifo.empty()) return absl::OkStatus();
+    if (events.fd < 0) {
+      events.fd = ::open(events.fifo.c_str(), O_RDONLY | O_CLOEXEC);
+      if (events.fd < 0) {
+        return Error(absl::StatusCode::kInternal,
+                     absl::StrCat("cannot open ", events.fifo, ": ",
+                                  std::strerror(errno)));
+      }
+    }
+    char byte = 0;
+    ssize_t n = 0;
+    do {
+      n = ::read(events.fd, &byte, 1);
+    } while (n < 0 && errno == EINTR);
+    if (n <= 0) events.fifo.clear();  // the parent is done with events
+    return absl::OkStatus();
+  }
+};
+JG_REGISTER_OPERATOR(TestEvent, TestEventOp);
 
 std::string Bits(const Tensor& t) {
   std::vector<std::string> parts;
@@ -97,6 +160,14 @@ int Main(int argc, char** argv) {
     }
     Task& step = job.epoch_group().NewTask(node, {.workspace_type = GLOBAL});
     NetBuilder& net = step.net();
+    if (!absl::GetFlag(FLAGS_event_fifo_dir).empty()) {
+      init.net().Op(
+          "TestEvent", {}, {},
+          {MakeArg("node", nodes[i]), MakeArg("group", std::string("init"))});
+      net.Op(
+          "TestEvent", {}, {},
+          {MakeArg("node", nodes[i]), MakeArg("group", std::string("epoch"))});
+    }
     if (fails && absl::GetFlag(FLAGS_fail_in_epoch)) {
       net.Op("AlwaysFail", {}, {});
     }
@@ -120,6 +191,11 @@ int Main(int argc, char** argv) {
       examples::MakeSession(job, *common);
   if (!made.ok()) return examples::UsageError(made.status());
   Session& session = **made;
+  if (const std::string dir = absl::GetFlag(FLAGS_event_fifo_dir);
+      !dir.empty()) {
+    TheEvents().rank = session.rank();
+    TheEvents().fifo = absl::StrCat(dir, "/ack.", session.rank());
+  }
   if (absl::GetFlag(FLAGS_check_run_hosted)) {
     const absl::Status init = session.RunHosted(job.init_group());
     const absl::Status epoch = session.RunHosted(job.epoch_group());

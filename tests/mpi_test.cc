@@ -2,24 +2,34 @@
 // example binaries and on tests/mpi_job (builder code with collectives).
 // Results must equal the one-process (LocalSession) run, resumes must be
 // exact from every epoch, a failure must be reported the same on every rank,
-// and a rank killed with SIGKILL at any moment must leave a directory that
-// `ckpt verify` accepts and that resumes to the exact result.
+// and a rank killed with SIGKILL at any of its events must leave a directory
+// that `ckpt verify` accepts and that resumes from exactly the newest
+// committed epoch to the exact result.
 
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <random>
 #include <set>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -36,6 +46,7 @@ namespace testing {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 const char kMpirun[] = "/usr/bin/mpirun";
 
@@ -601,61 +612,244 @@ std::vector<pid_t> RankPids(pid_t mpirun) {
   return by_rank;
 }
 
-TEST(MpiTest, SigkillOfOneRankAtRandomMomentsThenResumeLatest) {
-  std::mt19937 random(20261124);
-  int killed = 0;
-  for (int trial = 0; trial < 10; ++trial) {
+// An event line of mpi_job --event_fifo_dir:
+// "event rank=<r> pid=<pid> node=<node> group=<init|epoch>".
+struct RankEvent {
+  int rank = -1;
+  pid_t pid = 0;
+  std::string group;
+};
+
+std::optional<RankEvent> ParseEvent(absl::string_view line) {
+  if (!absl::ConsumePrefix(&line, "event ")) return std::nullopt;
+  RankEvent event;
+  for (absl::string_view field : absl::StrSplit(line, ' ')) {
+    int number = 0;
+    if (absl::ConsumePrefix(&field, "rank=")) {
+      if (!absl::SimpleAtoi(field, &event.rank)) return std::nullopt;
+    } else if (absl::ConsumePrefix(&field, "pid=")) {
+      if (!absl::SimpleAtoi(field, &number)) return std::nullopt;
+      event.pid = number;
+    } else if (absl::ConsumePrefix(&field, "group=")) {
+      event.group = std::string(field);
+    }
+  }
+  if (event.rank < 0 || event.pid <= 0) return std::nullopt;
+  return event;
+}
+
+// The epoch a line of rank 0's log reports committed, if it does: the
+// epoch line of a synchronous save ("epoch N: ..., checkpoint 3.1 ms 291 B",
+// logged once the commit is done and every rank knows it), or the report of
+// a background one ("epoch N: background checkpoint committed in ...").
+std::optional<int64_t> CommitLogged(absl::string_view line) {
+  const size_t at = line.find("] epoch ");
+  if (at == absl::string_view::npos) return std::nullopt;
+  line.remove_prefix(at + strlen("] epoch "));
+  const size_t digits = line.find_first_not_of("0123456789");
+  int64_t epoch = 0;
+  if (digits == 0 || digits == absl::string_view::npos ||
+      !absl::SimpleAtoi(line.substr(0, digits), &epoch)) {
+    return std::nullopt;
+  }
+  line.remove_prefix(digits);
+  if (absl::StartsWith(line, ": background checkpoint committed in ")) {
+    return epoch;
+  }
+  const bool epoch_line =
+      absl::StartsWith(line, ": ") || absl::StartsWith(line, " (init): ");
+  if (epoch_line && absl::StrContains(line, "checkpoint ") &&
+      !absl::StrContains(line, "(snapshot") &&
+      !absl::StrContains(line, "FAILED")) {
+    return epoch;
+  }
+  return std::nullopt;
+}
+
+// The newest epoch the commit log of `dir` lists (none without a log).
+std::optional<int64_t> NewestCommitted(const std::string& dir) {
+  absl::StatusOr<CommitLog> log = ReadCommitLog(dir);
+  if (absl::IsNotFound(log.status())) return std::nullopt;
+  EXPECT_TRUE(log.ok()) << log.status();
+  if (!log.ok() || log->epoch_size() == 0) return std::nullopt;
+  return log->epoch(log->epoch_size() - 1).epoch();
+}
+
+std::string EpochText(std::optional<int64_t> epoch) {
+  return epoch.has_value() ? absl::StrCat(*epoch) : "none";
+}
+
+// One rank of mpi_job (4 ranks, 4 nodes, 4 epochs) is SIGKILLed at one of
+// its own events, chosen at random: the end of its init net or the start
+// of an epoch. Every rank waits at each of its events until the test
+// answers (mpi_job --event_fifo_dir); the test answers all but the chosen
+// one, and kills the rank that waits there by its pid, so the kill lands in
+// a running rank at a known point:
+//  - synchronous saves: a rank starts epoch e only after every rank learned
+//    that epoch e-1 was committed, and epoch e cannot be committed without
+//    this rank's write: the newest committed epoch is exactly e-1 (none
+//    for a kill in init). The kill also waits, the rank still waiting,
+//    until rank 0 has logged that commit, so it is also the newest commit
+//    the job logged before the kill.
+//  - background saves: at the start of epoch e, the write of e-1 is not
+//    agreed on (that needs every rank at the next boundary), the commit of
+//    e-2 may be running on rank 0's save thread, and e-3 is committed: the
+//    newest committed epoch is e-3 or e-2, which the commit log, read after
+//    the kill, tells.
+// The whole job must then end with a failure, `ckpt verify` accept the
+// directory, and a resume from latest load exactly the newest committed
+// epoch and end with the uninterrupted run's results, bit for bit.
+TEST(MpiTest, SigkillOfOneRankAtRandomEventsThenResumeLatest) {
+  constexpr int kRanks = 4;
+  constexpr int kEpochs = 4;
+  constexpr int kTrials = 10;
+  std::mt19937 random(
+      TestSeed(20261124, "SigkillOfOneRankAtRandomEventsThenResumeLatest"));
+  const std::vector<std::string> job = {absl::StrCat("--nodes=", kRanks),
+                                        absl::StrCat("--epochs=", kEpochs)};
+  std::vector<std::string> local = job;
+  local.push_back("--session=local");
+  const std::vector<std::string> uninterrupted =
+      Output(RunBinary(MpiJob(), local));
+  ASSERT_EQ(uninterrupted.size(), kRanks + 1u);
+  ASSERT_EQ(uninterrupted.back(), absl::StrCat("result: epochs=", kEpochs));
+  int landed = 0;
+  for (int trial = 0; trial < kTrials; ++trial) {
     const std::string dir = NewTempDir(absl::StrCat("kill", trial));
-    const int victim = static_cast<int>(random() % 4);
-    // Rank 0 logs one "record done" per record: 10 per node, spread over
-    // init-free epochs, with saves in between.
-    const int at_record = 1 + static_cast<int>(random() % 10);
+    const int victim = static_cast<int>(random() % kRanks);
+    // Each rank's events: init, then one per epoch.
+    const int at_event = 1 + static_cast<int>(random() % (1 + kEpochs));
+    const int64_t epoch = at_event - 1;  // where the victim is (0: init)
     // Every other trial saves in the background: a kill then may land while
-    // a rank writes, or while rank 0 commits on its thread.
-    const std::string saves =
-        trial % 2 == 1 ? "--async_checkpoint" : "--async_checkpoint=false";
-    // Half of the trials save incrementally: a kill may then leave an epoch
-    // whose databases refer to others.
-    const std::string incremental = absl::StrCat(
-        "--incremental_checkpoint=", trial % 4 >= 2 ? "true" : "false");
-    ChildRun run = RunBinaryWithHookAt(
-        kMpirun,
-        {"--allow-run-as-root", "--oversubscribe", "-np", "4", SumPipeline(),
-         "--nodes=4", "--checkpoint_dir=" + dir, "--record_delay_ms=1", saves,
-         incremental, "--full_every=2"},
-        MpiEnv(), "record done", at_record, [&](pid_t mpirun) {
-          std::vector<pid_t> ranks = RankPids(mpirun);
-          if (static_cast<size_t>(victim) < ranks.size() && ranks[victim] > 0 &&
-              ::kill(ranks[victim], SIGKILL) == 0) {
-            ++killed;
+    // a rank writes, or while rank 0 commits on its thread. Half of the
+    // trials save incrementally: a kill may then leave an epoch whose
+    // databases refer to others.
+    const bool async = trial % 2 == 1;
+    std::vector<std::string> args = job;
+    args.push_back("--checkpoint_dir=" + dir);
+    args.push_back(async ? "--async_checkpoint" : "--async_checkpoint=false");
+    args.push_back(absl::StrCat("--incremental_checkpoint=",
+                                trial % 4 >= 2 ? "true" : "false"));
+    args.push_back("--full_every=2");
+    const std::string trace = absl::StrCat(
+        "trial ", trial, ": rank ", victim, " killed at its event ", at_event,
+        " (", epoch == 0 ? "init" : absl::StrCat("epoch ", epoch), ") ",
+        absl::StrJoin(args, " "));
+    SCOPED_TRACE(trace);
+
+    // The FIFOs the ranks wait on; the test holds both ends of each.
+    const std::string fifo_dir = NewTempDir(absl::StrCat("events", trial));
+    std::vector<int> acks;
+    for (int rank = 0; rank < kRanks; ++rank) {
+      const std::string fifo = absl::StrCat(fifo_dir, "/ack.", rank);
+      ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0) << std::strerror(errno);
+      acks.push_back(::open(fifo.c_str(), O_RDWR | O_CLOEXEC));
+      ASSERT_GE(acks.back(), 0) << std::strerror(errno);
+    }
+    std::vector<std::string> run_args = args;
+    run_args.push_back("--event_fifo_dir=" + fifo_dir);
+
+    const std::optional<int64_t> sync_expected =
+        epoch >= 1 ? std::optional<int64_t>(epoch - 1) : std::nullopt;
+    int victim_events = 0;
+    pid_t victim_pid = 0;
+    bool waiting = false;  // the victim waits at the chosen event
+    bool sent = false;
+    bool alive = false;
+    std::optional<int64_t> logged;  // the newest commit rank 0 logged
+    std::optional<int64_t> logged_at_kill;
+    ChildRun run = RunBinaryWatched(
+        kMpirun, MpirunArgs(kRanks, MpiJob(), run_args),
+        {.extra_env = MpiEnv()},
+        [&](WatchedChild& mpirun, const std::string& line, bool from_stderr) {
+          if (from_stderr) {
+            if (std::optional<int64_t> e = CommitLogged(line)) {
+              logged = std::max(logged.value_or(-1), *e);
+            }
+          } else if (std::optional<RankEvent> event = ParseEvent(line)) {
+            if (event->rank == victim && !sent && ++victim_events == at_event) {
+              waiting = true;
+              victim_pid = event->pid;
+            } else if (event->rank >= 0 && event->rank < kRanks) {
+              CHECK_EQ(::write(acks[event->rank], "x", 1), 1);
+            }
           }
+          if (!waiting || sent) return;
+          if (!async && sync_expected.has_value() &&
+              logged.value_or(-1) < *sync_expected) {
+            return;  // rank 0 has not logged the commit yet
+          }
+          sent = true;
+          logged_at_kill = logged;
+          const std::vector<pid_t> pids = RankPids(mpirun.pid());
+          EXPECT_TRUE(static_cast<size_t>(victim) < pids.size() &&
+                      pids[victim] == victim_pid)
+              << "rank " << victim << " is not pid " << victim_pid;
+          // The rank waits for the test: alive, not a zombie.
+          const char state = ProcessState(victim_pid);
+          alive = state != 0 && state != 'Z' && state != 'X' &&
+                  ::kill(victim_pid, SIGKILL) == 0;
         });
-    if (run.exited_ok()) {
-      // The job ended before the kill landed; it must still be right.
-      EXPECT_EQ(run.Result().value_or(""),
-                "result: epochs=4 totals=145,145,145,145");
+    for (int fd : acks) ::close(fd);
+    landed += alive;
+    ASSERT_TRUE(sent) << "the chosen event did not come: " << run.Describe();
+    EXPECT_TRUE(alive) << "rank " << victim << " (pid " << victim_pid
+                       << ") was not running when killed";
+    // mpirun ends the whole job, with a failure.
+    EXPECT_TRUE(WIFEXITED(run.wait_status) && run.exit_code() != 0)
+        << run.Describe();
+    EXPECT_FALSE(run.Result().has_value()) << run.Describe();
+    // (Open MPI names the pid as 0.)
+    EXPECT_THAT(run.log,
+                HasSubstr(absl::StrCat("mpirun noticed that process rank ",
+                                       victim, " with PID ")))
+        << run.Describe();
+    EXPECT_THAT(run.log, HasSubstr("exited on signal 9 (Killed)"))
+        << run.Describe();
+
+    // The newest committed epoch, exactly.
+    const std::optional<int64_t> newest = NewestCommitted(dir);
+    if (!async) {
+      EXPECT_EQ(EpochText(newest), EpochText(sync_expected));
+      EXPECT_EQ(EpochText(logged_at_kill), EpochText(sync_expected));
     } else {
-      EXPECT_NE(run.exit_code(), 0) << run.Describe();
+      std::set<std::string> possible = {
+          EpochText(epoch >= 2 ? std::optional<int64_t>(epoch - 2)
+                               : std::nullopt),
+          EpochText(epoch >= 3 ? std::optional<int64_t>(epoch - 3)
+                               : std::nullopt)};
+      EXPECT_THAT(possible, ::testing::Contains(EpochText(newest)));
+      // What rank 0 logged as committed is.
+      EXPECT_LE(logged_at_kill.value_or(-1), newest.value_or(-1));
+    }
+    LOG(INFO) << trace << ": newest committed epoch " << EpochText(newest)
+              << (alive ? "" : " (the kill did not land)");
+    if (newest.has_value()) {
+      ChildRun verify = RunBinary(Ckpt(), {"verify", dir});
+      EXPECT_TRUE(verify.exited_ok()) << verify.Describe();
+    }
+
+    std::vector<std::string> resume = args;
+    resume.push_back("--resume_from_epoch=latest");
+    ChildRun resumed = Mpirun(kRanks, MpiJob(), resume);
+    EXPECT_EQ(Output(resumed), uninterrupted) << resumed.Describe();
+    if (newest.has_value()) {
+      EXPECT_THAT(resumed.log,
+                  HasSubstr(absl::StrCat("resumed from epoch ", *newest, " of ",
+                                         dir, "\n")));
+    } else {
+      EXPECT_THAT(resumed.log, Not(HasSubstr("resumed from epoch")));
     }
     ChildRun verify = RunBinary(Ckpt(), {"verify", dir});
-    EXPECT_TRUE(verify.exited_ok())
-        << "trial " << trial << ": " << verify.Describe();
-    ChildRun resumed = Mpirun(
-        4, SumPipeline(),
-        {"--nodes=4", "--checkpoint_dir=" + dir, "--resume_from_epoch=latest",
-         saves, incremental, "--full_every=2"});
-    const std::string result = resumed.Result().value_or("(none)");
-    EXPECT_TRUE(result == "result: epochs=4 totals=145,145,145,145" ||
-                result == "result: epochs=5 totals=145,145,145,145")
-        << "trial " << trial << " (rank " << victim << " at record "
-        << at_record << ", " << saves << ", " << incremental
-        << "): " << resumed.Describe();
-    verify = RunBinary(Ckpt(), {"verify", dir});
-    EXPECT_TRUE(verify.exited_ok())
-        << "trial " << trial << ", resumed: " << verify.Describe();
+    EXPECT_TRUE(verify.exited_ok()) << "resumed: " << verify.Describe();
   }
-  // The kills must have happened, or this tests nothing.
-  EXPECT_GE(killed, 8);
+  // Every kill landed in a running rank (it waited for the test).
+  std::printf(
+      "SigkillOfOneRankAtRandomEventsThenResumeLatest: interrupted "
+      "%d of %d runs\n",
+      landed, kTrials);
+  std::fflush(stdout);
+  EXPECT_EQ(landed, kTrials);
 }
 
 TEST(MpiTest, LinearRegressionDataParallelModelIsByteIdentical) {

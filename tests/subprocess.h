@@ -1,6 +1,7 @@
 // Helpers for tests that run built binaries: temporary directories, runfiles
 // paths, and running a child process with its output captured (optionally
-// killing it with SIGKILL after a delay, as a preemption would).
+// killing it with SIGKILL after a delay, as a preemption would, or when it
+// prints a given line: RunBinaryWatched).
 //
 // Not thread-safe; for use on a test's main thread.
 
@@ -9,6 +10,7 @@
 
 #include <sys/wait.h>
 
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
@@ -89,6 +91,69 @@ ChildRun RunBinaryWithHookAt(const std::string& binary,
                              const std::vector<std::string>& extra_env,
                              const std::string& log_text, int occurrences,
                              const std::function<void(pid_t)>& hook);
+
+// ---------------------------------------------------------------------------
+// A child whose output is read as it comes, for tests that act on a line
+// the moment the child prints it (a kill or a signal on a logged event, never
+// after a delay).
+
+struct WatchOptions {
+  std::vector<std::string> extra_env;  // as for RunBinary
+  // The child's standard input is a pipe the test writes with
+  // WatchedChild::WriteStdin (else it inherits the test's).
+  bool stdin_pipe = false;
+  // The child's standard output is a pipe filled before the child starts,
+  // and the test reads none of it until it calls ReleaseStdout (or
+  // SignalIfRunning): the child blocks at its first write to standard
+  // output, so a program that prints its result last cannot finish before
+  // the test lets it. Its standard output lines then reach the callback
+  // only after the release.
+  bool hold_stdout = false;
+};
+
+// The running child, as the line callback sees it. Until RunBinaryWatched
+// reaps it, its pid cannot be reused.
+class WatchedChild {
+ public:
+  pid_t pid() const { return pid_; }
+  // Sends `signal` if the child is still running (not a zombie): returns
+  // whether it was, and so whether the signal reached a live process.
+  // Releases a held standard output (the child's end is then read).
+  bool SignalIfRunning(int signal);
+  // Writes `bytes` to the child's standard input (WatchOptions::stdin_pipe);
+  // false if the child no longer reads it.
+  bool WriteStdin(const std::string& bytes);
+  void CloseStdin();
+  void ReleaseStdout() { stdout_held_ = false; }
+
+ private:
+  friend ChildRun RunBinaryWatched(
+      const std::string&, const std::vector<std::string>&, const WatchOptions&,
+      const std::function<void(WatchedChild&, const std::string&, bool)>&);
+  pid_t pid_ = 0;
+  int stdin_fd_ = -1;
+  bool stdout_held_ = false;
+};
+
+// Runs `binary` with its standard output and error on pipes, and calls
+// `on_line(child, line, from_stderr)` on the test's thread for every line
+// of either as it arrives (without its newline; a last unterminated line
+// too), until both are closed; then reaps the child. The ChildRun holds
+// every line, as RunBinary's does.
+ChildRun RunBinaryWatched(
+    const std::string& binary, const std::vector<std::string>& args,
+    const WatchOptions& options,
+    const std::function<void(WatchedChild&, const std::string&, bool)>&
+        on_line);
+
+// The state letter of process `pid` in /proc/<pid>/stat ('R', 'S', 'D',
+// 'T', 'Z' for a zombie, ...), or 0 if there is no such process.
+char ProcessState(pid_t pid);
+
+// The seed of a randomized test: $JOBGRAPH_TEST_SEED if set (a decimal
+// number), else `default_seed`. Prints it to the test log with how to
+// replay the test, under `test_name`.
+uint32_t TestSeed(uint32_t default_seed, const std::string& test_name);
 
 }  // namespace testing
 }  // namespace jobgraph
