@@ -3,6 +3,7 @@
 //
 //   mpi_job --nodes=N [--session=local|mpi|auto] [--fail_node=NAME]
 //           [--epochs=E] [--checkpoint_dir=DIR] [--resume_from_epoch=E]
+//           [--node_ranks=NODE:RANK,...]
 //
 // Node i starts with x_i = [i + 0.1, 1 / (i + 3), -i * 1e-7] (float) and a
 // counter c_i = i (int64). Each epoch every node runs
@@ -14,6 +15,10 @@
 // Rank 0 prints, for each node, "node <name> x=<%08x bits,...> c=<c>", then
 // "result: epochs=<E>". Every rank prints its failure as
 // "rank <r> error: <message>" to stderr.
+//
+// --node_ranks places the nodes explicitly (MpiSessionOptions::node_ranks);
+// every rank then first prints "rank <r> hosts <node>,<node>..." (the nodes
+// for which HostsNode is true) and rank 0 "placement <node>=<RankOf>...".
 //
 // With --event_fifo_dir=DIR each node's task prints an event on standard
 // output at the end of its init net (before epoch 0 is saved) and at the
@@ -31,16 +36,21 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "checkpoint/job.h"
 #include "checkpoint/job_runner.h"
+#include "engine/mpi/mpi_session.h"
 #include "engine/net_builder.h"
 #include "engine/operator.h"
 #include "engine/session.h"
@@ -62,6 +72,9 @@ ABSL_FLAG(std::string, event_fifo_dir, "",
           "Print an event line at the start of every node's init and epoch "
           "task and wait for a byte from the FIFO <dir>/ack.<rank> (see the "
           "file's comment).");
+ABSL_FLAG(std::string, node_ranks, "",
+          "NODE:RANK,...: an MpiSession with this explicit placement "
+          "(MpiSessionOptions::node_ranks) instead of the default.");
 ABSL_FLAG(bool, check_run_hosted, false,
           "Instead of running the job, every rank runs the init group with "
           "Session::RunHosted (its own nodes' tasks only, no agreement) and "
@@ -187,8 +200,37 @@ int Main(int argc, char** argv) {
     job.SetNodesToCheckpoint(checkpointed);
   }
 
-  absl::StatusOr<std::unique_ptr<Session>> made =
-      examples::MakeSession(job, *common);
+  absl::StatusOr<std::unique_ptr<Session>> made;
+  if (const std::string spec = absl::GetFlag(FLAGS_node_ranks); !spec.empty()) {
+    MpiSessionOptions options;
+    for (absl::string_view entry : absl::StrSplit(spec, ',')) {
+      std::pair<std::string, std::string> parts = absl::StrSplit(entry, ':');
+      int rank = 0;
+      if (!absl::SimpleAtoi(parts.second, &rank)) {
+        return examples::UsageError(absl::InvalidArgumentError(
+            absl::StrCat("bad --node_ranks entry '", entry, "'")));
+      }
+      options.node_ranks[parts.first] = rank;
+    }
+    absl::StatusOr<std::unique_ptr<MpiSession>> mpi =
+        MpiSession::Create(job.nodes(), options);
+    if (!mpi.ok()) return examples::UsageError(mpi.status());
+    std::vector<std::string> hosted;
+    std::vector<std::string> placement;
+    for (const std::string& node : (*mpi)->nodes()) {
+      if ((*mpi)->HostsNode(node)) hosted.push_back(node);
+      placement.push_back(absl::StrCat(node, "=", (*mpi)->RankOf(node)));
+    }
+    std::printf("rank %d hosts %s\n", (*mpi)->rank(),
+                absl::StrJoin(hosted, ",").c_str());
+    if ((*mpi)->rank() == 0) {
+      std::printf("placement %s\n", absl::StrJoin(placement, " ").c_str());
+    }
+    std::fflush(stdout);
+    made = std::unique_ptr<Session>(*std::move(mpi));
+  } else {
+    made = examples::MakeSession(job, *common);
+  }
   if (!made.ok()) return examples::UsageError(made.status());
   Session& session = **made;
   if (const std::string dir = absl::GetFlag(FLAGS_event_fifo_dir);

@@ -26,6 +26,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -45,6 +46,7 @@ namespace jobgraph {
 namespace testing {
 namespace {
 
+using ::testing::Contains;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -258,6 +260,58 @@ TEST(MpiTest, MoreRanksThanNodesIsAnErrorNamingBoth) {
   EXPECT_EQ(run.exit_code(), 2) << run.Describe();
   EXPECT_THAT(run.log, HasSubstr("the job has 2 node(s) but runs on 4 MPI "
                                  "ranks"));
+}
+
+// An explicit MpiSessionOptions::node_ranks places each node on exactly the
+// rank it names (HostsNode and RankOf agree on every rank), the job's
+// results are those of one process, and each way the map can be wrong is
+// refused with its own message.
+TEST(MpiTest, ExplicitNodeRanksPlaceEveryNodeWhereTheMapSays) {
+  const std::vector<std::string> local =
+      Output(RunBinary(MpiJob(), {"--nodes=3", "--session=local"}));
+  ASSERT_EQ(local.size(), 4u);
+  ChildRun run =
+      Mpirun(2, MpiJob(),
+             {"--nodes=3", "--node_ranks=trainer_0:1,trainer_1:0,trainer_2:1"});
+  // The ranks' placement lines interleave in any order; the rest is rank 0's.
+  std::vector<std::string> placement;
+  std::vector<std::string> results;
+  for (const std::string& line : Output(run)) {
+    (absl::StartsWith(line, "rank ") || absl::StartsWith(line, "placement ")
+         ? placement
+         : results)
+        .push_back(line);
+  }
+  std::sort(placement.begin(), placement.end());
+  EXPECT_EQ(placement,
+            (std::vector<std::string>{
+                "placement trainer_0=1 trainer_1=0 trainer_2=1",
+                "rank 0 hosts trainer_1", "rank 1 hosts trainer_0,trainer_2"}))
+      << run.Describe();
+  EXPECT_EQ(results, local) << run.Describe();
+
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"trainer_0:0,trainer_1:1,trainer_2:1,ghost:0",
+       "node_ranks names node 'ghost', which the job does not have"},
+      {"trainer_0:0,trainer_1:1,trainer_2:2",
+       "node_ranks places node 'trainer_2' on rank 2, but the MPI job has "
+       "ranks 0 to 1"},
+      {"trainer_0:0,trainer_1:-1,trainer_2:1",
+       "node_ranks places node 'trainer_1' on rank -1, but the MPI job has "
+       "ranks 0 to 1"},
+      {"trainer_0:0,trainer_1:1",
+       "node_ranks places no rank for node 'trainer_2'"},
+      {"trainer_0:0,trainer_1:0,trainer_2:0",
+       "node_ranks gives rank 1 no node; the job has 3 node(s) on 2 MPI "
+       "ranks"},
+  };
+  for (const auto& [map, message] : bad) {
+    ChildRun refused =
+        Mpirun(2, MpiJob(), {"--nodes=3", "--node_ranks=" + map});
+    EXPECT_EQ(refused.exit_code(), 2) << map << "\n" << refused.Describe();
+    EXPECT_THAT(refused.log, HasSubstr(message)) << map;
+    EXPECT_THAT(refused.lines, Not(Contains(HasSubstr("result:")))) << map;
+  }
 }
 
 TEST(MpiTest, ResumeFromEveryEpochOn4Ranks) {

@@ -65,7 +65,19 @@ std::ostream& operator<<(std::ostream& os, const Outcome& o) {
 struct TestJob {
   std::function<void(Job&)> build;
   std::vector<std::pair<std::string, std::string>> results;
+  // Blobs ("node/blob") whose final value the job's definition fixes; every
+  // finished run, stopped or not, must end with exactly these.
+  std::map<std::string, std::vector<int64_t>> pinned;
 };
+
+// Checks the blobs `t` pins in a finished run's outcome.
+void ExpectPinned(const TestJob& t, const Outcome& o, const std::string& what) {
+  for (const auto& [name, expected] : t.pinned) {
+    auto it = o.blobs.find(name);
+    ASSERT_NE(it, o.blobs.end()) << what << ": no " << name;
+    EXPECT_EQ(it->second, expected) << what << ": " << name;
+  }
+}
 
 // The Caffe2 pipeline on two nodes, with a nested loop in the processor, a
 // download group that derives a blob from the totals and an exit group.
@@ -132,6 +144,11 @@ TestJob ThreadedPipe() {
   };
   t.results = {
       {"w", "sum"}, {"w", "count"}, {"w", "merged_sum"}, {"w", "merges"}};
+  // Every record of Iota(60) (0..59) is read exactly once: sum 0+...+59 =
+  // 59*60/2 = 1770 over 60 rows.
+  constexpr int64_t kThreadedPipeSum = 1770;
+  constexpr int64_t kThreadedPipeCount = 60;
+  t.pinned = {{"w/sum", {kThreadedPipeSum}}, {"w/count", {kThreadedPipeCount}}};
   return t;
 }
 
@@ -224,6 +241,7 @@ TEST_P(PreemptionTest, EveryNetBoundaryResumesExactly) {
   const std::optional<Outcome> reference =
       RunOnce(t, reference_dir.path(), -1, nullptr);
   ASSERT_TRUE(reference.has_value());
+  ExpectPinned(t, *reference, "uninterrupted run");
   int mid_group = 0;
   int64_t n = 0;
   for (;; ++n) {
@@ -234,6 +252,7 @@ TEST_P(PreemptionTest, EveryNetBoundaryResumesExactly) {
     if (first.has_value()) {
       // n is past the last boundary: the run was never stopped.
       EXPECT_EQ(*first, *reference);
+      ExpectPinned(t, *first, "run never stopped");
       break;
     }
     mid_group += in_group;
@@ -241,6 +260,7 @@ TEST_P(PreemptionTest, EveryNetBoundaryResumesExactly) {
         RunOnce(t, dir.path(), -1, nullptr, async());
     ASSERT_TRUE(resumed.has_value()) << "stopped at boundary " << n;
     ASSERT_EQ(*resumed, *reference) << "stopped at boundary " << n;
+    ExpectPinned(t, *resumed, absl::StrCat("stopped at boundary ", n));
     ASSERT_LT(n, 2000) << "the run never finished";
   }
   // Most boundaries lie inside a group, where the position matters.
@@ -254,6 +274,7 @@ TEST_P(PreemptionTest, ChainsOfPreemptionsResumeExactly) {
   const std::optional<Outcome> reference =
       RunOnce(t, reference_dir.path(), -1, nullptr);
   ASSERT_TRUE(reference.has_value());
+  ExpectPinned(t, *reference, "uninterrupted run");
   // Not below 5: a stop in download or exit reruns both from their start
   // (four boundaries in the first job), so a stop at every boundary there
   // would never let them finish.
@@ -266,6 +287,7 @@ TEST_P(PreemptionTest, ChainsOfPreemptionsResumeExactly) {
       outcome = RunOnce(t, dir.path(), every, nullptr, async());
     }
     EXPECT_EQ(*outcome, *reference) << "a stop every " << every;
+    ExpectPinned(t, *outcome, absl::StrCat("a stop every ", every));
     EXPECT_GT(runs, 1) << "a stop every " << every;
   }
 }

@@ -6,8 +6,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <memory>
 #include <optional>
@@ -174,16 +176,35 @@ TEST(TextFileTest, MissingFileIsNotFoundNamingThePath) {
   EXPECT_THAT(s.message(), HasSubstr("lines_cursor"));
 }
 
-TEST(TextFileTest, UnreadableFileIsPermissionDenied) {
-  if (geteuid() == 0) GTEST_SKIP() << "root can read any file";
-  const std::string path = WriteFile("secret.txt", "x\n");
-  ASSERT_EQ(chmod(path.c_str(), 0), 0);
-  auto p = Build(path, 1, 16, std::nullopt, "secret");
-  LocalSession session;
-  ASSERT_TRUE(session.Run(p->init).ok());
-  absl::Status s = session.Run(p->epoch);
-  EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied);
-  EXPECT_THAT(s.message(), HasSubstr(path));
+TEST(TextFileTest, UnreadableFileIsAnErrorNamingThePath) {
+  // A path under a regular file cannot be opened by anyone, root included:
+  // open() fails with ENOTDIR, which maps to FAILED_PRECONDITION.
+  const std::string parent = WriteFile("plain.txt", "x\n");
+  const std::string path = parent + "/lines.txt";
+  {
+    auto p = Build(path, 1, 16, std::nullopt, "under_a_file");
+    LocalSession session;
+    ASSERT_TRUE(session.Run(p->init).ok());
+    absl::Status s = session.Run(p->epoch);
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+    EXPECT_THAT(s.message(),
+                HasSubstr(absl::StrCat("cannot open file '", path, "'")));
+    EXPECT_THAT(s.message(), HasSubstr(std::strerror(ENOTDIR)));
+    EXPECT_THAT(CollectedStrings("under_a_file"), ElementsAre());
+  }
+  // Without read permission (root bypasses permission bits, so only as
+  // another user): PERMISSION_DENIED naming the path.
+  if (geteuid() != 0) {
+    const std::string secret = WriteFile("secret.txt", "x\n");
+    ASSERT_EQ(chmod(secret.c_str(), 0), 0);
+    auto p = Build(secret, 1, 16, std::nullopt, "secret");
+    LocalSession session;
+    ASSERT_TRUE(session.Run(p->init).ok());
+    absl::Status s = session.Run(p->epoch);
+    EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << s;
+    EXPECT_THAT(s.message(),
+                HasSubstr(absl::StrCat("cannot open file '", secret, "'")));
+  }
 }
 
 TEST(TextFileTest, ADirectoryIsAnError) {
