@@ -163,15 +163,16 @@ StoragePool::IdleMap::iterator StoragePool::Oldest() {
 }
 
 void StoragePool::Forget(IdleMap::iterator it) {
-  stats_.held_bytes -= it->first;
-  stats_.released_bytes += static_cast<int64_t>(it->first);
-  --stats_.held_buffers;
   ++stats_.evicted;
-  idle_.erase(it);
+  Drop(it);
 }
 
 StoragePool::IdleMap::iterator StoragePool::Release(IdleMap::iterator it) {
   Unmap(it->second.data, it->first);
+  return Drop(it);
+}
+
+StoragePool::IdleMap::iterator StoragePool::Drop(IdleMap::iterator it) {
   stats_.held_bytes -= it->first;
   stats_.released_bytes += static_cast<int64_t>(it->first);
   --stats_.held_buffers;

@@ -112,6 +112,10 @@ class StoragePool {
   // Drops an idle buffer from the pool (the caller unmaps it) and counts it
   // as evicted.
   void Forget(IdleMap::iterator it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Takes an idle buffer out of the pool and its stats (not unmapping it);
+  // returns the next one.
+  IdleMap::iterator Drop(IdleMap::iterator it)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // std::mutex rather than absl::Mutex: ThreadSanitizer does not see the
   // system Abseil's mutex, and a buffer freed on a save thread and taken on

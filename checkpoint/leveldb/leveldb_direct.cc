@@ -5,7 +5,6 @@
 
 #include <cerrno>
 #include <cstdint>
-#include <deque>
 #include <future>  // NOLINT(build/c++11)
 #include <map>
 #include <memory>
@@ -43,9 +42,6 @@ constexpr int kLastLevel = 6;
 constexpr uint64_t kManifestNumber = 1;
 // An out-of-order value of this size or more is written at once.
 constexpr size_t kWriteAtOnceBytes = size_t{1} << 20;
-// Finished tables whose writes may still be in flight, besides the current
-// one's (each holds its staging buffers until closed).
-constexpr size_t kClosing = 1;
 
 // A finished table, as the descriptor lists it.
 struct TableInfo {
@@ -263,10 +259,9 @@ class LevelDbDirect final : public DB {
   absl::Status CloseTable(std::unique_ptr<TableWriter> table)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (!table->file().direct()) return table->Close();
-    // At most kClosing tables' writes behind the current one's.
-    while (closing_.size() >= kClosing) {
-      JG_RETURN_IF_ERROR(WaitForOldestClose());
-    }
+    // One table at most closes behind the current one: each holds staging
+    // buffers until its writes are done.
+    JG_RETURN_IF_ERROR(WaitForClose());
     TableWriter* const raw = table.get();
     std::future<absl::Status> closed;
     try {
@@ -274,24 +269,16 @@ class LevelDbDirect final : public DB {
     } catch (const std::system_error&) {
       return table->Close();  // no thread to be had: close it here
     }
-    closing_.push_back({std::move(table), std::move(closed)});
+    closing_.emplace(Closing{std::move(table), std::move(closed)});
     return absl::OkStatus();
   }
 
-  absl::Status WaitForOldestClose() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    absl::Status status = closing_.front().closed.get();
-    closing_.pop_front();
+  // Waits for the table closing on another thread, if any; its status.
+  absl::Status WaitForClose() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (!closing_.has_value()) return absl::OkStatus();
+    absl::Status status = closing_->closed.get();
+    closing_.reset();
     return status;
-  }
-
-  // Waits for every table closing on another thread; the first error.
-  absl::Status WaitForCloses() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    absl::Status first;
-    while (!closing_.empty()) {
-      absl::Status status = WaitForOldestClose();
-      if (first.ok()) first = std::move(status);
-    }
-    return first;
   }
 
   // The descriptor's one VersionEdit: the in-order tables at the last level,
@@ -339,7 +326,7 @@ class LevelDbDirect final : public DB {
     if (current_ != nullptr) status_ = FinishTable(std::move(current_));
     if (status_.ok()) status_ = WriteOutOfOrder();
     // Every table complete before the descriptor names them.
-    absl::Status closed = WaitForCloses();
+    absl::Status closed = WaitForClose();
     if (status_.ok()) status_ = std::move(closed);
     const std::string manifest_name =
         absl::StrFormat("%s%06d", kLevelDbManifestPrefix, kManifestNumber);
@@ -374,7 +361,7 @@ class LevelDbDirect final : public DB {
       std::lock_guard<std::mutex> lock(mu_);
       current_.reset();
       out_of_order_.clear();
-      WaitForCloses().IgnoreError();  // the database is abandoned
+      WaitForClose().IgnoreError();  // the database is abandoned
     }
     if (lock_fd_ >= 0) ::close(std::exchange(lock_fd_, -1));
     if (on_release_) std::exchange(on_release_, nullptr)();
@@ -393,13 +380,13 @@ class LevelDbDirect final : public DB {
   uint64_t next_file_number_ ABSL_GUARDED_BY(mu_) = kManifestNumber + 1;
   // The table receiving increasing keys, and the last of those keys.
   std::unique_ptr<TableWriter> current_ ABSL_GUARDED_BY(mu_);
-  // Finished tables closing on threads of their own, oldest first; the
-  // future is set when the table's file is closed.
+  // The finished table closing on a thread of its own; the future is set
+  // when its file is closed.
   struct Closing {
     std::unique_ptr<TableWriter> table;
     std::future<absl::Status> closed;
   };
-  std::deque<Closing> closing_ ABSL_GUARDED_BY(mu_);
+  std::optional<Closing> closing_ ABSL_GUARDED_BY(mu_);
   std::string last_key_ ABSL_GUARDED_BY(mu_);
   bool has_last_key_ ABSL_GUARDED_BY(mu_) = false;
   // Entries whose keys came out of order, by key.
