@@ -74,6 +74,11 @@ struct Scenario {
   // of rank `mpi_rank`.
   int ranks = 0;
   int mpi_rank = 0;
+  // The walked run resumes (from `latest`) on what a crash left: a run
+  // killed just before its first commit, with both nodes' databases of
+  // epoch 0 complete at their final names but not committed. Its saves then
+  // replace those (RENAME_EXCHANGE, then the old ones are deleted).
+  bool over_leftovers = false;
 };
 
 std::vector<std::string> JobFlags(const Scenario& s) {
@@ -115,20 +120,30 @@ std::vector<std::string> MpiEnv(const std::string& tmp) {
           "OMPI_MCA_btl_vader_backing_directory=" + tmp};
 }
 
-// One run of the scenario's job on `dir`; `env` as for RunBinary. A resume
-// runs in one process whatever the scenario (a checkpoint of any number of
-// ranks resumes on any number) and is never preempted.
-ChildRun RunJob(const Scenario& s, const std::string& dir, bool resume,
+enum class RunKind {
+  kWalked,     // the scenario's run, whose events the test walks
+  kLeftovers,  // before it, for over_leftovers: killed before its commit
+  kResume,     // after a power cut, to check what survived
+};
+
+// One run of the scenario's job on `dir`; `env` as for RunBinary. Only the
+// walked run is preempted or on ranks: a resume runs in one process (a
+// checkpoint of any number of ranks resumes on any number).
+ChildRun RunJob(const Scenario& s, const std::string& dir, RunKind kind,
                 std::vector<std::string> env) {
   std::vector<std::string> args = JobFlags(s);
   args.insert(args.end(), s.flags.begin(), s.flags.end());
   args.push_back("--checkpoint_dir=" + dir);
-  if (resume) args.push_back("--resume_from_epoch=latest");
-  for (std::string& e : SanitizerEnv(s.ranks > 0 && !resume)) {
-    env.push_back(e);
+  if (kind == RunKind::kResume ||
+      (kind == RunKind::kWalked && s.over_leftovers)) {
+    args.push_back("--resume_from_epoch=latest");
   }
+  if (kind == RunKind::kLeftovers) {
+    env.push_back("JOBGRAPH_FAILPOINT=commit.before_commit_log:crash");
+  }
+  for (std::string& e : SanitizerEnv(s.ranks > 0)) env.push_back(e);
   const std::string binary = RunfilesPath("examples/sum_pipeline");
-  if (resume) return RunBinary(binary, args, env);
+  if (kind != RunKind::kWalked) return RunBinary(binary, args, env);
   if (s.preempt) {
     bool sent = false;
     return RunBinaryWatched(
@@ -255,9 +270,14 @@ class PowerLossTest : public ::testing::TestWithParam<Scenario> {
   ChildRun Run(const std::string& dir, const std::string& shadow,
                int64_t crash_at, int crash_rank) {
     const Scenario& s = GetParam();
+    if (s.over_leftovers) {
+      ChildRun leftovers = RunJob(s, dir, RunKind::kLeftovers, {});
+      CHECK(leftovers.killed()) << leftovers.Describe();
+      CHECK(std::filesystem::exists(dir + "/trainer_1.0"));
+    }
     absl::Status started = power_loss::Start(dir, shadow);
     CHECK(started.ok()) << started;
-    return RunJob(s, dir, /*resume=*/false,
+    return RunJob(s, dir, RunKind::kWalked,
                   power_loss::Environment(Preload(), dir, shadow, crash_at,
                                           s.ranks > 0 ? crash_rank : -1));
   }
@@ -291,7 +311,7 @@ class PowerLossTest : public ::testing::TestWithParam<Scenario> {
     // or a background save with the next one queued behind it.
     EXPECT_LE(newest, logged + (s.async ? 2 : 1)) << context;
 
-    ChildRun resume = RunJob(s, image, /*resume=*/true, {});
+    ChildRun resume = RunJob(s, image, RunKind::kResume, {});
     ASSERT_TRUE(resume.exited_ok()) << context << ": " << resume.Describe();
     EXPECT_EQ(resume.Result(), ExpectedResult(s, newest))
         << context << ": " << resume.Describe();
@@ -387,6 +407,7 @@ INSTANTIATE_TEST_SUITE_P(
         Scenario{
             .name = "async", .flags = {"--async_checkpoint"}, .async = true},
         Scenario{.name = "preemption", .preempt = true},
+        Scenario{.name = "over_leftovers", .over_leftovers = true},
         // On ranks a save is slower to start: two saves (two records).
         Scenario{.name = "mpi_rank0", .num_records = 2, .ranks = 2},
         Scenario{
