@@ -6,9 +6,10 @@
 // a resume must start from a committed epoch and end exactly as an
 // uninterrupted run does.
 //
-// A failpoint fires the first time the process reaches it (the API has no
-// hit count), so each one is reached at different epochs by starting the
-// failing run from different committed states: from scratch, or from a
+// A failpoint fires the first time the process reaches it (unless a spec
+// says "@<n>"; these cases keep the first), so each one is reached at
+// different epochs by starting the failing run from different committed
+// states: from scratch, or from a
 // directory whose newest committed epoch is S (made by a child that kills
 // itself right after committing S). Every case runs with full and with
 // incremental saves.

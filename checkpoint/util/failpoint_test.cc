@@ -2,11 +2,15 @@
 
 #include <signal.h>
 #include <stdlib.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <string>
+#include <thread>  // NOLINT(build/c++11)
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/time/time.h"
 #include "glog/logging.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -33,10 +37,10 @@ class FailpointTest : public ::testing::Test {
 TEST_F(FailpointTest, KnownNamesListEveryFailpointInPathOrder) {
   EXPECT_THAT(
       Failpoints::KnownNames(),
-      ElementsAre("save.after_db_write", "save.after_rename",
-                  "commit.before_commit_log", "commit.after_commit_log_tmp",
-                  "commit.after_commit_log", "retention.after_commit_log",
-                  "retention.mid_delete"));
+      ElementsAre("save.after_snapshot", "save.after_db_write",
+                  "save.after_rename", "commit.before_commit_log",
+                  "commit.after_commit_log_tmp", "commit.after_commit_log",
+                  "retention.after_commit_log", "retention.mid_delete"));
   for (const FailpointInfo& info : kKnownFailpoints) {
     EXPECT_TRUE(Failpoints::IsKnown(info.name)) << info.name;
     EXPECT_FALSE(info.where.empty()) << info.name;
@@ -81,7 +85,8 @@ TEST_F(FailpointTest, UnknownNamesAreRejectedWithTheKnownList) {
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(status.message(),
             "unknown failpoint 'save.before_rename'; known failpoints: "
-            "save.after_db_write, save.after_rename, commit.before_commit_log, "
+            "save.after_snapshot, save.after_db_write, save.after_rename, "
+            "commit.before_commit_log, "
             "commit.after_commit_log_tmp, commit.after_commit_log, "
             "retention.after_commit_log, retention.mid_delete");
   EXPECT_EQ(Failpoints::Disable("nope").code(),
@@ -97,6 +102,14 @@ TEST_F(FailpointTest, SpecSyntax) {
   EXPECT_EQ(Failpoints::EnabledSpec(),
             "commit.after_commit_log:crash,retention.mid_delete:crash,"
             "save.after_db_write:error");
+  Failpoints::DisableAll();
+  ASSERT_TRUE(Failpoints::EnableFromSpec(
+                  "save.after_snapshot:hold@3, save.after_rename @ 2,"
+                  "commit.after_commit_log:sigterm@1")
+                  .ok());
+  EXPECT_EQ(Failpoints::EnabledSpec(),
+            "commit.after_commit_log:sigterm,save.after_rename:crash@2,"
+            "save.after_snapshot:hold@3");
   Failpoints::DisableAll();
   EXPECT_TRUE(Failpoints::EnableFromSpec("").ok());
   EXPECT_TRUE(Failpoints::EnableFromSpec("  ").ok());
@@ -114,7 +127,21 @@ TEST_F(FailpointTest, BadSpecsEnableNothing) {
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(status.message(),
             "failpoint 'save.after_db_write': unknown action 'explode'; "
-            "expected crash, error or sigterm");
+            "expected crash, error, sigterm or hold");
+
+  for (const char* spec :
+       {"save.after_db_write:error@0", "save.after_db_write@-1",
+        "save.after_db_write:hold@", "save.after_db_write@2x"}) {
+    status = Failpoints::EnableFromSpec(spec);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << spec;
+    EXPECT_THAT(status.message(),
+                HasSubstr("failpoint 'save.after_db_write': bad first hit"))
+        << spec;
+  }
+  EXPECT_EQ(
+      Failpoints::Enable("save.after_db_write", FailpointAction::kError, 0)
+          .code(),
+      absl::StatusCode::kInvalidArgument);
 
   status = Failpoints::EnableFromSpec("save.after_db_write,,");
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
@@ -160,6 +187,117 @@ TEST_F(FailpointTest, BadEnvironmentFailsEveryFailpointUntilCleared) {
   EXPECT_TRUE(Failpoint("save.after_rename").ok());
 }
 
+TEST_F(FailpointTest, FirstHitLetsTheEarlierEvaluationsPass) {
+  ASSERT_TRUE(Failpoints::Enable("save.after_rename", FailpointAction::kError,
+                                 /*first_hit=*/3)
+                  .ok());
+  EXPECT_EQ(Failpoints::EnabledSpec(), "save.after_rename:error@3");
+  // Other failpoints' evaluations do not count.
+  EXPECT_TRUE(Failpoint("save.after_db_write").ok());
+  EXPECT_TRUE(Failpoint("save.after_rename").ok());
+  EXPECT_TRUE(Failpoint("save.after_rename").ok());
+  EXPECT_EQ(Failpoint("save.after_rename").code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(Failpoint("save.after_rename").code(), absl::StatusCode::kAborted);
+  // Enabling anew counts from zero again.
+  ASSERT_TRUE(Failpoints::Enable("save.after_rename", FailpointAction::kError,
+                                 /*first_hit=*/2)
+                  .ok());
+  EXPECT_TRUE(Failpoint("save.after_rename").ok());
+  EXPECT_EQ(Failpoint("save.after_rename").code(), absl::StatusCode::kAborted);
+}
+
+// A thread that evaluates `name` on a thread of its own, and whether it
+// has come back, and with what.
+class Evaluator {
+ public:
+  explicit Evaluator(std::string name)
+      : thread_([this, name = std::move(name)] {
+          status_ = Failpoint(name);
+          done_.store(true);
+        }) {}
+  ~Evaluator() { Join().IgnoreError(); }
+  bool done() const { return done_.load(); }
+  absl::Status Join() {
+    if (thread_.joinable()) thread_.join();
+    return status_;
+  }
+
+ private:
+  absl::Status status_;
+  std::atomic<bool> done_{false};
+  std::thread thread_;
+};
+
+constexpr absl::Duration kHoldTimeout = absl::Seconds(30);
+
+TEST_F(FailpointTest, HoldBlocksTheThreadUntilReleasedThenPasses) {
+  EXPECT_FALSE(
+      Failpoints::WaitForHold("save.after_snapshot", absl::ZeroDuration()));
+  ASSERT_TRUE(
+      Failpoints::Enable("save.after_snapshot", FailpointAction::kHold).ok());
+  // Its line goes to the test's log (the death test below checks it).
+  Evaluator held("save.after_snapshot");
+  ASSERT_TRUE(Failpoints::WaitForHold("save.after_snapshot", kHoldTimeout));
+  // Held, not merely slow: it stays held while other failpoints work.
+  EXPECT_TRUE(Failpoint("save.after_db_write").ok());
+  EXPECT_FALSE(held.done());
+  EXPECT_FALSE(
+      Failpoints::WaitForHold("save.after_db_write", absl::ZeroDuration()));
+  ASSERT_TRUE(Failpoints::Release("save.after_snapshot").ok());
+  EXPECT_TRUE(held.Join().ok());
+  EXPECT_TRUE(held.done());
+  // Released means disabled: the next evaluation passes.
+  EXPECT_TRUE(Failpoint("save.after_snapshot").ok());
+  EXPECT_FALSE(
+      Failpoints::WaitForHold("save.after_snapshot", absl::ZeroDuration()));
+  EXPECT_EQ(Failpoints::EnabledSpec(), "");
+}
+
+TEST_F(FailpointTest, EveryWayOfEndingAHoldReleasesIt) {
+  struct Ending {
+    const char* what;
+    void (*end)();
+  };
+  const Ending endings[] = {
+      {"Disable",
+       [] { CHECK(Failpoints::Disable("retention.mid_delete").ok()); }},
+      {"DisableAll", [] { Failpoints::DisableAll(); }},
+      {"Enable anew",
+       [] {
+         CHECK(
+             Failpoints::Enable("retention.mid_delete", FailpointAction::kError)
+                 .ok());
+       }},
+      {"ReloadFromEnvironment",
+       [] { Failpoints::ReloadFromEnvironment().IgnoreError(); }},
+  };
+  for (const Ending& ending : endings) {
+    SCOPED_TRACE(ending.what);
+    Failpoints::DisableAll();
+    ASSERT_TRUE(Failpoints::EnableFromSpec("retention.mid_delete:hold@2").ok());
+    // The first evaluation passes, the second holds.
+    EXPECT_TRUE(Failpoint("retention.mid_delete").ok());
+    Evaluator held("retention.mid_delete");
+    ASSERT_TRUE(Failpoints::WaitForHold("retention.mid_delete", kHoldTimeout));
+    EXPECT_FALSE(held.done());
+    ending.end();
+    EXPECT_TRUE(held.Join().ok());
+  }
+}
+
+// A hold holds every thread that reaches it, and one release lets them all
+// go (the second thread may also come after the release: it passes then).
+TEST_F(FailpointTest, AReleaseLetsEveryThreadAtTheHoldGo) {
+  ASSERT_TRUE(
+      Failpoints::Enable("save.after_snapshot", FailpointAction::kHold).ok());
+  Evaluator first("save.after_snapshot");
+  ASSERT_TRUE(Failpoints::WaitForHold("save.after_snapshot", kHoldTimeout));
+  Evaluator second("save.after_snapshot");
+  ASSERT_TRUE(Failpoints::Release("save.after_snapshot").ok());
+  EXPECT_TRUE(first.Join().ok());
+  EXPECT_TRUE(second.Join().ok());
+}
+
 using FailpointDeathTest = FailpointTest;
 
 // Enables `name` to crash and evaluates it; returns only if it did not.
@@ -203,6 +341,31 @@ TEST(FailpointEnvDeathTest, EnvironmentIsReadAtTheFirstEvaluation) {
                    : 4);
       },
       ::testing::ExitedWithCode(3), "");
+  ::testing::FLAGS_gtest_death_test_style = "fast";
+  ASSERT_EQ(::unsetenv(kFailpointEnvVar), 0);
+}
+
+// From the environment a hold prints its line and holds until the process
+// is killed; the rest of the process goes on meanwhile.
+TEST(FailpointEnvDeathTest, AnEnvironmentHoldPrintsItsLineAndHoldsTheThread) {
+  ::testing::FLAGS_gtest_death_test_style = "threadsafe";
+  ASSERT_EQ(::setenv(kFailpointEnvVar, "save.after_snapshot:hold@2", 1), 0);
+  EXPECT_EXIT(
+      {
+        // The first evaluation passes.
+        if (!Failpoint("save.after_snapshot").ok()) ::exit(4);
+        std::thread held(
+            [] { Failpoint("save.after_snapshot").IgnoreError(); });
+        if (!Failpoints::WaitForHold("save.after_snapshot", kHoldTimeout)) {
+          ::exit(5);
+        }
+        // The thread stays held; only the kill ends the process, as a
+        // parent's kill ends a child held so.
+        ::kill(::getpid(), SIGKILL);
+        held.join();
+        ::exit(6);
+      },
+      KilledBySignal(SIGKILL), "failpoint_hold=save.after_snapshot\n");
   ::testing::FLAGS_gtest_death_test_style = "fast";
   ASSERT_EQ(::unsetenv(kFailpointEnvVar), 0);
 }
