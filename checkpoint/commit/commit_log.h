@@ -178,7 +178,9 @@ class CommitLogUpdate {
 // Replaces the commit log of `dir` with `log` (copying the current log, if
 // intact, to the previous copy first), without the directory lock: for
 // writers that hold it (UpdateCommitLog), tools and tests. `is_commit` as
-// for UpdateCommitLog.
+// for UpdateCommitLog. Like every write of the log, it names each entry's
+// group in Preemption.group_name (FORMAT.md, section 2), replacing the name
+// there: `log` reads back the same but for those names.
 absl::Status WriteCommitLog(const std::string& dir, const CommitLog& log,
                             bool is_commit);
 

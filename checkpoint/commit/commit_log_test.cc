@@ -729,6 +729,63 @@ TEST(CommitLogTest, ACommitAfterAStaleGroupNameRewritesTheLog) {
   EXPECT_EQ(bare.epoch(0).preemption().group_name(), "epoch");
 }
 
+// A write names each entry's group in group_name, replacing the name the
+// entry held, and changes nothing else: readers take the group, not the name
+// (checkpoint/FORMAT.md, section 2). The first entry is the one
+// commit_log_fuzzer wrote back (corpus/commit_log_fuzzer/
+// stale_group_name_write_back): in the old bare format, named "mpr_0" beside
+// a group no version defines, which it expected to read back unchanged.
+TEST(CommitLogTest, AWriteBackNamesEachGroupAndKeepsTheRest) {
+  // The varint 20718965793 of the fuzzer's input, as the int32 a parser
+  // keeps of it; not a JobGroup, so its name is empty.
+  const JobGroup unknown_group = static_cast<JobGroup>(-755870687);
+  TempDir dir;
+  CommitLog log;
+  log.set_format_version(1);
+  log.set_db_type("leveldb");
+  CommittedEpoch* unknown = log.add_epoch();
+  unknown->set_epoch(46);
+  unknown->add_node("trainer_0");
+  unknown->set_total_bytes(691);
+  unknown->set_committed_unix_micros(1795512201270855);
+  unknown->set_save_micros(1000);
+  unknown->mutable_preemption()->set_group(unknown_group);
+  unknown->mutable_preemption()->set_preempted_unix_micros(691);
+  unknown->mutable_preemption()->set_group_name("mpr_0");
+  CommittedEpoch* stale = log.add_epoch();
+  stale->set_epoch(47);
+  stale->add_node("trainer_0");
+  stale->mutable_preemption()->set_group(JOB_GROUP_EPOCH);
+  stale->mutable_preemption()->set_signal("SIGTERM");
+  stale->mutable_preemption()->set_group_name("download");
+  ASSERT_TRUE(WriteFileAtomically(LogPath(dir), log.SerializeAsString()).ok());
+  absl::StatusOr<CommitLog> read = ReadCommitLog(dir.path());
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->SerializeAsString(), log.SerializeAsString());
+
+  CommitLog expected = log;
+  expected.mutable_epoch(0)->mutable_preemption()->set_group_name("");
+  expected.mutable_epoch(1)->mutable_preemption()->set_group_name("epoch");
+  const std::string expected_bytes =
+      FrameChecksummed(expected.SerializeAsString());
+  ASSERT_TRUE(WriteCommitLog(dir.path(), *read, /*is_commit=*/false).ok());
+  EXPECT_EQ(ReadFileToString(LogPath(dir)).value(), expected_bytes);
+  absl::StatusOr<CommitLog> again = ReadCommitLog(dir.path());
+  ASSERT_TRUE(again.ok()) << again.status();
+  ASSERT_EQ(again->epoch_size(), 2);
+  EXPECT_EQ(again->epoch(0).preemption().group(), unknown_group);
+  EXPECT_EQ(again->epoch(0).preemption().group_name(), "");
+  EXPECT_EQ(again->epoch(0).preemption().preempted_unix_micros(), 691);
+  EXPECT_EQ(again->epoch(0).committed_unix_micros(), 1795512201270855);
+  EXPECT_EQ(again->epoch(1).preemption().group(), JOB_GROUP_EPOCH);
+  EXPECT_EQ(again->epoch(1).preemption().group_name(), "epoch");
+  EXPECT_EQ(again->epoch(1).preemption().signal(), "SIGTERM");
+  EXPECT_EQ(again->SerializeAsString(), expected.SerializeAsString());
+  // Once named, a write back keeps the log byte for byte.
+  ASSERT_TRUE(WriteCommitLog(dir.path(), *again, /*is_commit=*/false).ok());
+  EXPECT_EQ(ReadFileToString(LogPath(dir)).value(), expected_bytes);
+}
+
 TEST(CommitLogTest, CreateIfMissingNeverReplacesALog) {
   TempDir dir;
   ASSERT_TRUE(CreateCommitLogIfMissing(dir.path(), "leveldb").ok());
