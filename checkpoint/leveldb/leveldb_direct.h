@@ -30,8 +30,10 @@
 // The DB is write-only until it is closed: Get() and cursors fail with
 // FailedPrecondition. Close() writes the descriptor, CURRENT and
 // JOBGRAPH_FILES (size and CRC-32C of every file, computed as it was
-// written) and, with DbOptions::durable_close, fsyncs every file, the
-// directory and its parent, as LevelDB databases are closed (leveldb_db.h).
+// written); with DbOptions::durable_close every other file is fsynced
+// before JOBGRAPH_FILES is written atomically (fsync, rename, fsync of the
+// directory). The entry in the parent directory is the Save op's to make
+// durable, when it renames the database into place (LevelDbType::Install).
 // The directory's LOCK file is locked (as LevelDB locks it) from open to
 // close, which keeps other processes' LevelDB out.
 //

@@ -168,7 +168,7 @@ absl::Status FsyncDir(const std::string& path) {
   return FsyncPath(path, O_DIRECTORY);
 }
 
-absl::Status FsyncDirContents(const std::string& dir) {
+absl::Status FsyncFilesIn(const std::string& dir) {
   JG_ASSIGN_OR_RETURN(std::vector<std::string> names, ListDir(dir));
   for (const std::string& name : names) {
     const std::string path = JoinPath(dir, name);
@@ -177,6 +177,11 @@ absl::Status FsyncDirContents(const std::string& dir) {
     if (!S_ISREG(st.st_mode)) continue;
     JG_RETURN_IF_ERROR(FsyncFile(path));
   }
+  return absl::OkStatus();
+}
+
+absl::Status FsyncDirContents(const std::string& dir) {
+  JG_RETURN_IF_ERROR(FsyncFilesIn(dir));
   return FsyncDir(dir);
 }
 

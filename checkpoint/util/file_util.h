@@ -52,6 +52,9 @@ absl::Status FsyncDir(const std::string& path);
 // error that happened before this call is still reported (Linux >= 4.16
 // reports an unseen error to the next fsync even through a new descriptor).
 absl::Status FsyncDirContents(const std::string& dir);
+// The same without the fsync of `dir`, for a caller whose next step syncs
+// the directory anyway (an atomic write of a file into it).
+absl::Status FsyncFilesIn(const std::string& dir);
 
 // Replaces `path` with `contents` atomically and durably: writes
 // "<path>.tmp-<pid>-<n>", fsyncs it, renames it over `path` and fsyncs the

@@ -19,13 +19,12 @@ fi
 
 # name | file | exact text (one occurrence) | replacement
 mutations=(
-  "atomic file: fsync of the temporary file|checkpoint/util/file_util.cc|  JG_RETURN_IF_ERROR(Fsync(fd_, tmp_));|"
-  "atomic file: fsync of the directory after the rename|checkpoint/util/file_util.cc|  return dir_fd < 0 ? FsyncDir(parent) : Fsync(dir_fd, parent);|  return absl::OkStatus();"
+  "atomic file (commit log, its previous copy, a database's file list): fsync of the temporary file|checkpoint/util/file_util.cc|  JG_RETURN_IF_ERROR(Fsync(fd_, tmp_));|"
+  "atomic file by path (a database's file list): fsync of its directory after the rename|checkpoint/util/file_util.cc|  return dir_fd < 0 ? FsyncDir(parent) : Fsync(dir_fd, parent);|  return dir_fd < 0 ? absl::OkStatus() : Fsync(dir_fd, parent);"
+  "atomic file by descriptor (the commit log): fsync of the checkpoint directory after the rename|checkpoint/util/file_util.cc|  return dir_fd < 0 ? FsyncDir(parent) : Fsync(dir_fd, parent);|  return dir_fd < 0 ? FsyncDir(parent) : absl::OkStatus();"
   "database close: fsync of each file|checkpoint/util/file_util.cc|    JG_RETURN_IF_ERROR(FsyncFile(path));|"
-  "database close: fsync of the database directory|checkpoint/util/file_util.cc|  return FsyncDir(dir);\n}|  return absl::OkStatus();\n}"
-  "database close: fsync of the parent of the temporary database|checkpoint/leveldb/leveldb_direct.cc|        status = FsyncDir(ParentDir(path()));|"
-  "database close: the whole durable close|checkpoint/leveldb/leveldb_direct.cc|    if (status.ok() && options_.durable_close) {|    if (false) {"
-  "database rename: fsync of the directory after the rename|checkpoint/util/file_util.cc|  JG_RETURN_IF_ERROR(FsyncDir(to_parent));|"
+  "database close: the whole durable close|checkpoint/leveldb/leveldb_direct.cc|    if (status.ok() && options_.durable_close) status = FsyncFilesIn(path());|"
+  "database install: fsync of the checkpoint directory after the rename|checkpoint/util/file_util.cc|  JG_RETURN_IF_ERROR(FsyncDir(to_parent));|"
 )
 
 survived=0

@@ -163,7 +163,19 @@ ChildRun RunJob(const Scenario& s, const std::string& dir, RunKind kind,
   }();
   for (std::string& e : MpiEnv(*mpi_tmp)) env.push_back(e);
   std::vector<std::string> mpi_args = {"--allow-run-as-root", "--oversubscribe",
-                                       "-np", absl::StrCat(s.ranks), binary};
+                                       "-np", absl::StrCat(s.ranks)};
+  // The ranks get the preloaded library, mpirun does not: under a sanitizer
+  // the library needs that sanitizer's runtime, which only the ranks carry.
+  for (auto it = env.begin(); it != env.end();) {
+    if (absl::StartsWith(*it, "LD_PRELOAD=")) {
+      mpi_args.push_back("-x");
+      mpi_args.push_back(*it);
+      it = env.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  mpi_args.push_back(binary);
   mpi_args.insert(mpi_args.end(), args.begin(), args.end());
   return RunBinary(kMpirun, mpi_args, env);
 }
