@@ -69,16 +69,8 @@ std::vector<std::string> MpirunArgs(int ranks, const std::string& binary,
   return all;
 }
 
-// The environment of every mpirun here.
-// - Open MPI names its shared-memory segments and session directories after
-//   its job id, which it derives from mpirun's pid. Tests run in pid
-//   namespaces (Bazel's sandbox), where two concurrent tests (shards, or
-//   --runs_per_test) get the same pids, hence the same names in the shared
-//   /dev/shm and /tmp, and hang on each other's segments. Each test keeps
-//   them in its own directory: a short one, made with mkdtemp in /tmp,
-//   since the session directory holds unix sockets, whose paths must stay
-//   under 108 bytes ($TEST_TMPDIR is longer).
-// - Under --config=asan, Open MPI's frames (no frame pointers) need the slow
+// The environment of every mpirun here: OpenMpiTempEnv() and
+// - under --config=asan, Open MPI's frames (no frame pointers) need the slow
 //   unwinder for LeakSanitizer's suppressions of Open MPI's own allocations
 //   (engine/mpi/mpi_session.cc); other builds ignore the variable.
 // - Under --config=asan, LeakSanitizer does not scan threads' TLS in the
@@ -88,19 +80,9 @@ std::vector<std::string> MpirunArgs(int ranks, const std::string& binary,
 //   layout: a change to the examples' flags alone brought it out). Leaks
 //   are still found; only TLS is not a root.
 std::vector<std::string> MpiEnv(std::vector<std::string> env = {}) {
-  static const std::string* dir = [] {
-    char pattern[] = "/tmp/jgmpi.XXXXXX";
-    CHECK(::mkdtemp(pattern) != nullptr) << std::strerror(errno);
-    auto* made = new std::string(pattern);
-    std::atexit([] {
-      std::error_code ignored;
-      std::filesystem::remove_all(*dir, ignored);
-    });
-    return made;
-  }();
-  env.push_back("TMPDIR=" + *dir);
-  env.push_back("OMPI_MCA_orte_tmpdir_base=" + *dir);
-  env.push_back("OMPI_MCA_btl_vader_backing_directory=" + *dir);
+  for (std::string& e : ::jobgraph::testing::OpenMpiTempEnv()) {
+    env.push_back(std::move(e));
+  }
   env.push_back("ASAN_OPTIONS=fast_unwind_on_malloc=0");
   env.push_back("LSAN_OPTIONS=use_tls=0");
   return env;

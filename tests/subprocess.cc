@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -461,6 +462,21 @@ ChildRun RunBinaryWatched(
   CHECK_EQ(waited, child.pid_) << std::strerror(errno);
   run.lines = absl::StrSplit(stdout_text, '\n', absl::SkipEmpty());
   return run;
+}
+
+std::vector<std::string> OpenMpiTempEnv() {
+  static const std::string* dir = [] {
+    char pattern[] = "/tmp/jgmpi.XXXXXX";
+    CHECK(::mkdtemp(pattern) != nullptr) << std::strerror(errno);
+    auto* made = new std::string(pattern);
+    std::atexit([] {
+      std::error_code ignored;
+      std::filesystem::remove_all(*dir, ignored);
+    });
+    return made;
+  }();
+  return {"TMPDIR=" + *dir, "OMPI_MCA_orte_tmpdir_base=" + *dir,
+          "OMPI_MCA_btl_vader_backing_directory=" + *dir};
 }
 
 uint32_t TestSeed(uint32_t default_seed, const std::string& test_name) {

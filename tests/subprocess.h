@@ -150,6 +150,17 @@ ChildRun RunBinaryWatched(
 // 'T', 'Z' for a zombie, ...), or 0 if there is no such process.
 char ProcessState(pid_t pid);
 
+// The environment of a test's mpirun: Open MPI names its shared-memory
+// segments and session directories after its job id, which it derives from
+// mpirun's pid. Tests run in pid namespaces (Bazel's sandbox), where two
+// concurrent tests (shards, or --runs_per_test) get the same pids, hence the
+// same names in the shared /dev/shm and /tmp, and hang on each other's
+// segments. These variables keep them in a directory of this process's own
+// (made once, removed at exit): a short one, made with mkdtemp in /tmp,
+// since the session directory holds unix sockets, whose paths must stay
+// under 108 bytes ($TEST_TMPDIR is longer).
+std::vector<std::string> OpenMpiTempEnv();
+
 // The seed of a randomized test: $JOBGRAPH_TEST_SEED if set (a decimal
 // number), else `default_seed`. Prints it to the test log with how to
 // replay the test, under `test_name`.

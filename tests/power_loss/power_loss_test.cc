@@ -113,13 +113,6 @@ std::vector<std::string> SanitizerEnv(bool mpi) {
   return {asan, "LSAN_OPTIONS=use_tls=0"};
 }
 
-std::vector<std::string> MpiEnv(const std::string& tmp) {
-  // Open MPI's session directory and shared memory in a directory of this
-  // test's own (see tests/mpi_test.cc for why).
-  return {"TMPDIR=" + tmp, "OMPI_MCA_orte_tmpdir_base=" + tmp,
-          "OMPI_MCA_btl_vader_backing_directory=" + tmp};
-}
-
 enum class RunKind {
   kWalked,     // the scenario's run, whose events the test walks
   kLeftovers,  // before it, for over_leftovers: killed before its commit
@@ -156,12 +149,9 @@ ChildRun RunJob(const Scenario& s, const std::string& dir, RunKind kind,
         });
   }
   if (s.ranks == 0) return RunBinary(binary, args, env);
-  static const std::string* mpi_tmp = [] {
-    char pattern[] = "/tmp/jgpl.XXXXXX";
-    CHECK(::mkdtemp(pattern) != nullptr);
-    return new std::string(pattern);
-  }();
-  for (std::string& e : MpiEnv(*mpi_tmp)) env.push_back(e);
+  for (std::string& e : ::jobgraph::testing::OpenMpiTempEnv()) {
+    env.push_back(std::move(e));
+  }
   std::vector<std::string> mpi_args = {"--allow-run-as-root", "--oversubscribe",
                                        "-np", absl::StrCat(s.ranks)};
   // The ranks get the preloaded library, mpirun does not: under a sanitizer
