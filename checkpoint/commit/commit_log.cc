@@ -163,7 +163,22 @@ absl::StatusOr<FallbackRead> ReadWithFallback(const std::string& dir,
     return log.status();
   }
   absl::StatusOr<LogFile> previous = ReadLogFile(PreviousPath(dir));
-  if (!previous.ok()) return log.status();
+  if (!previous.ok()) {
+    // No log but a previous copy that cannot be read: epochs were committed
+    // here, and which ones is unknown. Not a new directory: a commit must
+    // not start a log that forgets them.
+    if (absl::IsNotFound(log.status()) &&
+        !absl::IsNotFound(previous.status())) {
+      return absl::DataLossError(absl::StrCat(
+          "commit log ", LogPath(dir), " is missing and its previous copy ",
+          PreviousPath(dir), " cannot be read (", previous.status().message(),
+          "); the epochs committed in ", dir,
+          " are unknown: rebuild the log from the databases that verify "
+          "with `ckpt recover ",
+          dir, "`, or restore MANIFEST.jobgraph"));
+    }
+    return log.status();
+  }
   absl::Status damage =
       absl::IsNotFound(log.status())
           ? absl::DataLossError(absl::StrCat("commit log ", LogPath(dir),

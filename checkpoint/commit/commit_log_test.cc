@@ -631,6 +631,34 @@ TEST(CommitLogTest, BothCopiesDamagedIsTheLogsOwnError) {
   EXPECT_EQ(ReadFileToString(LogPath(dir)).value(), "x");
 }
 
+TEST(CommitLogTest, ADeletedLogBesideADamagedCopyRefusesACommit) {
+  TempDir dir;
+  Commit(dir.path(), 0, {"a"});
+  Commit(dir.path(), 1, {"a"});
+  ASSERT_TRUE(RemoveRecursively(LogPath(dir)).ok());
+  const std::string previous = LogPath(dir) + ".prev";
+  ASSERT_TRUE(WriteFileAtomically(previous, "y").ok());
+  absl::StatusOr<CommitLogRead> read = ReadCommitLogWithFallback(dir.path());
+  EXPECT_EQ(read.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(read.status().message(),
+              HasSubstr(absl::StrCat("commit log ", LogPath(dir),
+                                     " is missing and its previous copy ",
+                                     previous, " cannot be read (")));
+  EXPECT_THAT(read.status().message(),
+              HasSubstr(absl::StrCat("`ckpt recover ", dir.path(), "`")));
+  // Before, this read as a directory without a log, and a commit started
+  // a new log that listed epoch 2 alone: epochs 0 and 1 were forgotten.
+  EpochCommit commit;
+  commit.epoch = 2;
+  commit.nodes = {"a"};
+  EXPECT_EQ(CommitEpoch(dir.path(), "leveldb", commit).code(),
+            absl::StatusCode::kDataLoss);
+  EXPECT_FALSE(PathExists(LogPath(dir)).value());
+  EXPECT_EQ(ReadFileToString(previous).value(), "y");
+  ASSERT_TRUE(CreateCommitLogIfMissing(dir.path(), "leveldb").ok());
+  EXPECT_FALSE(PathExists(LogPath(dir)).value());
+}
+
 TEST(CommitLogTest, ABareLogOfAnOlderVersionStillLoads) {
   TempDir dir;
   CommitLog log;

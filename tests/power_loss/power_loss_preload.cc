@@ -51,8 +51,12 @@ struct Config {
 };
 
 Config ReadConfig();
-// Read at the first call: a function of its own, since a constructor
-// function may run before the C++ globals of this library are made.
+// Made at the first call, which ReadConfigAtLoad below makes at load time,
+// on the main thread before any other exists: threads read it with no lock,
+// and thread creation orders them after it (also for ThreadSanitizer, which
+// cannot see this uninstrumented library's static-init guard). A function
+// rather than a global: a constructor function may run before the C++
+// globals of this library are made.
 const Config& Cfg() {
   static const Config* config = new Config(ReadConfig());
   return *config;
@@ -233,6 +237,8 @@ Config ReadConfig() {
   config.enabled = true;
   return config;
 }
+
+__attribute__((constructor)) void ReadConfigAtLoad() { Cfg(); }
 
 // One traced call: counts it (maybe cutting the power first), runs it, and
 // records what a successful sync made durable.
