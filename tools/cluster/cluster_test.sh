@@ -27,6 +27,10 @@ export JG_CLUSTER_STATE="${tmp}/state"
 # A /24 of its own, so that concurrent runs do not share one.
 export JG_CLUSTER_NET="10.78.$(( ($$ % 200) + 20 ))"
 export TMPDIR="${tmp}" OMPI_MCA_orte_tmpdir_base="${tmp}"
+# Under --config=asan, as tests/mpi_test.cc's MpiEnv says: Open MPI's frames
+# need the slow unwinder, and LeakSanitizer cannot scan ranks' TLS. Other
+# builds ignore these.
+export ASAN_OPTIONS=fast_unwind_on_malloc=0 LSAN_OPTIONS=use_tls=0
 cleanup() {
   "${cluster}" down
   rm -rf "${tmp}"
