@@ -717,7 +717,9 @@ TEST_F(IncrementalSaveTest, RetentionNeverLeavesAnEpochUnrestorable) {
     }
     // The run did what it is meant to exercise.
     EXPECT_GT(referencing, 60);
-    if (!background) EXPECT_GT(failures, 3);
+    if (!background) {
+      EXPECT_GT(failures, 3);
+    }
   }
 }
 
