@@ -76,17 +76,19 @@ struct Scenario {
   int mpi_rank = 0;
   // The walked run resumes (from `latest`) on what a crash left: a run
   // killed just before its first commit, with both nodes' databases of
-  // epoch 0 complete at their final names but not committed. Its saves then
-  // replace those (RENAME_EXCHANGE, then the old ones are deleted).
+  // epoch 0 complete at their final names but not committed. The resume
+  // deletes those (nothing lists them) before it saves anew.
   bool over_leftovers = false;
 };
 
 std::vector<std::string> JobFlags(const Scenario& s) {
   return {"--nodes=2", absl::StrCat("--num_records=", s.num_records),
           "--records_per_epoch=3",
-          // Each record logs "record done" and sleeps 20 ms: a preemption
-          // notice sent on that line lands in the middle of the epoch.
-          "--record_delay_ms=20"};
+          // With a preemption, each record logs "record done" and sleeps
+          // 100 ms: the notice, sent on the first such line, lands with two
+          // records of the epoch still to go (200 ms for the test to send
+          // it, even on a loaded machine).
+          absl::StrCat("--record_delay_ms=", s.preempt ? 100 : 0)};
 }
 
 // The result line of a run resumed from epoch `newest` (-1: from scratch):
