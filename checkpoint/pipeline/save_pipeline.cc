@@ -354,18 +354,21 @@ void SavePipeline::Advance(Flight& flight) {
 
 void SavePipeline::Write(Flight& flight) {
   const absl::Time start = absl::Now();
+  WriteReport report;
   // The blobs are frozen and nothing of the save is written yet; in an
   // asynchronous save the job goes on meanwhile and overwrites them. A test
   // holds the save here to prove that it writes what was frozen, and that a
   // crash now loses only this epoch. The mark writes no database.
   if (flight.record.kind != SaveKind::kLoopFinished) {
-    if (absl::Status failed = Failpoint("save.after_snapshot"); !failed.ok()) {
-      flight.written.status = std::move(failed);
-      if (options_.incremental) flight.written.tallies = NoTallies();
-      flight.write_micros = MicrosSince(start);
-      return;
-    }
+    report.status = Failpoint("save.after_snapshot");
   }
+  if (report.status.ok()) report = WriteNodeDatabases(flight);
+  if (options_.incremental) report.tallies = ReferenceTallies(flight);
+  flight.written = std::move(report);
+  flight.write_micros = MicrosSince(start);
+}
+
+WriteReport SavePipeline::WriteNodeDatabases(Flight& flight) const {
   std::vector<absl::StatusOr<int64_t>> written(flight.snapshots.size(),
                                                int64_t{0});
   auto write = [&](size_t i) {
@@ -405,9 +408,7 @@ void SavePipeline::Write(Flight& flight) {
     }
     report.bytes += *written[i];
   }
-  if (options_.incremental) report.tallies = ReferenceTallies(flight);
-  flight.written = std::move(report);
-  flight.write_micros = MicrosSince(start);
+  return report;
 }
 
 std::vector<int64_t> SavePipeline::ReferenceTallies(

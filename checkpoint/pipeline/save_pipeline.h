@@ -144,6 +144,9 @@ class SavePipeline {
   void Advance(Flight& flight);
   // The local stages.
   void Write(Flight& flight);
+  // Writes the flight's databases, one per node, side by side: their bytes,
+  // or the first node's error; fills in the flight's blob indexes.
+  WriteReport WriteNodeDatabases(Flight& flight) const;
   void Commit(Flight& flight);
   // A flight's state after the agreement on its write, and after its
   // commit's status reached every process.
