@@ -52,7 +52,7 @@ struct Entry {
   std::string name;
 };
 
-// The entries of the directory at `dirfd` as they are now.
+// The entries of the directory `path` as they are now, by name.
 absl::StatusOr<std::vector<Entry>> ListNow(const std::string& path) {
   DIR* dir = ::opendir(path.c_str());
   if (dir == nullptr) return Errno("opendir", path);
