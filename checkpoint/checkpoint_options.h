@@ -57,6 +57,31 @@ struct CheckpointOptions {
   // processes of a job exchange one count per epoch of a chain at every
   // save. Default 10.
   int full_every = 10;
+
+  // --- Tiers (checkpoint/FORMAT.md, "The local tier").
+  // A node-local checkpoint directory (a tmpfs such as /dev/shm, or a local
+  // disk); "%h" stands for the host name, "%%" for "%". When set, every
+  // save is written and committed there, with a commit log of its own, and
+  // `directory` (the shared tier) receives committed epochs by a background
+  // flush that copies their databases, checking each file's recorded size
+  // and CRC-32C, and commits them in the shared commit log. A resume
+  // reads an epoch from the local tier when it holds a copy that verifies
+  // and that continues the shared tier's history, else from `directory`.
+  // Default empty: no local tier, every save goes to `directory`. One
+  // process only for now (not under MpiSession), and not with
+  // `incremental`.
+  std::string local_directory;
+  // With a local tier: epochs divisible by `shared_every` are flushed to
+  // `directory` in the background. Whatever it is, the end of a run, a
+  // preemption and the mark after the last epoch flush the newest committed
+  // epoch before they return. From 1 (every epoch, the default).
+  int shared_every = 1;
+  // With a local tier: the local commit log keeps the newest `keep_local`
+  // committed epochs, besides the newest one flushed to `directory` and any
+  // being flushed (those are what a resume checks the local copy against,
+  // and what a flush reads). At least 1; default 2. `retention` applies to
+  // `directory`.
+  int keep_local = 2;
 };
 
 // The largest CheckpointOptions::full_every.

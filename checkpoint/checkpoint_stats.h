@@ -5,6 +5,7 @@
 #define JOBGRAPH_CHECKPOINT_CHECKPOINT_STATS_H_
 
 #include <cstdint>
+#include <string>
 
 #include "absl/status/statusor.h"
 
@@ -38,6 +39,9 @@ struct CheckpointStats {
   int64_t write_micros = 0;
   int64_t agree_micros = 0;
   int64_t commit_micros = 0;
+  // A restore: the directory its databases were read from (with a local
+  // tier, CheckpointOptions::local_directory's or `directory`).
+  std::string read_from;
 };
 
 // What a save records.

@@ -2,6 +2,7 @@
 
 #include "checkpoint/checkpointer.h"
 
+#include <filesystem>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -10,6 +11,9 @@
 #include "checkpoint/commit/checkpoint_paths.h"
 #include "checkpoint/commit/commit_log.h"
 #include "checkpoint/commit/resume_choice.h"
+#include "checkpoint/commit/retention.h"
+#include "checkpoint/commit/verify.h"
+#include "checkpoint/tier/local_directory.h"
 #include "engine/status_macros.h"
 #include "glog/logging.h"
 
@@ -18,6 +22,13 @@ namespace {
 
 // How many outcomes a Checkpointer keeps for a caller that never takes them.
 constexpr size_t kMaxUnclaimedOutcomes = 1024;
+
+// `path` without "." and ".." components or a trailing slash, to compare.
+std::string NormalizedPath(const std::string& path) {
+  std::string normal = std::filesystem::path(path).lexically_normal();
+  while (normal.size() > 1 && normal.back() == '/') normal.pop_back();
+  return normal;
+}
 
 }  // namespace
 
@@ -30,7 +41,9 @@ Checkpointer::Checkpointer(CheckpointOptions options, bool single_node)
 Checkpointer::~Checkpointer() { End(); }
 
 Checkpointer::Impl::Impl(CheckpointOptions options, bool single_node)
-    : options_(std::move(options)), single_node_(single_node) {}
+    : options_(std::move(options)),
+      pipeline_options_(options_),
+      single_node_(single_node) {}
 
 Checkpointer::Impl::~Impl() {
   EndPipeline();
@@ -46,8 +59,14 @@ absl::StatusOr<std::optional<int64_t>> Checkpointer::Start(
   impl_->StartPipeline(&session);
   // Each rank saves the nodes it hosts: a node no rank hosts would be
   // committed without its database.
-  JG_RETURN_IF_ERROR(impl_->Pipeline(session).coordinator().CheckPlacement(
-      impl_->NodeNames()));
+  Coordinator& coordinator = impl_->Pipeline(session).coordinator();
+  JG_RETURN_IF_ERROR(coordinator.CheckPlacement(impl_->NodeNames()));
+  if (impl_->tiered() && coordinator.spans_processes()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "CheckpointOptions.local_directory '", impl_->options_.local_directory,
+        "' is set, but a local tier is not supported yet for a job on several "
+        "processes (MpiSession); run without it"));
+  }
   return impl_->ChooseStart(&session, resume);
 }
 
@@ -131,6 +150,7 @@ absl::Status Checkpointer::Impl::SetNodes(
         "CheckpointOptions.directory is empty: give the directory that holds "
         "the checkpoints");
   }
+  JG_RETURN_IF_ERROR(SetUpTiers());
   if (options_.full_every < 1 || options_.full_every > kMaxFullEvery) {
     return absl::InvalidArgumentError(
         absl::StrCat("CheckpointOptions.full_every is ", options_.full_every,
@@ -185,7 +205,24 @@ void Checkpointer::Impl::StartPipeline(const Session* session) {
     nodes.push_back({state.node, state.file_name});
   }
   pipeline_ = std::make_unique<SavePipeline>(
-      options_, std::move(nodes), NewSessionCoordinator(session), queue_.get());
+      pipeline_options_, std::move(nodes), NewSessionCoordinator(session),
+      queue_.get());
+  if (!tiered()) return;
+  FlushRequest flush;
+  flush.local = local_dir_;
+  flush.shared = options_.directory;
+  flush.db_type = options_.db_type;
+  flush.nodes = FileNames();
+  flush.retention = options_.retention;
+  flusher_ = std::make_unique<Flusher>(std::move(flush));
+  SavePipeline::CommitHooks hooks;
+  hooks.committed = [this](const SaveRecord& record) {
+    flusher_->Committed(record.epoch,
+                        /*flush=*/record.kind != SaveKind::kEpoch ||
+                            record.epoch % options_.shared_every == 0);
+  };
+  hooks.pinned = [this] { return flusher_->Pinned(); };
+  pipeline_->SetCommitHooks(std::move(hooks));
 }
 
 SavePipeline& Checkpointer::Impl::Pipeline(const Session& session) {
@@ -197,7 +234,65 @@ void Checkpointer::Impl::EndPipeline() {
   if (pipeline_ == nullptr) return;
   pipeline_->Drain();
   KeepOutcomes();
+  if (flusher_ != nullptr) {
+    // The end of the run leaves its newest state in the shared directory,
+    // and no more than keep_local epochs (the newest one among them) in the
+    // local tier: those that waited for a flush go now.
+    absl::Status drained = DrainToShared();
+    if (drained.ok()) {
+      drained = ApplyRetention(local_dir_, pipeline_options_.retention,
+                               FileNames(), /*background=*/true)
+                    .status();
+    }
+    LOG_IF(ERROR, !drained.ok()) << drained.message();
+  }
   pipeline_.reset();  // releases the locks
+  flusher_.reset();
+  shared_locks_.clear();
+}
+
+absl::Status Checkpointer::Impl::SetUpTiers() {
+  if (options_.local_directory.empty()) return absl::OkStatus();
+  if (options_.shared_every < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "CheckpointOptions.shared_every is ", options_.shared_every,
+        "; give 1 (flush every epoch) or more"));
+  }
+  if (options_.keep_local < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("CheckpointOptions.keep_local is ", options_.keep_local,
+                     "; the local tier keeps at least its newest epoch: give 1 "
+                     "or more"));
+  }
+  if (options_.incremental) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "CheckpointOptions.local_directory '", options_.local_directory,
+        "' is set with incremental saves, which a flush does not copy yet; "
+        "drop one of them"));
+  }
+  JG_ASSIGN_OR_RETURN(
+      std::string local,
+      ExpandLocalDirectory(options_.local_directory, HostName()));
+  if (NormalizedPath(local) == NormalizedPath(options_.directory)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the local checkpoint directory '", local,
+        "' is the shared directory itself; give a node-local path"));
+  }
+  local_dir_ = std::move(local);
+  pipeline_options_ = options_;
+  pipeline_options_.directory = local_dir_;
+  pipeline_options_.retention = RetentionOptions{options_.keep_local, 0};
+  return absl::OkStatus();
+}
+
+absl::Status Checkpointer::Impl::DrainToShared() {
+  flusher_->FlushNewest();
+  absl::Status drained = flusher_->Drain();
+  if (drained.ok()) return drained;
+  return absl::FailedPreconditionError(
+      absl::StrCat(drained.message(), "; the local tier ", local_dir_,
+                   " keeps the epoch: flush it with `ckpt flush ", local_dir_,
+                   " ", options_.directory, "`"));
 }
 
 void Checkpointer::Impl::KeepOutcomes() {
@@ -232,57 +327,130 @@ absl::StatusOr<std::optional<int64_t>> Checkpointer::Impl::ChooseStart(
   // save will report a directory that cannot be made, and the first that
   // can save takes the locks. Every process agrees on the locks, whatever
   // its own directory said.
-  absl::Status usable = PrepareCheckpointDirectory(options_.directory);
+  absl::Status usable = PrepareCheckpointDirectory(WriteDir());
+  if (usable.ok() && tiered()) {
+    usable = PrepareCheckpointDirectory(options_.directory);
+  }
   LOG_IF(WARNING, !usable.ok()) << usable.message();
-  JG_RETURN_IF_ERROR(coordinator.Agree(usable.ok() ? pipeline_->LockNodes()
-                                                   : absl::OkStatus()));
+  JG_RETURN_IF_ERROR(
+      coordinator.Agree(usable.ok() ? LockNodes() : absl::OkStatus()));
   // The committer reads the commit log and shares it, so that every
   // process considers the same epochs; each verifies its own nodes'
   // databases of a candidate epoch, and they agree before the next one.
-  std::optional<CommitLogRead> log_read;
+  start_log_.reset();
+  tiers_.reset();
   ResumeChoiceHooks hooks;
   hooks.read_log = [&]() -> absl::StatusOr<CommitLogRead> {
-    absl::StatusOr<CommitLogRead> read = coordinator.ShareCommitLog(
-        [&] { return ReadCommitLogWithFallback(options_.directory); });
-    if (read.ok()) log_read = *read;
+    absl::StatusOr<CommitLogRead> read =
+        coordinator.ShareCommitLog([&] { return ReadStartLog(); });
+    if (read.ok()) start_log_ = *read;
     return read;
   };
-  if (session != nullptr) {
-    // A candidate epoch is checked by loading it, into staged blobs that
-    // Restore then commits: a resume reads each database once. The session
-    // agrees on the outcome of every node's load.
-    hooks.verify = [&](int64_t epoch) {
+  // A candidate epoch is checked by loading it, into staged blobs that
+  // Restore then commits: a resume reads each database once. The session
+  // agrees on the outcome of every node's load.
+  hooks.verify = [&](int64_t epoch) -> absl::Status {
+    if (session != nullptr) {
       const CommittedEpoch* entry =
-          log_read.has_value()
-              ? FindCommittedEpoch(log_read->log, epoch, FileNames())
-              : nullptr;
-      return Stage(*session, epoch, /*with_blob_lists=*/!StoppedInInit(entry),
-                   /*committed=*/true);
-    };
-  }
+          FindCommittedEpoch(*StartLog(), epoch, FileNames());
+      return StageFromCopies(*session, epoch,
+                             /*with_blob_lists=*/!StoppedInInit(entry),
+                             /*committed=*/true);
+    }
+    absl::Status verified;
+    for (const std::string& dir : ReadDirs(epoch)) {
+      verified =
+          VerifyCommittedEpoch(dir, options_.db_type, FileNames(), epoch);
+      if (verified.ok() || !absl::IsDataLoss(verified)) return verified;
+      LOG(WARNING) << verified.message();
+    }
+    return verified;
+  };
   JG_ASSIGN_OR_RETURN(std::optional<int64_t> epoch,
                       ChooseResumeEpoch(options_.directory, options_.db_type,
                                         FileNames(), resume, hooks));
   resumed_preemption_.reset();
-  if (epoch.has_value() && log_read.has_value()) {
+  if (epoch.has_value() && StartLog() != nullptr) {
     const CommittedEpoch* entry =
-        FindCommittedEpoch(log_read->log, *epoch, FileNames());
+        FindCommittedEpoch(*StartLog(), *epoch, FileNames());
     if (entry != nullptr && entry->has_preemption()) {
       resumed_preemption_ = entry->preemption();
     }
   }
+  if (tiers_.has_value()) {
+    // The newest epoch both tiers hold is what the shared directory has
+    // of this history: the local tier keeps it until a newer one is
+    // flushed.
+    for (auto it = tiers_->copies.rbegin(); it != tiers_->copies.rend(); ++it) {
+      if (it->second.size() == 2) {
+        flusher_->Flushed(it->first);
+        break;
+      }
+    }
+  }
   if (usable.ok() && coordinator.commits()) {
     // Like a directory that cannot be created: each save tries again.
-    absl::Status created =
-        CreateCommitLogIfMissing(options_.directory, options_.db_type);
-    LOG_IF(WARNING, !created.ok()) << created.message();
+    for (const std::string& dir :
+         tiered() ? std::vector<std::string>{local_dir_, options_.directory}
+                  : std::vector<std::string>{options_.directory}) {
+      absl::Status created = CreateCommitLogIfMissing(dir, options_.db_type);
+      LOG_IF(WARNING, !created.ok()) << created.message();
+    }
   }
   return epoch;
 }
 
+absl::Status Checkpointer::Impl::LockNodes() {
+  JG_RETURN_IF_ERROR(pipeline_->LockNodes());
+  if (!tiered() || !shared_locks_.empty()) return absl::OkStatus();
+  // A flush writes the shared directory: no other run of the job may.
+  for (const NodeState& state : nodes_) {
+    if (!pipeline_->coordinator().Hosts(state.node)) continue;
+    JG_ASSIGN_OR_RETURN(std::unique_ptr<NodeLock> lock,
+                        NodeLock::Acquire(options_.directory, state.file_name));
+    shared_locks_.push_back(std::move(lock));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<CommitLogRead> Checkpointer::Impl::ReadStartLog() {
+  if (!tiered()) return ReadCommitLogWithFallback(options_.directory);
+  TierLogRead local{local_dir_, std::nullopt};
+  TierLogRead shared{options_.directory, std::nullopt};
+  for (TierLogRead* tier : {&local, &shared}) {
+    absl::StatusOr<CommitLogRead> read = ReadCommitLogWithFallback(tier->dir);
+    if (read.ok()) {
+      tier->read = *std::move(read);
+    } else if (tier == &local && !absl::IsNotFound(read.status())) {
+      // The shared directory still holds what was flushed.
+      LOG(WARNING) << "ignoring the local tier: " << read.status().message();
+    } else if (!absl::IsNotFound(read.status())) {
+      return read.status();
+    }
+  }
+  if (!local.read.has_value() && !shared.read.has_value()) {
+    return absl::NotFoundError(absl::StrCat(
+        "neither the local tier ", local_dir_, " nor the shared directory ",
+        options_.directory, " has a commit log"));
+  }
+  tiers_ = MergeTierLogs(local, shared, FileNames());
+  return tiers_->log;
+}
+
+std::vector<std::string> Checkpointer::Impl::ReadDirs(int64_t epoch) const {
+  if (!tiers_.has_value()) return {options_.directory};
+  auto it = tiers_->copies.find(epoch);
+  if (it == tiers_->copies.end()) return {options_.directory};
+  return it->second;
+}
+
+const CommitLog* Checkpointer::Impl::StartLog() const {
+  return start_log_.has_value() ? &start_log_->log : nullptr;
+}
+
 std::string Checkpointer::Impl::DbPathOf(const NodeState& state,
                                          int64_t epoch) const {
-  return CheckpointDbPath(options_.directory, state.file_name, epoch);
+  return CheckpointDbPath(WriteDir(), state.file_name, epoch);
 }
 
 std::vector<std::string> Checkpointer::Impl::FileNames() const {

@@ -18,9 +18,12 @@
 #include "absl/strings/string_view.h"
 #include "checkpoint/checkpointer.h"
 #include "checkpoint/commit/commit_log.h"
+#include "checkpoint/commit/node_lock.h"
 #include "checkpoint/pipeline/coordinator.h"
 #include "checkpoint/pipeline/save_pipeline.h"
 #include "checkpoint/pipeline/save_queue.h"
+#include "checkpoint/tier/flusher.h"
+#include "checkpoint/tier/tier_log.h"
 #include "engine/operator.h"
 #include "engine/session.h"
 
@@ -47,6 +50,7 @@ class Checkpointer::Impl {
   // What the last Stage loaded, for Restore to put in place.
   struct Staged {
     int64_t epoch = 0;
+    std::string dir;    // where it was read from
     std::string stage;  // the load's name, in the staged blobs' marker
     // Per node; empty when the lists were not loaded (stopped in init).
     std::vector<std::vector<std::string>> blob_lists;
@@ -65,6 +69,12 @@ class Checkpointer::Impl {
   // the chosen epoch is left staged for Restore.
   absl::StatusOr<std::optional<int64_t>> ChooseStart(Session* session,
                                                      const ResumeFrom& resume);
+  // The pipeline's locks, and with a local tier the nodes' locks in the
+  // shared directory.
+  absl::Status LockNodes();
+  // What the resume choice reads: the commit log, or with a local tier both
+  // tiers' logs merged (tiers_).
+  absl::StatusOr<CommitLogRead> ReadStartLog();
   // Waits until every save of the run has its outcome.
   void WaitForSaves() {
     if (pipeline_ != nullptr) pipeline_->Drain();
@@ -102,7 +112,29 @@ class Checkpointer::Impl {
   // verification would. On an error nothing stays staged: DataLoss for
   // damage, a missing database included when the epoch is `committed`.
   absl::Status Stage(Session& session, int64_t epoch, bool with_blob_lists,
-                     bool committed);
+                     bool committed, const std::string& dir);
+  // Stage from the first of `epoch`'s copies (ReadDirs) that loads: a
+  // damaged local copy is logged and the next copy tried.
+  absl::Status StageFromCopies(Session& session, int64_t epoch,
+                               bool with_blob_lists, bool committed);
+  // The directories that hold committed `epoch`, nearest first: the tiers'
+  // (tiers_) or the directory's.
+  std::vector<std::string> ReadDirs(int64_t epoch) const;
+  // The commit log the run's resume choice read (the tiers' merged, or the
+  // directory's), or null before Start.
+  const CommitLog* StartLog() const;
+
+  // --- Tiers (CheckpointOptions::local_directory).
+
+  bool tiered() const { return !local_dir_.empty(); }
+  // Checks the tier options and fills in local_dir_ and pipeline_options_.
+  absl::Status SetUpTiers();
+  // The directory saves write into: the local tier's, or `directory`.
+  const std::string& WriteDir() const { return pipeline_options_.directory; }
+  // Flushes the newest committed local epoch to the shared directory and
+  // waits for every flush: FailedPrecondition naming both directories if
+  // a flush failed.
+  absl::Status DrainToShared();
 
   std::string DbPathOf(const NodeState& state, int64_t epoch) const;
   // NodeState::file_name of every node: the names in the commit log.
@@ -110,11 +142,19 @@ class Checkpointer::Impl {
   std::vector<std::string> NodeNames() const;
 
   const CheckpointOptions options_;
+  // What the pipeline saves with: options_, or with a local tier its
+  // directory and keep_local as the retention.
+  CheckpointOptions pipeline_options_;
+  std::string local_dir_;  // the local tier, %h expanded; empty: none
   const bool single_node_;
   std::vector<NodeState> nodes_;
   bool blobs_fixed_ = false;
   std::optional<Preemption> resumed_preemption_;
   std::optional<Staged> staged_;
+  // What the resume choice of the run read: the commit log, and with
+  // tiers, where each epoch has copies.
+  std::optional<CommitLogRead> start_log_;
+  std::optional<TieredLog> tiers_;
 
  private:
   // Runs staging operator `op` (ops/save_load_ops.h) with `args` and the
@@ -135,6 +175,10 @@ class Checkpointer::Impl {
   // one thread for the Checkpointer's life.
   std::unique_ptr<SaveQueue> queue_;
   std::unique_ptr<SavePipeline> pipeline_;
+  // With a local tier, for the run: the flush to the shared directory and
+  // the nodes' locks there.
+  std::unique_ptr<Flusher> flusher_;
+  std::vector<std::unique_ptr<NodeLock>> shared_locks_;
   // Outcomes of ended runs that nobody took, oldest first (bounded).
   std::vector<SaveOutcome> unclaimed_;
 };

@@ -8,6 +8,7 @@
 #include "absl/time/clock.h"
 #include "checkpoint/checkpointer.h"
 #include "checkpoint/checkpointer_impl.h"
+#include "checkpoint/commit/checkpoint_paths.h"
 #include "checkpoint/commit/commit_log.h"
 #include "checkpoint/util/time_util.h"
 #include "engine/status_macros.h"
@@ -78,8 +79,27 @@ absl::Status Checkpointer::Impl::CaptureBlobNames(Session& session) {
   return absl::OkStatus();
 }
 
+absl::Status Checkpointer::Impl::StageFromCopies(Session& session,
+                                                 int64_t epoch,
+                                                 bool with_blob_lists,
+                                                 bool committed) {
+  const std::vector<std::string> dirs = ReadDirs(epoch);
+  absl::Status status;
+  for (size_t i = 0; i < dirs.size(); ++i) {
+    status = Stage(session, epoch, with_blob_lists, committed, dirs[i]);
+    if (status.ok() || !absl::IsDataLoss(status) || i + 1 == dirs.size()) {
+      break;
+    }
+    LOG(WARNING) << "the copy of epoch " << epoch << " in " << dirs[i]
+                 << " is damaged, reading the one in " << dirs[i + 1]
+                 << " instead: " << status.message();
+  }
+  return status;
+}
+
 absl::Status Checkpointer::Impl::Stage(Session& session, int64_t epoch,
-                                       bool with_blob_lists, bool committed) {
+                                       bool with_blob_lists, bool committed,
+                                       const std::string& dir) {
   // Names this load in every workspace it stages into (the marker), so that
   // a Restore commits only blobs of this load, never those an earlier one
   // left in another session; unique in the process.
@@ -97,7 +117,7 @@ absl::Status Checkpointer::Impl::Stage(Session& session, int64_t epoch,
   for (const NodeState& state : nodes_) {
     Task& task = group.NewTask(Node(state.node), {.name = "checkpoint_load"});
     task.net().Op("Load", {}, {},
-                  {MakeArg("db", DbPathOf(state, epoch)),
+                  {MakeArg("db", CheckpointDbPath(dir, state.file_name, epoch)),
                    MakeArg("db_type", options_.db_type),
                    MakeArg("absolute_path", 1), MakeArg("load_all", 1),
                    MakeArg("add_prefix", std::string(kStagedBlobPrefix)),
@@ -120,7 +140,7 @@ absl::Status Checkpointer::Impl::Stage(Session& session, int64_t epoch,
     }
   }
   if (status.ok()) {
-    staged_ = Staged{epoch, stage, std::move(lists)};
+    staged_ = Staged{epoch, dir, stage, std::move(lists)};
     return status;
   }
   DropStaged(session);
@@ -171,10 +191,17 @@ absl::StatusOr<CheckpointStats> Checkpointer::Impl::Restore(Session& session,
   }
   const std::string what = absl::StrCat("cannot resume from epoch ", epoch,
                                         " in ", options_.directory);
-  absl::StatusOr<CommitLogRead> log =
-      ReadCommitLogWithFallback(options_.directory);
+  // The log the resume choice read, else the directory's now.
+  std::optional<CommitLogRead> read;
+  const CommitLog* log = StartLog();
+  if (log == nullptr) {
+    absl::StatusOr<CommitLogRead> now =
+        ReadCommitLogWithFallback(options_.directory);
+    if (now.ok()) read = *std::move(now);
+    if (read.has_value()) log = &read->log;
+  }
   const CommittedEpoch* entry =
-      log.ok() ? FindCommittedEpoch(log->log, epoch, FileNames()) : nullptr;
+      log != nullptr ? FindCommittedEpoch(*log, epoch, FileNames()) : nullptr;
   // What Start(session, ...) staged is used if every node of this session
   // holds it (the staged epoch's session may be another, or gone); checked
   // on every node before any commits, so that none is replaced unless all
@@ -182,9 +209,10 @@ absl::StatusOr<CheckpointStats> Checkpointer::Impl::Restore(Session& session,
   const bool staged_here = staged_.has_value() && staged_->epoch == epoch &&
                            CommitStaged(session, /*check_only=*/true).ok();
   if (!staged_here) {
-    JG_RETURN_IF_ERROR(Annotate(Stage(session, epoch, !StoppedInInit(entry),
-                                      /*committed=*/entry != nullptr),
-                                what));
+    JG_RETURN_IF_ERROR(
+        Annotate(StageFromCopies(session, epoch, !StoppedInInit(entry),
+                                 /*committed=*/entry != nullptr),
+                 what));
   }
   absl::Status committed = CommitStaged(session, /*check_only=*/false);
   if (!committed.ok()) {
@@ -192,6 +220,7 @@ absl::StatusOr<CheckpointStats> Checkpointer::Impl::Restore(Session& session,
     return Annotate(committed, what);
   }
   std::vector<std::vector<std::string>> lists = std::move(staged_->blob_lists);
+  const std::string read_from = staged_->dir;
   staged_.reset();
   if (!lists.empty()) {
     for (size_t i = 0; i < nodes_.size(); ++i) {
@@ -210,6 +239,13 @@ absl::StatusOr<CheckpointStats> Checkpointer::Impl::Restore(Session& session,
   stats.epoch = epoch;
   stats.num_dbs = static_cast<int>(nodes_.size());
   if (entry != nullptr) stats.bytes = entry->total_bytes();
+  stats.read_from = read_from;
+  if (tiered()) {
+    LOG(INFO) << "epoch " << epoch << ": read " << stats.bytes << " bytes from "
+              << (read_from == local_dir_ ? "the local tier "
+                                          : "the shared directory ")
+              << read_from;
+  }
   stats.wall_micros = MicrosSince(start);
   return stats;
 }

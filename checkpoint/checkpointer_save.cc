@@ -84,6 +84,9 @@ absl::StatusOr<CheckpointStats> Checkpointer::Impl::SavePreempted(
       {.kind = SaveKind::kPreemption, .epoch = epoch, .preemption = preemption},
       blobs, /*wait=*/true);
   KeepOutcomes();
+  // A preempted run may not come back to this host: it exits only once
+  // the checkpoint is in the shared directory.
+  if (saved.ok() && tiered()) JG_RETURN_IF_ERROR(DrainToShared());
   return saved;
 }
 
@@ -102,6 +105,7 @@ absl::Status Checkpointer::Impl::MarkLoopFinished(
        .preemption = preemption},
       {}, /*wait=*/true);
   KeepOutcomes();
+  if (saved.ok() && tiered()) return DrainToShared();
   return saved.status();
 }
 

@@ -333,9 +333,15 @@ absl::StatusOr<int64_t> JobRunner::Train(Session& session) {
   const bool loop_finished = resumed_in == JOB_GROUP_DOWNLOAD;
 
   if (resume.has_value()) {
-    JG_RETURN_IF_ERROR(checkpointer_->Restore(session, *resume).status());
+    JG_ASSIGN_OR_RETURN(CheckpointStats restored,
+                        checkpointer_->Restore(session, *resume));
+    const bool from_local =
+        !restored.read_from.empty() &&
+        restored.read_from != checkpointer_->options().directory;
     LOG(INFO) << "resumed from epoch " << *resume << " of "
-              << checkpointer_->options().directory
+              << (from_local ? restored.read_from
+                             : checkpointer_->options().directory)
+              << (from_local ? " (the local tier)" : "")
               << (continue_init    ? " (in the middle of init)"
                   : continue_epoch ? " (in the middle of the epoch)"
                   : loop_finished ? " (after the last epoch: download and exit)"

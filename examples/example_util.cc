@@ -46,6 +46,18 @@ ABSL_FLAG(jobgraph::ResumeFrom, resume_from_epoch, {},
           "scratch. Needs --checkpoint_dir.");
 ABSL_FLAG(int, keep_last, 0,
           "Keep only the newest N committed epochs; 0 keeps all.");
+ABSL_FLAG(std::string, local_checkpoint_dir, "",
+          "A node-local checkpoint directory (a tmpfs such as /dev/shm, or a "
+          "local disk; %h is replaced by the host name): every checkpoint is "
+          "committed there first, and copied to --checkpoint_dir in the "
+          "background; the end of a run and a preemption copy the newest one "
+          "before the program exits. Empty: none. Needs --checkpoint_dir.");
+ABSL_FLAG(int, shared_every, 1,
+          "With --local_checkpoint_dir: copy every K-th epoch to "
+          "--checkpoint_dir.");
+ABSL_FLAG(int, keep_local, 2,
+          "With --local_checkpoint_dir: keep the newest N epochs there (and "
+          "the newest one copied to --checkpoint_dir).");
 ABSL_FLAG(bool, dump_plan, false,
           "Print the job's plan (a JobDef text proto) to stdout and exit.");
 ABSL_FLAG(std::string, plan_dot, "",
@@ -217,6 +229,8 @@ std::string CommonFlagsUsage(int indent) {
       "[--checkpoint_dir=DIR] [--resume_from_epoch=E|latest] "
       "[--keep_last=N]\n",
       margin,
+      "[--local_checkpoint_dir=DIR] [--shared_every=K] [--keep_local=N]\n",
+      margin,
       "[--metrics_out=FILE] [--async_checkpoint] [--dump_plan] "
       "[--plan_dot=FILE]\n",
       margin,
@@ -314,6 +328,20 @@ absl::StatusOr<CommonOptions> ReadCommonFlags() {
     return absl::InvalidArgumentError(
         "--keep_last needs --checkpoint_dir (there is nothing to keep)");
   }
+  JG_ASSIGN_OR_RETURN(options.local_checkpoint_dir,
+                      ResolvePath("local_checkpoint_dir",
+                                  absl::GetFlag(FLAGS_local_checkpoint_dir)));
+  if (!options.local_checkpoint_dir.empty() && options.checkpoint_dir.empty()) {
+    return absl::InvalidArgumentError(
+        "--local_checkpoint_dir needs --checkpoint_dir (the shared directory "
+        "its checkpoints are copied to)");
+  }
+  options.shared_every = absl::GetFlag(FLAGS_shared_every);
+  JG_RETURN_IF_ERROR(CheckFlagRange("shared_every", options.shared_every, 1,
+                                    std::numeric_limits<int>::max(), ""));
+  options.keep_local = absl::GetFlag(FLAGS_keep_local);
+  JG_RETURN_IF_ERROR(CheckFlagRange("keep_local", options.keep_local, 1,
+                                    std::numeric_limits<int>::max(), ""));
   options.dump_plan = absl::GetFlag(FLAGS_dump_plan);
   JG_ASSIGN_OR_RETURN(options.plan_dot,
                       ResolvePath("plan_dot", absl::GetFlag(FLAGS_plan_dot)));
@@ -428,7 +456,10 @@ absl::StatusOr<int64_t> RunJob(const Job& job, const CommonOptions& options,
                           .retention = {.keep_last = options.keep_last},
                           .async = options.async_checkpoint,
                           .incremental = options.incremental_checkpoint,
-                          .full_every = options.full_every});
+                          .full_every = options.full_every,
+                          .local_directory = options.local_checkpoint_dir,
+                          .shared_every = options.shared_every,
+                          .keep_local = options.keep_local});
   }
   std::unique_ptr<EpochMetricsFile> metrics;
   if (!options.metrics_out.empty() && PrintsResults(session)) {

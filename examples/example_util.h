@@ -11,6 +11,11 @@
 //                              flag: flag parsing rejects other values
 //   --keep_last=N              keep only the newest N committed epochs; 0
 //                              keeps all
+//   --local_checkpoint_dir=DIR a node-local tier ("%h": the host name): every
+//                              checkpoint is committed there first and
+//                              flushed to --checkpoint_dir in the background
+//   --shared_every=K           with a local tier: flush every K-th epoch (1)
+//   --keep_local=N             with a local tier: keep N epochs there (2)
 //   --dump_plan                print the job as a text proto and exit
 //   --plan_dot=FILE            write the job as a Graphviz graph to FILE,
 //                              then run it
@@ -83,6 +88,9 @@ struct CommonOptions {
   ResumeFrom resume_from;
   std::string metrics_out;  // absolute, or "" for no metrics file
   int keep_last = 0;
+  std::string local_checkpoint_dir;  // absolute, or "" for no local tier
+  int shared_every = 1;
+  int keep_local = 2;
   bool dump_plan = false;
   std::string plan_dot;  // absolute, or ""
   int64_t epoch_delay_ms = 0;

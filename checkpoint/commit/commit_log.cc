@@ -528,7 +528,8 @@ absl::Status CommitEpoch(CommitLogUpdate update, const std::string& db_type,
         }
         const bool same_type = log.db_type() == db_type;
         log.set_db_type(db_type);
-        entry.set_committed_unix_micros(absl::ToUnixMicros(absl::Now()));
+        entry.set_committed_unix_micros(commit.committed_unix_micros.value_or(
+            absl::ToUnixMicros(absl::Now())));
         const bool dropped = !TakeEntries(log, [&](const CommittedEpoch& e) {
                                 return e.epoch() >= commit.epoch && own.Owns(e);
                               }).empty();

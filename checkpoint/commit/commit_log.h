@@ -204,6 +204,11 @@ struct EpochCommit {
   // whose databases hold them (increasing); empty for a full save.
   int64_t referenced_bytes = 0;
   std::vector<int64_t> referenced_epochs;
+  // When the epoch was committed (CommittedEpoch.committed_unix_micros).
+  // Default: now. A flush to another tier (checkpoint/tier/flush.h) gives
+  // the time of the commit it copies, so that both logs name the same
+  // commit.
+  std::optional<int64_t> committed_unix_micros;
   // Applied to the log in the same write, after the commit's own edit: the
   // Checkpointer's retention (RetireEpochs), so that an epoch is listed and
   // the epochs it retires are unlisted at once. It may take entries out of

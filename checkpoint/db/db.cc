@@ -31,6 +31,43 @@ class ErrorCursor final : public Cursor {
   const absl::Status status_;
 };
 
+// Copies every entry of `source` into `target` and closes `target`, which
+// makes it durable; returns the bytes of the keys and values. An error
+// reading `source` names the last key copied: the damage is after it.
+absl::StatusOr<int64_t> CopyEntries(DB* source, DB* target) {
+  absl::StatusOr<std::unique_ptr<Writer>> writer = target->NewWriter();
+  if (!writer.ok()) return writer.status();
+  std::unique_ptr<Cursor> cursor = source->NewCursor();
+  int64_t bytes = 0;
+  std::string last_key;
+  bool any = false;
+  for (; cursor->Valid(); cursor->Next()) {
+    absl::Status put = (*writer)->Put(cursor->key(), cursor->value());
+    if (!put.ok()) return put;
+    bytes +=
+        static_cast<int64_t>(cursor->key().size() + cursor->value().size());
+    last_key.assign(cursor->key().data(), cursor->key().size());
+    any = true;
+  }
+  if (absl::Status read = cursor->status(); !read.ok()) {
+    return absl::Status(
+        read.code(),
+        absl::StrCat("reading ",
+                     any ? absl::StrCat("the entry after key '",
+                                        absl::CHexEscape(last_key), "'")
+                         : std::string("the first entry"),
+                     ": ", read.message()));
+  }
+  absl::Status flushed = (*writer)->Flush();
+  if (!flushed.ok()) return flushed;
+  // Close() refuses while either is alive.
+  writer->reset();
+  cursor.reset();
+  absl::Status closed = target->Close();
+  if (!closed.ok()) return closed;
+  return bytes;
+}
+
 }  // namespace
 
 std::unique_ptr<Cursor> NewErrorCursor(absl::Status status) {
@@ -201,6 +238,43 @@ absl::Status DB::NotFoundKeyError(absl::string_view key) const {
 void DB::RecordWriteError(const absl::Status& status) {
   std::lock_guard<std::mutex> lock(mu_);
   if (first_write_error_.ok()) first_write_error_ = status;
+}
+
+absl::StatusOr<int64_t> DbType::Copy(const std::string& from,
+                                     const std::string& to) const {
+  auto failed = [&](const absl::Status& status) {
+    return absl::Status(status.code(),
+                        absl::StrCat("cannot copy DB ", from, " to ", to, ": ",
+                                     status.message()));
+  };
+  absl::StatusOr<std::unique_ptr<DB>> source = Open(from, DbMode::kRead);
+  if (!source.ok()) return failed(source.status());
+  // As Save writes (WriteCheckpointDb): nothing reads the copy before it is
+  // closed, and its Close() makes it durable.
+  DbOptions options;
+  options.write_only = true;
+  options.durable_close = true;
+  absl::StatusOr<std::unique_ptr<DB>> target = Open(to, DbMode::kNew, options);
+  // A failed kNew open leaves nothing at `to` that it made; what was there
+  // (AlreadyExists) is not the copy's to remove.
+  if (!target.ok()) return failed(target.status());
+  absl::StatusOr<int64_t> bytes = CopyEntries(source->get(), target->get());
+  if (!bytes.ok()) {
+    target->reset();  // released without Close(): nothing made durable
+    absl::Status removed = Remove(to);
+    if (!removed.ok() && !absl::IsNotFound(removed)) {
+      LOG(WARNING) << "cannot remove " << to << ", the partial copy of DB "
+                   << from << ": " << removed;
+    }
+    return failed(bytes.status());
+  }
+  // The copy is complete and durable; the source was only read.
+  absl::Status closed = (*source)->Close();
+  if (!closed.ok()) {
+    LOG(WARNING) << "copied DB " << from << " to " << to
+                 << ", but closing the source failed: " << closed;
+  }
+  return bytes;
 }
 
 }  // namespace jobgraph

@@ -285,6 +285,31 @@ class DbType {
   // remains: a directory-backed type deletes the whole directory.
   virtual absl::Status Remove(const std::string& path) const = 0;
 
+  // Copies the finished, closed database at `from` to `to`, where nothing
+  // may be: callers pass a temporary path that they then Install (as
+  // CopyCheckpointDb in checkpoint/ops/save_load_ops.h does). When it
+  // returns, the copy is durable as Close() of a kNew database makes a
+  // database durable (its name in its parent directory is made durable by
+  // Install's rename, the only way a copy gets its final name), and what it
+  // copied was checked against what the database's writer recorded. Returns
+  // the bytes copied: those of the files for a type whose databases are
+  // files, else those of the keys and values.
+  //
+  // Errors: DataLoss naming the file (or the key) whose bytes do not match
+  // the record; NotFound naming `from` when no database is there;
+  // AlreadyExists when something is at `to`, which is left alone. On any
+  // error whatever the copy created at `to` is removed (best effort).
+  // `from` is never written.
+  //
+  // The default opens `from` with DbMode::kRead and `to` with DbMode::kNew,
+  // copies every entry through a cursor, which checks the backend's own
+  // checksums of what it reads (DbOptions::verify_checksums), and closes the
+  // copy. A type whose databases are files overrides it with a copy of the
+  // files (LevelDB: every file its JOBGRAPH_FILES lists, checked against
+  // the list; FailedPrecondition for a database without one).
+  virtual absl::StatusOr<int64_t> Copy(const std::string& from,
+                                       const std::string& to) const;
+
   // The pid of another process that has the database at `path` open, when
   // the type can tell (LevelDB: the lock on its LOCK file), else nullopt.
   // Tools check it before deleting leftovers a running job may still write.

@@ -29,6 +29,16 @@
 // Either way the directory is fsynced. Anything else at the final name (a
 // file, a directory of other files) is never replaced: FailedPrecondition.
 //
+// Copying (DbType::Copy; leveldb_copy.cc). A finished database is copied
+// file by file, not entry by entry: the files its JOBGRAPH_FILES lists and
+// the list itself, each byte read once and checksummed on its way through
+// the copy buffer, so that the copy is what the writer wrote (DataLoss
+// naming the source file otherwise). The bytes copied are those files'
+// sizes. A database without the list cannot be checked and is not copied
+// (FailedPrecondition). Files it does not list (a LevelDB LOG, another
+// program's leftovers) stay behind: LevelDB needs none of them to open the
+// copy, and jobgraph's writers list even the LOCK file.
+//
 // Other behaviour worth knowing:
 // - kNew creates the directory itself (mkdir, never its parents) and fails
 //   with AlreadyExists if anything exists at the path.
@@ -88,6 +98,8 @@ class LevelDbType final : public DbType {
   absl::Status Install(const std::string& temp_path,
                        const std::string& final_path) const override;
   absl::Status Remove(const std::string& path) const override;
+  absl::StatusOr<int64_t> Copy(const std::string& from,
+                               const std::string& to) const override;
   std::optional<int64_t> OpenInAnotherProcess(
       const std::string& path) const override;
 

@@ -8,9 +8,12 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
@@ -24,30 +27,67 @@
 
 namespace jobgraph {
 
-absl::Status VerifyLevelDbFileList(const std::string& path,
-                                   const DB::FileCheck& check) {
+absl::StatusOr<std::vector<ListedFile>> ReadLevelDbFileList(
+    const std::string& path, std::string* bytes) {
   const std::string list_path = JoinPath(path, kDbFileListName);
   JG_ASSIGN_OR_RETURN(bool exists, PathExists(list_path));
   if (!exists) {
+    return absl::NotFoundError(absl::StrCat("LevelDB database ", path,
+                                            " has no file list ", list_path));
+  }
+  JG_ASSIGN_OR_RETURN(std::string contents, ReadFileToString(list_path));
+  JG_ASSIGN_OR_RETURN(
+      Unframed unframed,
+      UnframeChecksummed(contents, absl::StrCat("file list ", list_path)));
+  DbFileList list;
+  if (!list.ParseFromString(unframed.payload)) {
+    return absl::DataLossError(
+        absl::StrCat("file list ", list_path, " does not parse"));
+  }
+  std::vector<ListedFile> files;
+  files.reserve(list.file_size());
+  std::set<std::string> seen;
+  for (const DbFile& file : list.file()) {
+    const std::string& name = file.name();
+    // Every reader joins the name to the database's path: a name that
+    // leads elsewhere would make it read (or a copy write) outside it.
+    if (name.empty() || name == "." || name == ".." ||
+        name.find_first_of(std::string("/\0", 2)) != std::string::npos ||
+        name == kDbFileListName) {
+      return absl::DataLossError(absl::StrCat(
+          "file list ", list_path, " is damaged: it lists '",
+          absl::CHexEscape(name), "', which is not a file of the database"));
+    }
+    if (!seen.insert(name).second) {
+      return absl::DataLossError(absl::StrCat(
+          "file list ", list_path, " is damaged: it lists ", name, " twice"));
+    }
+    if (file.size() < 0) {
+      return absl::DataLossError(
+          absl::StrCat("file list ", list_path, " is damaged: it records ",
+                       file.size(), " bytes for ", name));
+    }
+    files.push_back({name, static_cast<uint64_t>(file.size()), file.crc32c()});
+  }
+  if (bytes != nullptr) *bytes = std::move(contents);
+  return files;
+}
+
+absl::Status VerifyLevelDbFileList(const std::string& path,
+                                   const DB::FileCheck& check) {
+  absl::StatusOr<std::vector<ListedFile>> list = ReadLevelDbFileList(path);
+  if (absl::IsNotFound(list.status())) {
     if (!check.record_required) return absl::OkStatus();
     return absl::DataLossError(
         absl::StrCat("LevelDB database ", path, " is damaged: its file list ",
                      kDbFileListName,
                      " is missing (its blob index says the list was written)"));
   }
-  JG_ASSIGN_OR_RETURN(std::string bytes, ReadFileToString(list_path));
-  JG_ASSIGN_OR_RETURN(
-      Unframed unframed,
-      UnframeChecksummed(bytes, absl::StrCat("file list ", list_path)));
-  DbFileList list;
-  if (!list.ParseFromString(unframed.payload)) {
-    return absl::DataLossError(
-        absl::StrCat("file list ", list_path, " does not parse"));
-  }
+  if (!list.ok()) return list.status();
   // A log or table the database was not written with would be read too
   // (LevelDB's recovery replays every log it finds).
   std::set<std::string> listed;
-  for (const DbFile& file : list.file()) listed.insert(file.name());
+  for (const ListedFile& file : *list) listed.insert(file.name);
   JG_ASSIGN_OR_RETURN(std::vector<std::string> names, ListDir(path));
   for (const std::string& name : names) {
     absl::string_view stem = name;
@@ -63,28 +103,27 @@ absl::Status VerifyLevelDbFileList(const std::string& path,
                        kDbFileListName, " does not list it)"));
     }
   }
-  for (const DbFile& file : list.file()) {
-    const std::string file_path = JoinPath(path, file.name());
+  for (const ListedFile& file : *list) {
+    const std::string file_path = JoinPath(path, file.name);
     struct stat st;
-    if (file.name().find('/') != std::string::npos ||
-        ::stat(file_path.c_str(), &st) != 0) {
+    if (::stat(file_path.c_str(), &st) != 0) {
       return absl::DataLossError(absl::StrCat("LevelDB database ", path,
                                               " is damaged: its file ",
-                                              file.name(), " is missing"));
+                                              file.name, " is missing"));
     }
-    if (st.st_size != file.size()) {
+    if (static_cast<uint64_t>(st.st_size) != file.size) {
       return absl::DataLossError(absl::StrCat(
           "LevelDB database ", path, " is damaged: ", file_path, " has ",
-          st.st_size, " bytes, ", file.size(), " were written"));
+          st.st_size, " bytes, ", file.size, " were written"));
     }
     if (!check.read_contents) continue;
     JG_ASSIGN_OR_RETURN(std::string contents, ReadFileToString(file_path));
     const uint32_t crc = Crc32c(contents);
-    if (crc != file.crc32c()) {
-      return absl::DataLossError(absl::StrCat(
-          "LevelDB database ", path, " is damaged: ", file_path,
-          " has CRC-32C ", absl::Hex(crc, absl::kZeroPad8), ", ",
-          absl::Hex(file.crc32c(), absl::kZeroPad8), " was written"));
+    if (crc != file.crc) {
+      return absl::DataLossError(
+          absl::StrCat("LevelDB database ", path, " is damaged: ", file_path,
+                       " has CRC-32C ", absl::Hex(crc, absl::kZeroPad8), ", ",
+                       absl::Hex(file.crc, absl::kZeroPad8), " was written"));
     }
   }
   return absl::OkStatus();

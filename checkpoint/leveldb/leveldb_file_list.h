@@ -6,7 +6,8 @@
 // way of reading one checks against it (DB::VerifyFiles, and the copy made
 // before LevelDB's recovery in leveldb_db.cc). A file of its own because the
 // writers and the readers all use it and it is jobgraph's format, not
-// LevelDB's. Internal to the LevelDB adapter.
+// LevelDB's. The copy of a database (LevelDbType::Copy, leveldb_copy.cc)
+// checks every byte it copies against it. Internal to the LevelDB adapter.
 //
 // Ownership: nothing outlives a call. Thread-safe; a result describes the
 // directory only while no one else writes to it (the DB holding the path).
@@ -18,11 +19,32 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "checkpoint/db/db.h"
 
 namespace jobgraph {
+
+// One file as JOBGRAPH_FILES records it.
+struct ListedFile {
+  std::string name;  // a name in the database's directory, never a path
+  uint64_t size = 0;
+  uint32_t crc = 0;  // CRC-32C of the file's bytes
+};
+
+// The files recorded in the JOBGRAPH_FILES of the database at `path`, in
+// the record's order, after checking the record itself: its checksummed
+// frame, that it parses, and that every entry is a plain file name (no
+// '/', not "." or "..", not JOBGRAPH_FILES), listed once, with a size that
+// is not negative. NotFound naming the record's path when the database has
+// none (an unfinished database, or one written before such records);
+// DataLoss naming it when it is damaged. `bytes`, when given, receives the
+// record's bytes as they were read and checked, so that a copy writes
+// exactly what was checked.
+absl::StatusOr<std::vector<ListedFile>> ReadLevelDbFileList(
+    const std::string& path, std::string* bytes = nullptr);
 
 // Checks the database at `path` against its JOBGRAPH_FILES (DB::VerifyFiles
 // of a database read from its tables or through LevelDB; also used before a

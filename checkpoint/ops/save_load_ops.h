@@ -1,7 +1,9 @@
 // The checkpoint operators Save, Load, DBExists and GetAllBlobNames (Caffe2's
 // ops of the same names, with the differences noted below), CommitStagedBlobs
 // and DropStagedBlobs, and
-// WriteCheckpointDb, the commit protocol of one database that Save runs.
+// WriteCheckpointDb, the commit protocol of one database that Save runs, and
+// CopyCheckpointDb, which puts a checked copy of a database in place by the
+// same protocol.
 //
 // Paths. Caffe2 resolves a relative `db` against the workspace's root folder
 // unless `absolute_path` is set. A jobgraph workspace has no root folder, so
@@ -93,9 +95,10 @@
 //
 // Every error names the op, and the database path, blob or key at fault.
 //
-// Thread-safety: the operators follow operator.h. WriteCheckpointDb may run
-// concurrently for different paths; the blobs it reads must not change while
-// it runs.
+// Thread-safety: the operators follow operator.h. WriteCheckpointDb and
+// CopyCheckpointDb may run concurrently for different paths; the blobs
+// WriteCheckpointDb reads must not change while it runs, nor the database
+// CopyCheckpointDb copies.
 
 #ifndef JOBGRAPH_CHECKPOINT_OPS_SAVE_LOAD_OPS_H_
 #define JOBGRAPH_CHECKPOINT_OPS_SAVE_LOAD_OPS_H_
@@ -171,10 +174,40 @@ absl::StatusOr<int64_t> WriteCheckpointDb(absl::string_view db_type,
                                           const CheckpointDbOptions& options,
                                           std::string* blob_index = nullptr);
 
+// Copies the finished checkpoint database of `type` at `from` to `to` and
+// puts the copy in place durably, by the steps of WriteCheckpointDb (the
+// flush of a node-local checkpoint directory to a shared one uses it):
+//  1. CheckInstallable(to): nothing is copied when `to` cannot take the
+//     database (FailedPrecondition naming it);
+//  2. type.Copy(from, temporary), under WriteCheckpointDb's temporary name
+//     ("<dir of to>/.<name>.tmp-<pid>-<n>"), which checks what it copies
+//     against what the database's writer recorded and makes the copy
+//     durable. Failpoint "flush.after_copy".
+//  3. Install(temporary, to): the copy replaces any database at `to`
+//     atomically and durably.
+//  On any error the temporary copy is removed (best effort) and `to` holds
+//  what it held before (or the copy, when only making Install's change
+//  durable failed). `from` is only read.
+// Errors name the paths: those of DbType::Copy (DataLoss naming the damaged
+// file or key; NotFound naming `from` when no database is there; LevelDB:
+// FailedPrecondition for a database without its JOBGRAPH_FILES, whose files
+// cannot be checked) and of the steps above. Returns the bytes copied
+// (DbType::Copy: for LevelDB, the sizes of the database's files).
+absl::StatusOr<int64_t> CopyCheckpointDb(const DbType& type,
+                                         const std::string& from,
+                                         const std::string& to);
+
+// The same with the type registered as `db_type` (NotFound listing the known
+// types if there is none).
+absl::StatusOr<int64_t> CopyCheckpointDb(absl::string_view db_type,
+                                         const std::string& from,
+                                         const std::string& to);
+
 // Whether `basename` (a name inside a checkpoint directory) has the form of
-// WriteCheckpointDb's temporary databases: a database being written, the
-// leftover of a crash, or an old copy awaiting deletion. Tools that clean up
-// after crashes delete such names only when no Save can be running.
+// the temporary databases of WriteCheckpointDb and CopyCheckpointDb: a
+// database being written or copied, the leftover of a crash, or an old copy
+// awaiting deletion. Tools that clean up after crashes delete such names
+// only when no Save (or copy) can be running.
 bool IsSaveTempName(absl::string_view basename);
 
 }  // namespace jobgraph

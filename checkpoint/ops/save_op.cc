@@ -1,11 +1,13 @@
 // The Save operator and WriteCheckpointDb, the commit protocol of one
-// checkpoint database (see save_load_ops.h).
+// checkpoint database (see save_load_ops.h), with the steps around its
+// temporary database that CopyCheckpointDb shares (temp_db.h).
 
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -25,6 +27,7 @@
 #include "checkpoint/ops/blob_index.h"
 #include "checkpoint/ops/db_type_arg.h"
 #include "checkpoint/ops/save_load_ops.h"
+#include "checkpoint/ops/temp_db.h"
 #include "checkpoint/util/failpoint.h"
 #include "checkpoint/util/file_util.h"
 #include "engine/blob.h"
@@ -43,28 +46,7 @@ constexpr absl::string_view kTempMarker = ".tmp-";
 // of the same path never share a temporary name.
 std::atomic<uint64_t> g_temp_sequence{0};
 
-// `path` without trailing slashes, split into its directory and its last
-// component.
-struct SplitPath {
-  std::string path;
-  std::string dir;
-  std::string base;
-};
-
-absl::StatusOr<SplitPath> Split(const std::string& path) {
-  std::string trimmed = path;
-  while (trimmed.size() > 1 && trimmed.back() == '/') trimmed.pop_back();
-  const size_t slash = trimmed.rfind('/');
-  std::string base =
-      slash == std::string::npos ? trimmed : trimmed.substr(slash + 1);
-  if (base.empty() || base == "." || base == "..") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("'", path,
-                     "' cannot name a checkpoint database: it has no last "
-                     "component to write under"));
-  }
-  return SplitPath{trimmed, ParentDir(trimmed), std::move(base)};
-}
+using temp_db::SplitPath;
 
 std::string TempPath(const SplitPath& split) {
   return JoinPath(split.dir,
@@ -211,12 +193,12 @@ absl::StatusOr<Written> OpenAndWrite(const DbType& type,
   return WriteBlobs(db.get(), blobs, options);
 }
 
-// Removes what a failed save left at `temp`, if anything.
+// Removes what a failed save or copy left at `temp`, if anything.
 void RemoveTemp(const DbType& type, const std::string& temp) {
   absl::Status status = type.Remove(temp);
   if (!status.ok() && !absl::IsNotFound(status)) {
     LOG(WARNING) << "cannot remove the temporary database " << temp
-                 << " of a failed save: " << status;
+                 << " of a failed save or copy: " << status;
   }
 }
 
@@ -225,6 +207,39 @@ absl::StatusOr<Written> WriteAndInstall(const DbType& type,
                                         const SplitPath& split,
                                         const std::vector<BlobToSave>& blobs,
                                         const CheckpointDbOptions& options) {
+  Written written;
+  JG_RETURN_IF_ERROR(temp_db::InstallThroughTemp(
+      type, split, "save.after_db_write",
+      [&](const std::string& temp) -> absl::Status {
+        JG_ASSIGN_OR_RETURN(written, OpenAndWrite(type, temp, blobs, options));
+        return absl::OkStatus();
+      }));
+  JG_RETURN_IF_ERROR(Failpoint("save.after_rename"));
+  return written;
+}
+
+}  // namespace
+
+namespace temp_db {
+
+absl::StatusOr<SplitPath> Split(const std::string& path) {
+  std::string trimmed = path;
+  while (trimmed.size() > 1 && trimmed.back() == '/') trimmed.pop_back();
+  const size_t slash = trimmed.rfind('/');
+  std::string base =
+      slash == std::string::npos ? trimmed : trimmed.substr(slash + 1);
+  if (base.empty() || base == "." || base == "..") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", path,
+                     "' cannot name a checkpoint database: it has no last "
+                     "component to write under"));
+  }
+  return SplitPath{trimmed, ParentDir(trimmed), std::move(base)};
+}
+
+absl::Status InstallThroughTemp(
+    const DbType& type, const SplitPath& split, absl::string_view failpoint,
+    const std::function<absl::Status(const std::string& temp)>& write) {
   // Fail before writing anything if `path` cannot take the database.
   JG_RETURN_IF_ERROR(type.CheckInstallable(split.path));
   const std::string temp = TempPath(split);
@@ -232,9 +247,8 @@ absl::StatusOr<Written> WriteAndInstall(const DbType& type,
   absl::Status stale = type.Remove(temp);
   if (!stale.ok() && !absl::IsNotFound(stale)) return stale;
 
-  absl::StatusOr<Written> written = OpenAndWrite(type, temp, blobs, options);
-  absl::Status status = written.status();
-  if (status.ok()) status = Failpoint("save.after_db_write");
+  absl::Status status = write(temp);
+  if (status.ok()) status = Failpoint(failpoint);
   if (status.ok()) status = type.Install(temp, split.path);
   if (!status.ok()) {
     // If Install swapped the databases but could not make that durable,
@@ -242,11 +256,10 @@ absl::StatusOr<Written> WriteAndInstall(const DbType& type,
     RemoveTemp(type, temp);
     return status;
   }
-  JG_RETURN_IF_ERROR(Failpoint("save.after_rename"));
-  return *written;
+  return absl::OkStatus();
 }
 
-}  // namespace
+}  // namespace temp_db
 
 bool IsSaveTempName(absl::string_view basename) {
   if (!absl::ConsumePrefix(&basename, ".")) return false;
@@ -270,7 +283,7 @@ absl::StatusOr<int64_t> WriteCheckpointDb(const DbType& type,
                                           const CheckpointDbOptions& options,
                                           std::string* blob_index) {
   absl::StatusOr<Written> written = [&]() -> absl::StatusOr<Written> {
-    JG_ASSIGN_OR_RETURN(SplitPath split, Split(path));
+    JG_ASSIGN_OR_RETURN(SplitPath split, temp_db::Split(path));
     // LevelDB writes keys that arrive in sorted order fastest (tables need
     // no compaction); blob order is all Save controls. Sorted, duplicates
     // are neighbours.

@@ -453,6 +453,7 @@ void SavePipeline::Commit(Flight& flight) {
                                             file_names_, record.preemption)
                     : update.status();
     flight.commit_micros = MicrosSince(start);
+    if (flight.committed.ok() && hooks_.committed) hooks_.committed(record);
     return;
   }
   EpochCommit commit;
@@ -477,9 +478,12 @@ void SavePipeline::Commit(Flight& flight) {
   // write: one write, and a crash never leaves them listed beside the new
   // epoch. Their databases go once the log no longer lists them.
   std::vector<CommittedEpoch> retired;
+  std::vector<int64_t> pinned = flight.pinned;
+  if (hooks_.pinned) {
+    for (int64_t epoch : hooks_.pinned()) pinned.push_back(epoch);
+  }
   commit.also = [&](CommitLog& log) {
-    retired =
-        RetireEpochs(log, options_.retention, commit.nodes, flight.pinned);
+    retired = RetireEpochs(log, options_.retention, commit.nodes, pinned);
   };
   absl::Status committed =
       update.ok() ? CommitEpoch(*std::move(update), options_.db_type, commit)
@@ -498,8 +502,10 @@ void SavePipeline::Commit(Flight& flight) {
         << "epoch " << record.epoch << " is committed in " << options_.directory
         << ", but retention failed: " << deleted;
   }
+  const bool listed = committed.ok();
   flight.committed = std::move(committed);
   flight.commit_micros = MicrosSince(start);
+  if (listed && hooks_.committed) hooks_.committed(record);
 }
 
 void SavePipeline::Agreed(Flight& flight, absl::StatusOr<WriteTotals> agreed) {

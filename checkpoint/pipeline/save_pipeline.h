@@ -42,9 +42,11 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -94,6 +96,18 @@ class SavePipeline {
   ~SavePipeline();
 
   Coordinator& coordinator() { return *coordinator_; }
+
+  // What a local tier's flush (checkpoint/tier/flusher.h) needs of the
+  // commits. Set before the first save.
+  struct CommitHooks {
+    // Called after each commit that the log now lists (an epoch's save, a
+    // preemption checkpoint, a mark), in the thread that committed.
+    std::function<void(const SaveRecord& record)> committed;
+    // Epochs that a commit's retention must keep besides those the
+    // pipeline keeps itself; called in the thread that commits.
+    std::function<std::vector<int64_t>()> pinned;
+  };
+  void SetCommitHooks(CommitHooks hooks) { hooks_ = std::move(hooks); }
 
   // Takes the lock of every node this process hosts, unless held already.
   // FailedPrecondition naming the holder when another run holds one.
@@ -188,6 +202,7 @@ class SavePipeline {
   // Incremental saves: the last committed epoch save of the run, or the
   // epoch the run restored, which the next save refers to.
   SaveBase base_;
+  CommitHooks hooks_;
 };
 
 }  // namespace jobgraph

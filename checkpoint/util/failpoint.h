@@ -120,6 +120,18 @@ inline constexpr FailpointInfo kKnownFailpoints[] = {
     // Retention: the first old database was deleted, the others not yet.
     {"retention.mid_delete",
      "retention: after the first old database was deleted"},
+    // A flush from a local tier to the shared directory
+    // (checkpoint/tier/flush.h): one node's copy is complete and durable
+    // under its temporary name in the shared directory, not in place yet;
+    // the epoch is committed in the local tier only.
+    {"flush.after_copy",
+     "flush: a database copied to the shared directory under its temporary "
+     "name, before its rename"},
+    // The flush: every node's copy is in place in the shared directory, the
+    // shared commit log does not list the epoch yet.
+    {"flush.before_commit",
+     "flush: every copy in place in the shared directory, before the shared "
+     "commit log lists the epoch"},
 };
 
 enum class FailpointAction {

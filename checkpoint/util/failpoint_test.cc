@@ -40,7 +40,8 @@ TEST_F(FailpointTest, KnownNamesListEveryFailpointInPathOrder) {
       ElementsAre("save.after_snapshot", "save.after_db_write",
                   "save.after_rename", "commit.before_commit_log",
                   "commit.after_commit_log_tmp", "commit.after_commit_log",
-                  "retention.after_commit_log", "retention.mid_delete"));
+                  "retention.after_commit_log", "retention.mid_delete",
+                  "flush.after_copy", "flush.before_commit"));
   for (const FailpointInfo& info : kKnownFailpoints) {
     EXPECT_TRUE(Failpoints::IsKnown(info.name)) << info.name;
     EXPECT_FALSE(info.where.empty()) << info.name;
@@ -88,7 +89,8 @@ TEST_F(FailpointTest, UnknownNamesAreRejectedWithTheKnownList) {
             "save.after_snapshot, save.after_db_write, save.after_rename, "
             "commit.before_commit_log, "
             "commit.after_commit_log_tmp, commit.after_commit_log, "
-            "retention.after_commit_log, retention.mid_delete");
+            "retention.after_commit_log, retention.mid_delete, "
+            "flush.after_copy, flush.before_commit");
   EXPECT_EQ(Failpoints::Disable("nope").code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(Failpoints::EnabledSpec(), "");

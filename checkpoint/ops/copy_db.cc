@@ -1,0 +1,51 @@
+// CopyCheckpointDb (save_load_ops.h): a checked copy of a finished database,
+// put in place by the protocol that WriteCheckpointDb follows (temp_db.h).
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "checkpoint/db/db.h"
+#include "checkpoint/db/db_registry.h"
+#include "checkpoint/ops/save_load_ops.h"
+#include "checkpoint/ops/temp_db.h"
+#include "engine/status_macros.h"
+
+namespace jobgraph {
+
+absl::StatusOr<int64_t> CopyCheckpointDb(const DbType& type,
+                                         const std::string& from,
+                                         const std::string& to) {
+  absl::StatusOr<int64_t> copied = [&]() -> absl::StatusOr<int64_t> {
+    JG_ASSIGN_OR_RETURN(temp_db::SplitPath split, temp_db::Split(to));
+    int64_t bytes = 0;
+    JG_RETURN_IF_ERROR(temp_db::InstallThroughTemp(
+        type, split, "flush.after_copy",
+        [&](const std::string& temp) -> absl::Status {
+          JG_ASSIGN_OR_RETURN(bytes, type.Copy(from, temp));
+          return absl::OkStatus();
+        }));
+    return bytes;
+  }();
+  if (!copied.ok()) {
+    return Annotate(copied.status(),
+                    absl::StrCat("copying checkpoint ", from, " to ", to));
+  }
+  return copied;
+}
+
+absl::StatusOr<int64_t> CopyCheckpointDb(absl::string_view db_type,
+                                         const std::string& from,
+                                         const std::string& to) {
+  absl::StatusOr<const DbType*> type = DbRegistry::Global().Find(db_type);
+  if (!type.ok()) {
+    return Annotate(type.status(),
+                    absl::StrCat("copying checkpoint ", from, " to ", to));
+  }
+  return CopyCheckpointDb(**type, from, to);
+}
+
+}  // namespace jobgraph

@@ -1,0 +1,101 @@
+#include "checkpoint/tier/flush.h"
+
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "checkpoint/commit/checkpoint_paths.h"
+#include "checkpoint/commit/commit_log.h"
+#include "checkpoint/commit/retention.h"
+#include "checkpoint/ops/save_load_ops.h"
+#include "checkpoint/tier/tier_log.h"
+#include "checkpoint/util/failpoint.h"
+#include "engine/status_macros.h"
+#include "glog/logging.h"
+
+namespace jobgraph {
+namespace {
+
+// The job's entry of `epoch` in the commit log of `dir`, or nullopt when
+// the log (or the entry) is missing.
+absl::StatusOr<std::optional<CommittedEpoch>> FindEntry(
+    const std::string& dir, int64_t epoch,
+    const std::vector<std::string>& nodes) {
+  absl::StatusOr<CommitLogRead> read = ReadCommitLogWithFallback(dir);
+  if (absl::IsNotFound(read.status())) return std::nullopt;
+  JG_RETURN_IF_ERROR(read.status());
+  const CommittedEpoch* entry = FindCommittedEpoch(read->log, epoch, nodes);
+  if (entry == nullptr) return std::nullopt;
+  return *entry;
+}
+
+}  // namespace
+
+absl::StatusOr<FlushResult> FlushEpoch(const FlushRequest& request) {
+  const int64_t epoch = request.epoch;
+  JG_ASSIGN_OR_RETURN(std::optional<CommittedEpoch> entry,
+                      FindEntry(request.local, epoch, request.nodes));
+  if (!entry.has_value()) {
+    return absl::NotFoundError(
+        absl::StrCat("epoch ", epoch, " is not committed in the local tier ",
+                     request.local, ": nothing to flush"));
+  }
+  if (entry->referenced_epoch_size() > 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "epoch ", epoch, " in ", request.local,
+        " is an incremental save (it refers to other epochs' databases), "
+        "which a flush does not copy"));
+  }
+  JG_RETURN_IF_ERROR(PrepareCheckpointDirectory(request.shared));
+  // Databases that a failed flush leaves beside a log are uncommitted ones;
+  // without a log they would look like a damaged checkpoint.
+  JG_RETURN_IF_ERROR(CreateCommitLogIfMissing(request.shared, request.db_type));
+  JG_ASSIGN_OR_RETURN(std::optional<CommittedEpoch> there,
+                      FindEntry(request.shared, epoch, request.nodes));
+  FlushResult result;
+  if (there.has_value() && SameCommit(*entry, *there)) {
+    result.already_there = true;
+    // Only the mark after the last epoch can have changed since.
+    if (entry->has_preemption() && !there->has_preemption()) {
+      JG_RETURN_IF_ERROR(MarkEpochLoopFinished(
+          request.shared, epoch, request.nodes, entry->preemption()));
+    }
+    return result;
+  }
+  // The shared log must not list the epoch while its databases are being
+  // replaced.
+  if (there.has_value()) {
+    JG_RETURN_IF_ERROR(
+        ForgetEpoch(request.shared, epoch, request.nodes).status());
+  }
+  for (const std::string& node : request.nodes) {
+    JG_ASSIGN_OR_RETURN(
+        int64_t bytes,
+        CopyCheckpointDb(request.db_type,
+                         CheckpointDbPath(request.local, node, epoch),
+                         CheckpointDbPath(request.shared, node, epoch)));
+    result.bytes_copied += bytes;
+  }
+  JG_RETURN_IF_ERROR(Failpoint("flush.before_commit"));
+  EpochCommit commit;
+  commit.epoch = epoch;
+  commit.nodes = request.nodes;
+  commit.total_bytes = entry->total_bytes();
+  commit.save_micros = entry->save_micros();
+  commit.committed_unix_micros = entry->committed_unix_micros();
+  if (entry->has_preemption()) commit.preemption = entry->preemption();
+  std::vector<CommittedEpoch> retired;
+  commit.also = [&](CommitLog& log) {
+    retired = RetireEpochs(log, request.retention, request.nodes);
+  };
+  JG_RETURN_IF_ERROR(CommitEpoch(request.shared, request.db_type, commit));
+  // Committed; old databases that cannot be deleted stay unlisted.
+  absl::Status deleted =
+      DeleteRetired(request.shared, retired, /*background=*/false).status();
+  LOG_IF(ERROR, !deleted.ok())
+      << "epoch " << epoch << " is flushed to " << request.shared
+      << ", but retention failed there: " << deleted;
+  return result;
+}
+
+}  // namespace jobgraph

@@ -1,0 +1,61 @@
+// The flush of one committed epoch from a local tier to the shared
+// checkpoint directory (CheckpointOptions::local_directory): what a
+// Checkpointer's background flush and `ckpt flush` both run.
+//
+//   1. read the local commit log's entry of the epoch (with fallback);
+//   2. if the shared log lists the same commit already, only carry over a
+//      mark the local entry gained since (the loop-finished mark);
+//   3. otherwise take the epoch's old entry out of the shared log (its
+//      databases are about to be replaced), copy every node's database
+//      (CopyCheckpointDb: every file checked against its recorded size and
+//      CRC-32C, made durable under a temporary name, then put in place),
+//      and commit the entry in the shared log, with its commit time, in
+//      the same write as `retention`'s retirements.
+// A crash at any point leaves the shared log listing only complete epochs.
+// The caller must hold the nodes' locks in both directories, or know that
+// no job runs there. Functions; thread-safe.
+
+#ifndef JOBGRAPH_CHECKPOINT_TIER_FLUSH_H_
+#define JOBGRAPH_CHECKPOINT_TIER_FLUSH_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "checkpoint/checkpoint_options.h"
+
+namespace jobgraph {
+
+struct FlushRequest {
+  // The local tier and the shared directory.
+  std::string local;
+  std::string shared;
+  // The databases' type (DB registry).
+  std::string db_type = "leveldb";
+  // The job's nodes, as its databases are named (an entry of the job lists
+  // them all).
+  std::vector<std::string> nodes;
+  int64_t epoch = 0;
+  // Applied to the shared commit log in the flush's commit.
+  RetentionOptions retention;
+};
+
+struct FlushResult {
+  // The bytes of the database files copied (0 when already there).
+  int64_t bytes_copied = 0;
+  // Whether the shared log listed the same commit already.
+  bool already_there = false;
+};
+
+// Flushes `request.epoch` (see above). NotFound when the local log does not
+// list it; FailedPrecondition for an epoch whose databases refer to other
+// epochs' (incremental saves, which are not flushed); DataLoss naming the
+// file when a local copy does not match its record (nothing of it reaches
+// the shared log); the copy's and the commit's errors otherwise, naming the
+// path.
+absl::StatusOr<FlushResult> FlushEpoch(const FlushRequest& request);
+
+}  // namespace jobgraph
+
+#endif  // JOBGRAPH_CHECKPOINT_TIER_FLUSH_H_

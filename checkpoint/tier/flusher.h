@@ -1,0 +1,89 @@
+// Flusher: the background flush of a Checkpointer's local tier to its
+// shared directory (CheckpointOptions::local_directory). The save pipeline
+// tells it of each local commit; it copies the epochs it is asked to flush
+// on a thread of its own (FlushEpoch), newest first: when the flush falls
+// behind, an epoch waiting is replaced by a newer one, so the shared
+// directory gets the newest state rather than a backlog.
+//
+// Pinned() names the local epochs that local retention must keep: the one
+// being copied, the one waiting, and the newest flushed (what a resume
+// checks the local tier against, tier_log.h).
+//
+// Thread-safe: the pipeline calls Committed from its queue's thread, the
+// job's thread the rest. The destructor finishes the flush in progress and
+// drops one waiting.
+
+#ifndef JOBGRAPH_CHECKPOINT_TIER_FLUSHER_H_
+#define JOBGRAPH_CHECKPOINT_TIER_FLUSHER_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "checkpoint/tier/flush.h"
+
+namespace jobgraph {
+
+class Flusher {
+ public:
+  // What the flushes copy: `request` without its epoch.
+  explicit Flusher(FlushRequest request);
+  Flusher(const Flusher&) = delete;
+  Flusher& operator=(const Flusher&) = delete;
+  ~Flusher();
+
+  // `epoch` is committed in the local tier now (a save, or a mark of it);
+  // with `flush`, it is to be copied now.
+  void Committed(int64_t epoch, bool flush);
+
+  // The shared directory holds `epoch` of this history already (a resume
+  // found both tiers holding it): pinned as the newest flushed.
+  void Flushed(int64_t epoch);
+
+  // Asks for the newest committed epoch unless it is flushed already (as
+  // it is now): at the end of a run, and before a preempted run exits.
+  void FlushNewest();
+
+  // Waits until nothing is being copied or waiting. Returns the first
+  // failure since the last Drain (naming the epoch), or OK.
+  absl::Status Drain();
+
+  // The local epochs retention must keep (see above).
+  std::vector<int64_t> Pinned() const;
+
+  struct Stats {
+    int64_t epochs_flushed = 0;
+    int64_t bytes_copied = 0;
+    // Time spent copying and committing.
+    int64_t flush_micros = 0;
+    std::optional<int64_t> newest_flushed;
+  };
+  Stats stats() const;
+
+ private:
+  void Run();
+
+  const FlushRequest request_;
+  mutable absl::Mutex mu_;
+  std::optional<int64_t> newest_committed_ ABSL_GUARDED_BY(mu_);
+  // Bumped by every Committed: a flush that began before the newest
+  // commit has not flushed what that commit changed (a mark).
+  int64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
+  // The generation the newest committed epoch was flushed at, if it was.
+  std::optional<int64_t> clean_generation_ ABSL_GUARDED_BY(mu_);
+  std::optional<int64_t> waiting_ ABSL_GUARDED_BY(mu_);
+  std::optional<int64_t> copying_ ABSL_GUARDED_BY(mu_);
+  absl::Status failure_ ABSL_GUARDED_BY(mu_);
+  Stats stats_ ABSL_GUARDED_BY(mu_);
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;  // started by the first request
+};
+
+}  // namespace jobgraph
+
+#endif  // JOBGRAPH_CHECKPOINT_TIER_FLUSHER_H_

@@ -1,0 +1,112 @@
+#include "checkpoint/tier/tier_log.h"
+
+#include <utility>
+
+#include "glog/logging.h"
+
+namespace jobgraph {
+namespace {
+
+// The job's entries of `read`, by epoch (the last entry wins, as the commit
+// log keeps one per epoch of a job).
+std::map<int64_t, const CommittedEpoch*> JobEntries(
+    const std::optional<CommitLogRead>& read,
+    absl::Span<const std::string> nodes) {
+  std::map<int64_t, const CommittedEpoch*> entries;
+  if (!read.has_value()) return entries;
+  const JobNodes own(nodes);
+  for (const CommittedEpoch& entry : read->log.epoch()) {
+    if (own.Owns(entry)) entries[entry.epoch()] = &entry;
+  }
+  return entries;
+}
+
+std::string EpochList(const std::map<int64_t, const CommittedEpoch*>& entries,
+                      int64_t from) {
+  std::string out;
+  for (auto it = entries.lower_bound(from); it != entries.end(); ++it) {
+    if (!out.empty()) out += ", ";
+    out += std::to_string(it->first);
+  }
+  return out;
+}
+
+}  // namespace
+
+bool SameCommit(const CommittedEpoch& a, const CommittedEpoch& b) {
+  return a.epoch() == b.epoch() &&
+         a.committed_unix_micros() == b.committed_unix_micros() &&
+         a.total_bytes() == b.total_bytes() &&
+         std::equal(a.node().begin(), a.node().end(), b.node().begin(),
+                    b.node().end());
+}
+
+TieredLog MergeTierLogs(const TierLogRead& local, const TierLogRead& shared,
+                        absl::Span<const std::string> nodes) {
+  const std::map<int64_t, const CommittedEpoch*> local_entries =
+      JobEntries(local.read, nodes);
+  const std::map<int64_t, const CommittedEpoch*> shared_entries =
+      JobEntries(shared.read, nodes);
+  TieredLog merged;
+  if (shared.read.has_value()) {
+    merged.log.log.set_format_version(shared.read->log.format_version());
+    merged.log.log.set_db_type(shared.read->log.db_type());
+    merged.log.damage = shared.read->damage;
+  } else if (local.read.has_value()) {
+    merged.log.log.set_format_version(local.read->log.format_version());
+    merged.log.log.set_db_type(local.read->log.db_type());
+  }
+  if (local.read.has_value() && !local.read->damage.ok()) {
+    LOG(WARNING) << "the local tier's commit log is damaged, using its "
+                    "previous copy: "
+                 << local.read->damage.message();
+    if (merged.log.damage.ok()) merged.log.damage = local.read->damage;
+  }
+
+  // From which epoch on the local tier continues the shared history.
+  std::optional<int64_t> local_from;
+  if (shared_entries.empty()) {
+    local_from = INT64_MIN;
+  } else {
+    const CommittedEpoch& newest = *shared_entries.rbegin()->second;
+    auto it = local_entries.find(newest.epoch());
+    if (it != local_entries.end() && SameCommit(*it->second, newest)) {
+      local_from = newest.epoch();
+    } else if (!local_entries.empty() &&
+               local_entries.rbegin()->first >= newest.epoch()) {
+      LOG(WARNING) << "ignoring epochs "
+                   << EpochList(local_entries, newest.epoch())
+                   << " of the local tier " << local.dir
+                   << ": the shared directory " << shared.dir << " has epoch "
+                   << newest.epoch()
+                   << " from a commit the local tier does not hold (another "
+                      "run went on from there)";
+    }
+  }
+
+  std::map<int64_t, const CommittedEpoch*> chosen;
+  for (const auto& [epoch, entry] : shared_entries) {
+    chosen[epoch] = entry;
+    merged.copies[epoch];
+  }
+  for (const auto& [epoch, entry] : local_entries) {
+    auto shared_it = shared_entries.find(epoch);
+    const bool same = shared_it != shared_entries.end() &&
+                      SameCommit(*entry, *shared_it->second);
+    const bool continues = local_from.has_value() && epoch >= *local_from;
+    if (!same && !continues) continue;
+    chosen[epoch] = entry;
+    merged.copies[epoch].push_back(local.dir);
+  }
+  for (const auto& [epoch, entry] : shared_entries) {
+    if (SameCommit(*chosen[epoch], *entry)) {
+      merged.copies[epoch].push_back(shared.dir);
+    }
+  }
+  for (const auto& [epoch, entry] : chosen) {
+    *merged.log.log.add_epoch() = *entry;
+  }
+  return merged;
+}
+
+}  // namespace jobgraph

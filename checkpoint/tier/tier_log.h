@@ -1,0 +1,59 @@
+// The commit logs of a job's two tiers (the local one and the shared
+// `directory`, CheckpointOptions) seen as one: which committed epochs a
+// resume may choose, and where it reads each.
+//
+// The shared log is the job's history; a local tier may hold a copy of
+// some of its epochs and epochs that were not flushed yet. A local tier
+// can also be stale: a run on this host committed epochs locally, the job
+// moved to another host and went on from the shared directory, and came
+// back. So the local tier's epochs count only where they continue the
+// shared history: when the local log lists the shared log's newest epoch
+// as the same commit (CommittedEpoch.committed_unix_micros, which a flush
+// copies), or when the shared log lists no epoch of the job. Then every
+// local epoch from there on is a candidate, and read from the local tier
+// first; otherwise the local epochs are ignored (and the reason logged).
+//
+// Functions; thread-compatible.
+
+#ifndef JOBGRAPH_CHECKPOINT_TIER_TIER_LOG_H_
+#define JOBGRAPH_CHECKPOINT_TIER_TIER_LOG_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/types/span.h"
+#include "checkpoint/commit/commit_log.h"
+#include "proto/jobgraph.pb.h"
+
+namespace jobgraph {
+
+// Whether two entries record the same commit of the same epoch (a flush
+// copies an entry with its commit time).
+bool SameCommit(const CommittedEpoch& a, const CommittedEpoch& b);
+
+// One tier's commit log as read: `read` is nullopt when the tier has none.
+struct TierLogRead {
+  std::string dir;
+  std::optional<CommitLogRead> read;
+};
+
+struct TieredLog {
+  // The job's epochs a resume may choose, in increasing order, one entry
+  // each (the local one where both tiers hold the epoch); `damage` is the
+  // shared log's (ReadCommitLogWithFallback), else the local log's.
+  CommitLogRead log;
+  // For each epoch of `log`: the directories that hold a copy, nearest
+  // (local) first.
+  std::map<int64_t, std::vector<std::string>> copies;
+};
+
+// Merges the tiers' logs for the job of `nodes` (see above).
+TieredLog MergeTierLogs(const TierLogRead& local, const TierLogRead& shared,
+                        absl::Span<const std::string> nodes);
+
+}  // namespace jobgraph
+
+#endif  // JOBGRAPH_CHECKPOINT_TIER_TIER_LOG_H_
