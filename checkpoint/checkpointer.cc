@@ -248,7 +248,6 @@ void Checkpointer::Impl::EndPipeline() {
   }
   pipeline_.reset();  // releases the locks
   flusher_.reset();
-  shared_locks_.clear();
 }
 
 absl::Status Checkpointer::Impl::SetUpTiers() {
@@ -402,14 +401,8 @@ absl::StatusOr<std::optional<int64_t>> Checkpointer::Impl::ChooseStart(
 
 absl::Status Checkpointer::Impl::LockNodes() {
   JG_RETURN_IF_ERROR(pipeline_->LockNodes());
-  if (!tiered() || !shared_locks_.empty()) return absl::OkStatus();
   // A flush writes the shared directory: no other run of the job may.
-  for (const NodeState& state : nodes_) {
-    if (!pipeline_->coordinator().Hosts(state.node)) continue;
-    JG_ASSIGN_OR_RETURN(std::unique_ptr<NodeLock> lock,
-                        NodeLock::Acquire(options_.directory, state.file_name));
-    shared_locks_.push_back(std::move(lock));
-  }
+  if (tiered()) JG_RETURN_IF_ERROR(flusher_->Lock());
   return absl::OkStatus();
 }
 

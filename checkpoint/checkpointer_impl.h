@@ -18,7 +18,6 @@
 #include "absl/strings/string_view.h"
 #include "checkpoint/checkpointer.h"
 #include "checkpoint/commit/commit_log.h"
-#include "checkpoint/commit/node_lock.h"
 #include "checkpoint/pipeline/coordinator.h"
 #include "checkpoint/pipeline/save_pipeline.h"
 #include "checkpoint/pipeline/save_queue.h"
@@ -175,10 +174,9 @@ class Checkpointer::Impl {
   // one thread for the Checkpointer's life.
   std::unique_ptr<SaveQueue> queue_;
   std::unique_ptr<SavePipeline> pipeline_;
-  // With a local tier, for the run: the flush to the shared directory and
-  // the nodes' locks there.
+  // With a local tier, for the run: the flush to the shared directory
+  // (which holds the nodes' locks there).
   std::unique_ptr<Flusher> flusher_;
-  std::vector<std::unique_ptr<NodeLock>> shared_locks_;
   // Outcomes of ended runs that nobody took, oldest first (bounded).
   std::vector<SaveOutcome> unclaimed_;
 };

@@ -10,6 +10,7 @@
 #include "checkpoint/checkpointer_impl.h"
 #include "checkpoint/commit/checkpoint_paths.h"
 #include "checkpoint/commit/commit_log.h"
+#include "checkpoint/util/file_util.h"
 #include "checkpoint/util/time_util.h"
 #include "engine/status_macros.h"
 #include "engine/task.h"
@@ -255,6 +256,16 @@ absl::StatusOr<bool> Checkpointer::Impl::LoadBlobs(
     const std::vector<std::string>& blob_names, int64_t epoch) {
   WaitForSaves();
   JG_RETURN_IF_ERROR(SetNodes(nodes));
+  // With a local tier, an epoch it keeps is read there, an older one from
+  // the shared directory (a local tier is on one process only).
+  std::string dir = WriteDir();
+  if (tiered()) {
+    for (const NodeState& state : nodes_) {
+      absl::StatusOr<bool> here =
+          PathExists(CheckpointDbPath(dir, state.file_name, epoch));
+      if (!here.ok() || !*here) dir = options_.directory;
+    }
+  }
   // Unlike Caffe2, every node's database is checked before anything is
   // loaded, so a missing one leaves every workspace untouched.
   TaskGroup check("checkpoint_db_exists", GLOBAL);
@@ -267,7 +278,7 @@ absl::StatusOr<bool> Checkpointer::Impl::LoadBlobs(
         state.node);
     task.net().Op(
         "DBExists", {}, {found},
-        {MakeArg("db_name", DbPathOf(state, epoch)),
+        {MakeArg("db_name", CheckpointDbPath(dir, state.file_name, epoch)),
          MakeArg("db_type", options_.db_type), MakeArg("absolute_path", 1)});
     exists.push_back(task.AddOutput(found));
   }
@@ -275,7 +286,8 @@ absl::StatusOr<bool> Checkpointer::Impl::LoadBlobs(
   for (size_t i = 0; i < nodes_.size(); ++i) {
     JG_ASSIGN_OR_RETURN(Tensor present, session.Fetch(exists[i]));
     if (!present.scalar<bool>()) {
-      LOG(WARNING) << "checkpoint " << DbPathOf(nodes_[i], epoch)
+      LOG(WARNING) << "checkpoint "
+                   << CheckpointDbPath(dir, nodes_[i].file_name, epoch)
                    << " does not exist; loading nothing";
       return false;
     }
@@ -287,7 +299,7 @@ absl::StatusOr<bool> Checkpointer::Impl::LoadBlobs(
         load.NewTask(Node(state.node), {.name = "checkpoint_partial_load"});
     task.net().Op(
         "Load", {}, outputs,
-        {MakeArg("db", DbPathOf(state, epoch)),
+        {MakeArg("db", CheckpointDbPath(dir, state.file_name, epoch)),
          MakeArg("db_type", options_.db_type), MakeArg("absolute_path", 1),
          MakeArg("allow_incomplete", 1)});
   }

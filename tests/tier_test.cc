@@ -230,6 +230,39 @@ TEST_F(TierTest, AsyncSavesFlushToo) {
   EXPECT_EQ(latest.read_from, Local());
 }
 
+TEST_F(TierTest, LoadBlobsReadsTheNearestCopy) {
+  RunAll(Options());
+  // Epoch 1 only the shared directory keeps; 4 both tiers.
+  for (int64_t epoch : {1, 4}) {
+    LocalSession session;
+    Checkpointer checkpointer(Options());
+    JobRunner runner(job_, &checkpointer);
+    absl::StatusOr<bool> loaded =
+        runner.LoadBlobsFromCheckpoints({"total"}, epoch, session);
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    EXPECT_TRUE(*loaded) << "epoch " << epoch;
+    EXPECT_EQ(testing::Caffe2Total(session), kTotals[epoch]);
+  }
+}
+
+TEST_F(TierTest, AnotherRunOnTheSharedDirectoryIsRefused) {
+  LocalSession first_session;
+  Checkpointer first(Options());
+  ASSERT_TRUE(first.Start(first_session, kNodes, ResumeFrom::Latest()).ok());
+  // Another host (another local tier) runs the same job on the same shared
+  // directory: its flushes would overwrite the first run's epochs.
+  CheckpointOptions elsewhere = Options();
+  elsewhere.local_directory = NewTempDir("other_host");
+  LocalSession second_session;
+  Checkpointer second(elsewhere);
+  absl::StatusOr<std::optional<int64_t>> start =
+      second.Start(second_session, kNodes, ResumeFrom::Latest());
+  EXPECT_EQ(start.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(start.status().message(), HasSubstr(shared_));
+  first.End();
+  EXPECT_TRUE(second.Start(second_session, kNodes, ResumeFrom::Latest()).ok());
+}
+
 TEST_F(TierTest, BadTierOptionsAreRefused) {
   struct Case {
     CheckpointOptions options;

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "checkpoint/commit/checkpoint_paths.h"
 #include "engine/status_macros.h"
 #include "glog/logging.h"
 
@@ -22,6 +23,24 @@ Flusher::~Flusher() {
     }
   }
   if (thread_.joinable()) thread_.join();
+}
+
+absl::Status Flusher::Lock() {
+  absl::MutexLock lock(&mu_);
+  return LockLocked();
+}
+
+absl::Status Flusher::LockLocked() {
+  if (!locks_.empty()) return absl::OkStatus();
+  JG_RETURN_IF_ERROR(PrepareCheckpointDirectory(request_.shared));
+  std::vector<std::unique_ptr<NodeLock>> locks;
+  for (const std::string& node : request_.nodes) {
+    JG_ASSIGN_OR_RETURN(std::unique_ptr<NodeLock> held,
+                        NodeLock::Acquire(request_.shared, node));
+    locks.push_back(std::move(held));
+  }
+  locks_ = std::move(locks);
+  return absl::OkStatus();
 }
 
 void Flusher::Committed(int64_t epoch, bool flush) {
@@ -86,9 +105,13 @@ void Flusher::Run() {
     copying_ = epoch;
     FlushRequest request = request_;
     request.epoch = epoch;
+    // A run that could not lock the shared directory at its start (it did
+    // not exist yet, say) locks it at its first flush.
+    const absl::Status locked = LockLocked();
     mu_.Unlock();
     const absl::Time start = absl::Now();
-    absl::StatusOr<FlushResult> flushed = FlushEpoch(request);
+    absl::StatusOr<FlushResult> flushed =
+        locked.ok() ? FlushEpoch(request) : absl::StatusOr<FlushResult>(locked);
     const absl::Duration took = absl::Now() - start;
     mu_.Lock();
     copying_.reset();

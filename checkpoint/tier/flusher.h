@@ -9,6 +9,10 @@
 // being copied, the one waiting, and the newest flushed (what a resume
 // checks the local tier against, tier_log.h).
 //
+// The flusher holds the nodes' locks in the shared directory (NodeLock)
+// from Lock, or its first flush, to its end: no other run of the job writes
+// there meanwhile.
+//
 // Thread-safe: the pipeline calls Committed from its queue's thread, the
 // job's thread the rest. The destructor finishes the flush in progress and
 // drops one waiting.
@@ -17,6 +21,7 @@
 #define JOBGRAPH_CHECKPOINT_TIER_FLUSHER_H_
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
@@ -25,6 +30,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "checkpoint/commit/node_lock.h"
 #include "checkpoint/tier/flush.h"
 
 namespace jobgraph {
@@ -36,6 +42,10 @@ class Flusher {
   Flusher(const Flusher&) = delete;
   Flusher& operator=(const Flusher&) = delete;
   ~Flusher();
+
+  // Takes the nodes' locks in the shared directory (creating it) unless
+  // held: FailedPrecondition naming the holder when another run holds one.
+  absl::Status Lock();
 
   // `epoch` is committed in the local tier now (a save, or a mark of it);
   // with `flush`, it is to be copied now.
@@ -67,6 +77,7 @@ class Flusher {
 
  private:
   void Run();
+  absl::Status LockLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const FlushRequest request_;
   mutable absl::Mutex mu_;
@@ -81,6 +92,7 @@ class Flusher {
   absl::Status failure_ ABSL_GUARDED_BY(mu_);
   Stats stats_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::unique_ptr<NodeLock>> locks_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;  // started by the first request
 };
 
