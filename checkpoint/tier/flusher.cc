@@ -15,8 +15,9 @@ Flusher::Flusher(FlushRequest request) : request_(std::move(request)) {}
 
 Flusher::~Flusher() {
   {
-    absl::MutexLock lock(&mu_);
+    std::unique_lock<std::mutex> lock(mu_);
     stop_ = true;
+    changed_.notify_all();
     if (waiting_.has_value()) {
       LOG(WARNING) << "epoch " << *waiting_ << " of " << request_.local
                    << " was never flushed to " << request_.shared;
@@ -26,7 +27,7 @@ Flusher::~Flusher() {
 }
 
 absl::Status Flusher::Lock() {
-  absl::MutexLock lock(&mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   return LockLocked();
 }
 
@@ -44,40 +45,43 @@ absl::Status Flusher::LockLocked() {
 }
 
 void Flusher::Committed(int64_t epoch, bool flush) {
-  absl::MutexLock lock(&mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   newest_committed_ = epoch;
   ++generation_;
   if (!flush) return;
   waiting_ = epoch;
   if (!thread_.joinable()) thread_ = std::thread([this] { Run(); });
+  changed_.notify_all();
 }
 
 void Flusher::Flushed(int64_t epoch) {
-  absl::MutexLock lock(&mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   stats_.newest_flushed = epoch;
 }
 
 void Flusher::FlushNewest() {
-  absl::MutexLock lock(&mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   if (!newest_committed_.has_value() || clean_generation_ == generation_) {
+    return;
+  }
+  // The copy in progress flushes it already.
+  if (copying_ == newest_committed_ && copying_generation_ == generation_) {
     return;
   }
   waiting_ = *newest_committed_;
   if (!thread_.joinable()) thread_ = std::thread([this] { Run(); });
+  changed_.notify_all();
 }
 
 absl::Status Flusher::Drain() {
-  absl::MutexLock lock(&mu_);
-  mu_.Await(absl::Condition(
-      +[](Flusher* f) ABSL_EXCLUSIVE_LOCKS_REQUIRED(f->mu_) {
-        return !f->waiting_.has_value() && !f->copying_.has_value();
-      },
-      this));
+  std::unique_lock<std::mutex> lock(mu_);
+  changed_.wait(
+      lock, [this] { return !waiting_.has_value() && !copying_.has_value(); });
   return std::exchange(failure_, absl::OkStatus());
 }
 
 std::vector<int64_t> Flusher::Pinned() const {
-  absl::MutexLock lock(&mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   std::vector<int64_t> pinned;
   for (const std::optional<int64_t>& epoch :
        {copying_, waiting_, stats_.newest_flushed}) {
@@ -87,34 +91,32 @@ std::vector<int64_t> Flusher::Pinned() const {
 }
 
 Flusher::Stats Flusher::stats() const {
-  absl::MutexLock lock(&mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   return stats_;
 }
 
 void Flusher::Run() {
-  absl::MutexLock lock(&mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   while (true) {
-    mu_.Await(absl::Condition(
-        +[](Flusher* f) ABSL_EXCLUSIVE_LOCKS_REQUIRED(f->mu_) {
-          return f->stop_ || f->waiting_.has_value();
-        },
-        this));
+    changed_.wait(lock, [this] { return stop_ || waiting_.has_value(); });
     if (stop_) return;
     const int64_t epoch = *std::exchange(waiting_, std::nullopt);
     const int64_t generation = generation_;
     copying_ = epoch;
+    copying_generation_ = generation;
     FlushRequest request = request_;
     request.epoch = epoch;
     // A run that could not lock the shared directory at its start (it did
     // not exist yet, say) locks it at its first flush.
     const absl::Status locked = LockLocked();
-    mu_.Unlock();
+    lock.unlock();
     const absl::Time start = absl::Now();
     absl::StatusOr<FlushResult> flushed =
         locked.ok() ? FlushEpoch(request) : absl::StatusOr<FlushResult>(locked);
     const absl::Duration took = absl::Now() - start;
-    mu_.Lock();
+    lock.lock();
     copying_.reset();
+    changed_.notify_all();
     if (!flushed.ok()) {
       const absl::Status failed =
           Annotate(flushed.status(),

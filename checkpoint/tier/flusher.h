@@ -20,16 +20,16 @@
 #ifndef JOBGRAPH_CHECKPOINT_TIER_FLUSHER_H_
 #define JOBGRAPH_CHECKPOINT_TIER_FLUSHER_H_
 
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
 #include "checkpoint/commit/node_lock.h"
 #include "checkpoint/tier/flush.h"
 
@@ -77,22 +77,28 @@ class Flusher {
 
  private:
   void Run();
-  absl::Status LockLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Lock with mu_ held.
+  absl::Status LockLocked();
 
   const FlushRequest request_;
-  mutable absl::Mutex mu_;
-  std::optional<int64_t> newest_committed_ ABSL_GUARDED_BY(mu_);
+  // std::mutex rather than absl::Mutex: ThreadSanitizer does not see the
+  // system Abseil's mutex. Guards the members below but thread_.
+  mutable std::mutex mu_;
+  // Signalled when work arrives (or the end) and when a flush ends.
+  std::condition_variable changed_;
+  std::optional<int64_t> newest_committed_;
   // Bumped by every Committed: a flush that began before the newest
   // commit has not flushed what that commit changed (a mark).
-  int64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t generation_ = 0;
   // The generation the newest committed epoch was flushed at, if it was.
-  std::optional<int64_t> clean_generation_ ABSL_GUARDED_BY(mu_);
-  std::optional<int64_t> waiting_ ABSL_GUARDED_BY(mu_);
-  std::optional<int64_t> copying_ ABSL_GUARDED_BY(mu_);
-  absl::Status failure_ ABSL_GUARDED_BY(mu_);
-  Stats stats_ ABSL_GUARDED_BY(mu_);
-  bool stop_ ABSL_GUARDED_BY(mu_) = false;
-  std::vector<std::unique_ptr<NodeLock>> locks_ ABSL_GUARDED_BY(mu_);
+  std::optional<int64_t> clean_generation_;
+  std::optional<int64_t> waiting_;
+  std::optional<int64_t> copying_;
+  int64_t copying_generation_ = 0;  // generation_ when copying_ began
+  absl::Status failure_;
+  Stats stats_;
+  bool stop_ = false;
+  std::vector<std::unique_ptr<NodeLock>> locks_;
   std::thread thread_;  // started by the first request
 };
 
