@@ -1,5 +1,5 @@
-// Command-line parsing of `ckpt`; the commands live in dir_commands.cc and
-// db_commands.cc.
+// Command-line parsing of `ckpt`; the commands live in the *_command.cc
+// files and db_commands.cc.
 
 #include "tools/ckpt/ckpt.h"
 
@@ -14,6 +14,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "checkpoint/db/db_registry.h"
 #include "checkpoint/util/file_util.h"
 #include "engine/status_macros.h"
@@ -29,9 +30,11 @@ struct Args {
 };
 
 // Flags may come anywhere after the command; "--" ends them, so a blob
-// whose name starts with "--" can still be named.
+// whose name starts with "--" can still be named. `tier_flags` are known
+// flags that matter only with local tiers; an error names them apart.
 absl::StatusOr<Args> SplitArgs(const std::vector<std::string>& args,
-                               const std::set<std::string>& known) {
+                               const std::set<std::string>& known,
+                               const std::set<std::string>& tier_flags = {}) {
   Args result;
   bool flags_done = false;
   for (size_t i = 1; i < args.size(); ++i) {
@@ -46,12 +49,16 @@ absl::StatusOr<Args> SplitArgs(const std::vector<std::string>& args,
     }
     const size_t eq = arg.find('=');
     std::string name = arg.substr(2, eq == std::string::npos ? eq : eq - 2);
-    if (known.count(name) == 0) {
+    if (known.count(name) == 0 && tier_flags.count(name) == 0) {
       return absl::InvalidArgumentError(absl::StrCat(
           "unknown flag --", name, " for `", args[0], "`",
           known.empty() ? " (it takes none)"
                         : absl::StrCat(" (it takes --",
-                                       absl::StrJoin(known, ", --"), ")")));
+                                       absl::StrJoin(known, ", --"), ")"),
+          tier_flags.empty()
+              ? ""
+              : absl::StrCat(" and, for local tiers, --",
+                             absl::StrJoin(tier_flags, ", --"))));
     }
     if (result.flags.count(name) > 0) {
       return absl::InvalidArgumentError(
@@ -137,12 +144,25 @@ absl::StatusOr<int> Dispatch(const std::vector<std::string>& args,
     return JoinPath(working_dir, p);
   };
   if (command == "list") {
-    JG_ASSIGN_OR_RETURN(Args a, SplitArgs(args, {"format", "db_type"}));
+    JG_ASSIGN_OR_RETURN(Args a,
+                        SplitArgs(args, {"format", "db_type"}, {"local"}));
     JG_RETURN_IF_ERROR(CheckPositional(a, command, {"DIR"}));
     ListOptions options;
     options.dir = path(a.positional[0]);
     JG_ASSIGN_OR_RETURN(options.format, FormatFlag(a));
     JG_ASSIGN_OR_RETURN(options.db_type, DbTypeFlag(a, ""));
+    JG_ASSIGN_OR_RETURN(std::optional<std::string> local,
+                        StringFlag(a, "local"));
+    if (local.has_value()) {
+      for (absl::string_view dir :
+           absl::StrSplit(*local, ',', absl::SkipEmpty())) {
+        options.local_dirs.push_back(path(std::string(dir)));
+      }
+      if (options.local_dirs.empty()) {
+        return absl::InvalidArgumentError(
+            "flag --local needs a value: --local=DIR[,DIR...]");
+      }
+    }
     return List(options, out, err);
   }
   if (command == "show") {
@@ -222,6 +242,18 @@ absl::StatusOr<int> Dispatch(const std::vector<std::string>& args,
     JG_ASSIGN_OR_RETURN(options.db_type, DbTypeFlag(a, ""));
     return Recover(options, out, err);
   }
+  if (command == "flush") {
+    JG_ASSIGN_OR_RETURN(Args a, SplitArgs(args, {"epoch", "db_type"}));
+    JG_RETURN_IF_ERROR(CheckPositional(a, command, {"LOCAL", "SHARED"}));
+    FlushOptions options;
+    options.local = path(a.positional[0]);
+    options.shared = path(a.positional[1]);
+    JG_ASSIGN_OR_RETURN(
+        options.epoch,
+        IntFlag(a, "epoch", 0, std::numeric_limits<int64_t>::max()));
+    JG_ASSIGN_OR_RETURN(options.db_type, DbTypeFlag(a, ""));
+    return Flush(options, out, err);
+  }
   return absl::InvalidArgumentError(
       absl::StrCat("unknown command '", command, "'"));
 }
@@ -231,10 +263,11 @@ absl::StatusOr<int> Dispatch(const std::vector<std::string>& args,
 std::string Usage() {
   return absl::StrCat(R"(usage: ckpt <command> [arguments] [flags]
 
-Inspects, verifies and cleans jobgraph checkpoints (checkpoint/FORMAT.md).
+Inspects, verifies, cleans and flushes jobgraph checkpoints
+(checkpoint/FORMAT.md).
 
 commands:
-  list DIR [--format=json]
+  list DIR [--format=json] [--local=DIR[,DIR...]]
       Every epoch in checkpoint directory DIR: "committed" (listed in
       MANIFEST.jobgraph; for a preemption checkpoint, where the run stopped
       and the signal, e.g. preempted mid-epoch (SIGTERM)), "uncommitted" (a <node>.<epoch> database that
@@ -243,7 +276,14 @@ commands:
       blobs by reference (incremental saves), WRITTEN gives the bytes its
       save wrote and REFERENCED the bytes held in other epochs' databases
       and those epochs; a reference to a database that is missing, or not
-      committed, is a problem.
+      committed, is a problem. With --local, DIR is the shared directory of
+      a job with local tiers (CheckpointOptions::local_directory), and a
+      TIERS column says which tiers hold a committed copy of each epoch:
+      "shared", and "local:<dir>" for each local tier that holds the same
+      commit. Epochs committed only in a local tier (not flushed yet) are
+      listed too when they continue the shared history, as a resume counts
+      them; a line after the table names the local epochs that do not, and
+      why.
   show DB [--format=json] [--keys]
       Every blob of database DB: name, type, dtype, shape, number of values,
       bytes and CRC-32C (of all its values in blob index order; --keys lists
@@ -278,15 +318,29 @@ commands:
       a run preempted after its last epoch is not in the databases and is
       lost. A damaged log is kept as MANIFEST.jobgraph.damaged; an intact
       one is never touched. Run it when no job writes to DIR.
+  flush LOCAL SHARED [--epoch=N]
+      Copies a committed epoch of the local tier LOCAL to the shared
+      directory SHARED (created if missing) and commits it there as the
+      same commit, as a job's background flush does: for a job that died
+      before its flush, or to publish a local epoch. Without --epoch, the
+      newest epoch that LOCAL holds and that continues SHARED's history
+      (the job is the one LOCAL's newest commit lists); an epoch that
+      SHARED holds already is not copied again. An epoch that does not
+      continue SHARED's history is refused. Every file is checked against
+      its recorded size and CRC-32C: a damaged one exits 1, and SHARED's
+      commit log does not list the epoch. No retention applies to SHARED.
+      Refused while a job holds a node's lock in LOCAL or SHARED: run it
+      after the job stops.
 
 flags for every command that opens databases:
   --db_type=T    database type (default: the commit log's, else )",
                       kDefaultDbType, R"()
 
-exit codes: 0 success; 1 damage found (verify, dump), databases differ
-(diff) or nothing recoverable (recover); 2 bad usage or input that cannot be
-read. verify of a directory with databases but no commit log exits 1; of one
-with neither, 2 (not a checkpoint).
+exit codes: 0 success; 1 damage found (verify, dump, flush), databases
+differ (diff) or nothing recoverable (recover); 2 bad usage, input that cannot
+be read, or a flush refused (a job holds a lock, or the epoch does not
+continue the shared history). verify of a directory with databases but no
+commit log exits 1; of one with neither, 2 (not a checkpoint).
 )");
 }
 

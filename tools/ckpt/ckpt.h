@@ -1,8 +1,10 @@
 // `ckpt`: inspects, verifies and cleans jobgraph checkpoint directories
 // (format: checkpoint/FORMAT.md).
 //
-//   ckpt list DIR [--format=json]          every epoch: committed, uncommitted
-//                                          or incomplete, nodes, blobs, bytes
+//   ckpt list DIR [--format=json] [--local=DIR[,DIR...]]
+//                                          every epoch: committed, uncommitted
+//                                          or incomplete, nodes, blobs, bytes;
+//                                          with --local, which tiers hold it
 //   ckpt show DB [--format=json] [--keys]  the blobs of one database
 //   ckpt dump DB BLOB [--max_elements=N]   one blob's values
 //   ckpt verify DIR [--epoch=N] [--format=json]
@@ -12,6 +14,8 @@
 //                                          retention and leftover temporaries
 //   ckpt recover DIR [--dry_run]           rebuilds a deleted or damaged
 //                                          commit log from the databases
+//   ckpt flush LOCAL SHARED [--epoch=N]    copies a committed epoch of a
+//                                          local tier to the shared directory
 //   --db_type=T overrides the database type (default: the commit log's, else
 //   kDefaultDbType).
 //
@@ -25,18 +29,27 @@
 // references, and `gc` keeps every epoch that a kept epoch's databases
 // reference, by the commit log and by the blob indexes.
 //
+// Local tiers (CheckpointOptions::local_directory) are checkpoint
+// directories of the same format, so every command works on them. `flush`
+// and `list --local` also judge a local tier against its shared directory
+// as a resume does (MergeTierLogs, checkpoint/tier/tier_log.h): the job is
+// the one that the local commit log's newest entry lists, and its local
+// epochs count only where they continue the shared history.
+//
 // Exit codes: kExitOk; kExitProblem when verification finds damage (or a
-// committed database is missing) or diff finds a difference; kExitUsage for
-// bad usage and for input that cannot be read (a missing directory, one that
-// is not a checkpoint, a database without a blob index).
+// committed database is missing), diff finds a difference, or a flush finds
+// a damaged local copy; kExitUsage for bad usage, for input that cannot be
+// read (a missing directory, one that is not a checkpoint, a database
+// without a blob index) and for a flush refused (a job runs, or the epoch
+// does not continue the shared history).
 //
 // Every command is a function that writes its report to `out` and errors to
 // `err` and returns the exit code, so tests run them in-process. RunCkpt
 // parses a command line into them.
 //
 // Reading a database writes nothing into it (for LevelDB databases whose data
-// is all in tables, as jobgraph's saves leave them; leveldb_db.h). `recover`
-// and `gc` are the only commands that change a directory.
+// is all in tables, as jobgraph's saves leave them; leveldb_db.h). `recover`,
+// `gc` and `flush` are the only commands that change a directory.
 //
 // Thread-compatible: commands share no state, but two commands must not open
 // the same database at once (a path may be open through one DB at a time,
@@ -66,6 +79,14 @@ struct ListOptions {
   std::string dir;
   OutputFormat format = OutputFormat::kText;
   std::string db_type;  // empty: the commit log's, else kDefaultDbType
+  // Local tiers whose shared directory `dir` is. When set, every epoch also
+  // says which tiers hold a committed copy of it (a TIERS column; "tiers"
+  // in JSON): "shared", and each local tier that holds the same commit.
+  // Epochs that only a local tier holds, committed there and continuing
+  // the shared history, are listed as committed with only that tier; the
+  // local epochs that a resume ignores are named after the table, with
+  // why. Empty: the output is that of a directory without tiers.
+  std::vector<std::string> local_dirs;
 };
 int List(const ListOptions& options, std::ostream& out, std::ostream& err);
 
@@ -131,6 +152,27 @@ struct RecoverOptions {
 // "MANIFEST.jobgraph.damaged". kExitProblem when no epoch can be recovered.
 int Recover(const RecoverOptions& options, std::ostream& out,
             std::ostream& err);
+
+struct FlushOptions {
+  // The local tier and the shared directory (created if missing).
+  std::string local;
+  std::string shared;
+  // Unset: the newest epoch that the local tier holds and that continues
+  // the shared history.
+  std::optional<int64_t> epoch;
+  std::string db_type;  // empty: the local commit log's, else kDefaultDbType
+};
+// Flushes one committed epoch of a local tier to its shared directory
+// (FlushEpoch, checkpoint/tier/flush.h), for a job that died before its
+// flush, or to publish a local epoch; no retention is applied. It first
+// takes every node's NodeLock in both directories, and refuses (kExitUsage,
+// naming the holder) while a job holds one. An epoch already in SHARED as
+// the same commit is not copied (a mark of a run preempted after its last
+// epoch is carried over). A requested epoch that does not continue the
+// shared history is refused: committing it would rewrite that history.
+// kExitProblem when a local database does not match its record (nothing
+// reaches SHARED's commit log).
+int Flush(const FlushOptions& options, std::ostream& out, std::ostream& err);
 
 // Runs the command line `args` (without the program name). Relative paths
 // are resolved against `working_dir` when it is not empty (`bazel run` starts

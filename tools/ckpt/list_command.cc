@@ -22,12 +22,14 @@
 #include "checkpoint/db/db.h"
 #include "checkpoint/db/db_registry.h"
 #include "checkpoint/ops/blob_index.h"
+#include "checkpoint/tier/tier_log.h"
 #include "checkpoint/util/file_util.h"
 #include "proto/jobgraph.pb.h"
 #include "tools/ckpt/checkpoint_dir.h"
 #include "tools/ckpt/ckpt.h"
 #include "tools/ckpt/output.h"
 #include "tools/ckpt/references.h"
+#include "tools/ckpt/tiers.h"
 
 namespace jobgraph {
 namespace ckpt {
@@ -35,6 +37,12 @@ namespace {
 
 // ---------------------------------------------------------------------------
 // list
+
+// A tier that holds a committed copy of an epoch.
+struct TierCopy {
+  std::string tier;  // "shared" or "local"
+  std::string dir;
+};
 
 // One row of `list`: an epoch's committed databases, its databases that are
 // not committed, or one leftover temporary.
@@ -54,6 +62,12 @@ struct EpochRow {
   std::vector<std::string> problems;
   // A committed preemption checkpoint (or mark): where the run stopped.
   std::optional<Preemption> preemption;
+  // A committed row's commit log entry: in the listed directory's log, or
+  // in a local tier's for an epoch that only local tiers hold.
+  const CommittedEpoch* entry = nullptr;
+  bool local_only = false;
+  // With local tiers: the tiers that hold a committed copy.
+  std::vector<TierCopy> tiers;
 };
 
 // The STATE column: "committed", or for a preemption checkpoint where the
@@ -164,37 +178,59 @@ void CheckLoggedReferences(const CommittedEpoch& e, EpochRow* row) {
   }
 }
 
+// The row of committed epoch `e` of `dir`'s commit log.
+EpochRow CommittedRow(const CheckpointDir& dir, const std::string& db_type,
+                      const CommittedEpoch& e) {
+  EpochRow row;
+  row.epoch = e.epoch();
+  row.state = "committed";
+  row.blobs = 0;
+  row.bytes = 0;
+  row.referenced_bytes = 0;
+  row.save_micros = e.save_micros();
+  row.time_unix_micros = e.committed_unix_micros();
+  if (e.has_preemption()) row.preemption = e.preemption();
+  row.entry = &e;
+  for (const std::string& node : e.node()) {
+    const std::string path = CheckpointDbPath(dir.path, node, e.epoch());
+    row.nodes.push_back(node);
+    row.paths.push_back(path);
+    absl::StatusOr<bool> exists = PathExists(path);
+    if (!exists.ok() || !*exists) {
+      row.problems.push_back(
+          exists.ok() ? absl::StrCat("database ", path, " is missing")
+                      : std::string(exists.status().message()));
+      Unknown(&row);
+      continue;
+    }
+    AddDatabase(dir, db_type, path, node, e.epoch(), /*committed=*/true, &row,
+                nullptr);
+  }
+  CheckLoggedReferences(e, &row);
+  return row;
+}
+
+// Increasing epochs; of one epoch, committed rows first, then uncommitted,
+// then incomplete; rows of unknown epoch last.
+void SortRows(std::vector<EpochRow>* rows) {
+  std::stable_sort(rows->begin(), rows->end(),
+                   [](const EpochRow& a, const EpochRow& b) {
+                     const int64_t ea =
+                         a.epoch.value_or(std::numeric_limits<int64_t>::max());
+                     const int64_t eb =
+                         b.epoch.value_or(std::numeric_limits<int64_t>::max());
+                     if (ea != eb) return ea < eb;
+                     return StateRank(a.state) < StateRank(b.state);
+                   });
+}
+
+// The rows of `dir`, sorted (SortRows).
 std::vector<EpochRow> ListRows(const CheckpointDir& dir,
                                const std::string& db_type) {
   std::vector<EpochRow> rows;
   if (dir.log_status.ok()) {
     for (const CommittedEpoch& e : dir.commit_log.epoch()) {
-      EpochRow row;
-      row.epoch = e.epoch();
-      row.state = "committed";
-      row.blobs = 0;
-      row.bytes = 0;
-      row.referenced_bytes = 0;
-      row.save_micros = e.save_micros();
-      row.time_unix_micros = e.committed_unix_micros();
-      if (e.has_preemption()) row.preemption = e.preemption();
-      for (const std::string& node : e.node()) {
-        const std::string path = CheckpointDbPath(dir.path, node, e.epoch());
-        row.nodes.push_back(node);
-        row.paths.push_back(path);
-        absl::StatusOr<bool> exists = PathExists(path);
-        if (!exists.ok() || !*exists) {
-          row.problems.push_back(
-              exists.ok() ? absl::StrCat("database ", path, " is missing")
-                          : std::string(exists.status().message()));
-          Unknown(&row);
-          continue;
-        }
-        AddDatabase(dir, db_type, path, node, e.epoch(), /*committed=*/true,
-                    &row, nullptr);
-      }
-      CheckLoggedReferences(e, &row);
-      rows.push_back(std::move(row));
+      rows.push_back(CommittedRow(dir, db_type, e));
     }
   }
   // Databases the commit log does not list, one row per epoch.
@@ -227,16 +263,88 @@ std::vector<EpochRow> ListRows(const CheckpointDir& dir,
     row.paths.push_back(temp.path);
     rows.push_back(std::move(row));
   }
-  std::stable_sort(rows.begin(), rows.end(),
-                   [](const EpochRow& a, const EpochRow& b) {
-                     const int64_t ea =
-                         a.epoch.value_or(std::numeric_limits<int64_t>::max());
-                     const int64_t eb =
-                         b.epoch.value_or(std::numeric_limits<int64_t>::max());
-                     if (ea != eb) return ea < eb;
-                     return StateRank(a.state) < StateRank(b.state);
-                   });
+  SortRows(&rows);
   return rows;
+}
+
+// A local tier given to `list --local`.
+struct LocalTier {
+  CheckpointDir dir;
+  std::string db_type;
+  // The job whose epochs it holds (LocalTierJob).
+  std::vector<std::string> nodes;
+  LocalTierView view;
+};
+
+// A tier's commit log as MergeTierLogs takes it.
+TierLogRead TierLogOf(const CheckpointDir& dir) {
+  TierLogRead read{dir.path, std::nullopt};
+  if (dir.log_status.ok()) {
+    read.read = CommitLogRead{dir.commit_log, dir.log_damage};
+  }
+  return read;
+}
+
+// Says which tiers hold the committed rows of `shared`, and adds a
+// committed row for each epoch that only local tiers hold (committed there,
+// not flushed, and continuing the shared history). `rows` are unsorted
+// afterwards.
+void AddTiers(const CheckpointDir& shared, std::vector<LocalTier>& tiers,
+              std::vector<EpochRow>* rows) {
+  for (EpochRow& row : *rows) {
+    if (row.entry != nullptr) row.tiers.push_back({"shared", shared.path});
+  }
+  const TierLogRead shared_log = TierLogOf(shared);
+  for (LocalTier& tier : tiers) {
+    tier.nodes = LocalTierJob(tier.dir.commit_log);
+    if (tier.nodes.empty()) continue;
+    tier.view = ViewLocalTier(TierLogOf(tier.dir), shared_log, tier.nodes);
+    const JobNodes own(tier.nodes);
+    std::set<int64_t> in_shared;  // the job's epochs that `shared` lists
+    for (EpochRow& row : *rows) {
+      if (row.entry == nullptr || row.local_only || !own.Owns(*row.entry)) {
+        continue;
+      }
+      in_shared.insert(row.entry->epoch());
+      const CommittedEpoch* copy = FindCommittedEpoch(
+          tier.dir.commit_log, row.entry->epoch(), tier.nodes);
+      if (copy != nullptr && tier.view.Holds(copy->epoch()) &&
+          SameCommit(*copy, *row.entry)) {
+        row.tiers.push_back({"local", tier.dir.path});
+      }
+    }
+    for (const auto& [epoch, dirs] : tier.view.merged.copies) {
+      if (in_shared.count(epoch) > 0 || !tier.view.Holds(epoch)) continue;
+      const CommittedEpoch* entry =
+          FindCommittedEpoch(tier.dir.commit_log, epoch, tier.nodes);
+      if (entry == nullptr) continue;
+      // The same commit in an earlier local tier: one row.
+      auto same =
+          std::find_if(rows->begin(), rows->end(), [&](const EpochRow& row) {
+            return row.local_only && SameCommit(*row.entry, *entry);
+          });
+      if (same != rows->end()) {
+        same->tiers.push_back({"local", tier.dir.path});
+        continue;
+      }
+      EpochRow row = CommittedRow(tier.dir, tier.db_type, *entry);
+      row.local_only = true;
+      row.tiers.push_back({"local", tier.dir.path});
+      rows->push_back(std::move(row));
+    }
+  }
+}
+
+// The TIERS cell: "shared,local:/dev/shm/ckpt", or "-".
+std::string TiersCell(const EpochRow& row) {
+  if (row.tiers.empty()) return "-";
+  std::vector<std::string> names;
+  for (const TierCopy& copy : row.tiers) {
+    names.push_back(copy.tier == "shared"
+                        ? copy.tier
+                        : absl::StrCat(copy.tier, ":", Printable(copy.dir)));
+  }
+  return absl::StrJoin(names, ",");
 }
 
 std::string OrDash(const std::optional<int64_t>& value) {
@@ -274,7 +382,8 @@ std::string WrittenCell(const EpochRow& row) {
 }
 
 void PrintListText(const CheckpointDir& dir, const std::string& db_type,
-                   const std::vector<EpochRow>& rows, std::ostream& out) {
+                   const std::vector<EpochRow>& rows,
+                   const std::vector<LocalTier>& tiers, std::ostream& out) {
   out << "checkpoint " << dir.path << " (";
   if (dir.log_status.ok()) {
     out << db_type << ", format version " << dir.commit_log.format_version();
@@ -296,11 +405,25 @@ void PrintListText(const CheckpointDir& dir, const std::string& db_type,
   }
   headers.insert(headers.end(), {"SAVE", "TIME"});
   right_aligned.insert(right_aligned.end(), {true, false});
+  // The TIERS column only with local tiers, likewise.
+  if (!tiers.empty()) {
+    headers.push_back("TIERS");
+    right_aligned.push_back(false);
+  }
   TextTable table(std::move(headers), std::move(right_aligned));
   int committed = 0;
   int uncommitted = 0;
   int incomplete = 0;
+  int local_only = 0;
+  std::optional<int64_t> newest;
+  if (dir.log_status.ok() && dir.commit_log.epoch_size() > 0) {
+    newest = dir.commit_log.epoch(dir.commit_log.epoch_size() - 1).epoch();
+  }
   for (const EpochRow& row : rows) {
+    if (row.local_only) {
+      ++local_only;
+      newest = std::max(newest.value_or(*row.epoch), *row.epoch);
+    }
     if (row.state == "committed") ++committed;
     if (row.state == "uncommitted") ++uncommitted;
     if (row.state == "incomplete") ++incomplete;
@@ -319,19 +442,27 @@ void PrintListText(const CheckpointDir& dir, const std::string& db_type,
     cells.push_back(row.save_micros.has_value() ? FormatMicros(*row.save_micros)
                                                 : "-");
     cells.push_back(FormatUnixMicros(row.time_unix_micros.value_or(0)));
+    if (!tiers.empty()) cells.push_back(TiersCell(row));
     table.AddRow(std::move(cells));
   }
   if (!table.empty()) table.Print(out);
   std::string summary =
       absl::StrCat(committed, " committed epoch", committed == 1 ? "" : "s");
-  if (committed > 0) {
-    absl::StrAppend(
-        &summary, " (newest ",
-        dir.commit_log.epoch(dir.commit_log.epoch_size() - 1).epoch(), ")");
+  if (committed > 0 && newest.has_value()) {
+    absl::StrAppend(&summary, " (newest ", *newest);
+    if (local_only > 0) {
+      absl::StrAppend(&summary, ", ", local_only, " only in a local tier");
+    }
+    absl::StrAppend(&summary, ")");
   }
   absl::StrAppend(&summary, ", ", uncommitted, " uncommitted, ", incomplete,
                   " incomplete");
   out << summary << "\n";
+  for (const LocalTier& tier : tiers) {
+    if (tier.view.ignored.empty()) continue;
+    out << "local tier " << tier.dir.path << ": " << IgnoredText(tier.view)
+        << "\n";
+  }
   bool header = false;
   for (const EpochRow& row : rows) {
     for (const std::string& problem : row.problems) {
@@ -353,7 +484,8 @@ void PrintListText(const CheckpointDir& dir, const std::string& db_type,
 }
 
 void PrintListJson(const CheckpointDir& dir, const std::string& db_type,
-                   const std::vector<EpochRow>& rows, std::ostream& out) {
+                   const std::vector<EpochRow>& rows,
+                   const std::vector<LocalTier>& tiers, std::ostream& out) {
   JsonWriter json(out);
   json.BeginObject();
   json.Field("dir", dir.path);
@@ -386,6 +518,17 @@ void PrintListJson(const CheckpointDir& dir, const std::string& db_type,
     }
     json.Field("save_micros", row.save_micros);
     json.Field("time_unix_micros", row.time_unix_micros);
+    if (!tiers.empty()) {
+      json.Key("tiers");
+      json.BeginArray();
+      for (const TierCopy& copy : row.tiers) {
+        json.BeginObject();
+        json.Field("tier", copy.tier);
+        json.Field("dir", copy.dir);
+        json.EndObject();
+      }
+      json.EndArray();
+    }
     json.StringArray("problems", row.problems);
     json.EndObject();
   }
@@ -394,6 +537,26 @@ void PrintListJson(const CheckpointDir& dir, const std::string& db_type,
   for (const auto& temp : dir.save_temps) temps.push_back(temp.basename);
   for (const auto& temp : dir.commit_log_temps) temps.push_back(temp.basename);
   json.StringArray("leftover_temporaries", temps);
+  if (!tiers.empty()) {
+    json.Key("local_tiers");
+    json.BeginArray();
+    for (const LocalTier& tier : tiers) {
+      json.BeginObject();
+      json.Field("dir", tier.dir.path);
+      json.StringArray("nodes", tier.nodes);
+      json.Key("ignored");
+      json.BeginArray();
+      for (const LocalTierView::Ignored& group : tier.view.ignored) {
+        json.BeginObject();
+        json.IntArray("epochs", group.epochs);
+        json.Field("reason", group.reason);
+        json.EndObject();
+      }
+      json.EndArray();
+      json.EndObject();
+    }
+    json.EndArray();
+  }
   json.EndObject();
   out << "\n";
 }
@@ -409,11 +572,37 @@ int List(const ListOptions& options, std::ostream& out, std::ostream& err) {
     return kExitUsage;
   }
   const std::string db_type = DbTypeFor(*dir, options.db_type);
-  const std::vector<EpochRow> rows = ListRows(*dir, db_type);
+  std::vector<EpochRow> rows = ListRows(*dir, db_type);
+  // Rows point into the tiers' commit logs: the vector is not resized once
+  // they do.
+  std::vector<LocalTier> tiers;
+  tiers.reserve(options.local_dirs.size());
+  for (const std::string& local : options.local_dirs) {
+    std::optional<CheckpointDir> scanned = ScanOrReport(local, err);
+    if (!scanned.has_value()) return kExitUsage;
+    if (absl::IsNotFound(scanned->log_status)) {
+      err << "ckpt: " << local << " is not a checkpoint directory (no "
+          << kCommitLogFileName << ")\n";
+      return kExitUsage;
+    }
+    if (!scanned->log_status.ok()) {
+      err << "ckpt: " << scanned->log_status.message()
+          << " (`ckpt verify` reports damage)\n";
+      return kExitUsage;
+    }
+    LocalTier tier;
+    tier.db_type = DbTypeFor(*scanned, options.db_type);
+    tier.dir = *std::move(scanned);
+    tiers.push_back(std::move(tier));
+  }
+  if (!tiers.empty()) {
+    AddTiers(*dir, tiers, &rows);
+    SortRows(&rows);
+  }
   if (options.format == OutputFormat::kJson) {
-    PrintListJson(*dir, db_type, rows, out);
+    PrintListJson(*dir, db_type, rows, tiers, out);
   } else {
-    PrintListText(*dir, db_type, rows, out);
+    PrintListText(*dir, db_type, rows, tiers, out);
   }
   return kExitOk;
 }
