@@ -13,6 +13,7 @@
 #include "checkpoint/commit/resume_choice.h"
 #include "checkpoint/commit/retention.h"
 #include "checkpoint/commit/verify.h"
+#include "checkpoint/tier/flush.h"
 #include "checkpoint/tier/local_directory.h"
 #include "engine/status_macros.h"
 #include "glog/logging.h"
@@ -374,6 +375,19 @@ absl::StatusOr<std::optional<int64_t>> Checkpointer::Impl::ChooseStart(
         FindCommittedEpoch(*StartLog(), *epoch, FileNames());
     if (entry != nullptr && entry->has_preemption()) {
       resumed_preemption_ = entry->preemption();
+    }
+  }
+  if (tiers_.has_value() && usable.ok()) {
+    // Local epochs outside the job's history go before this run commits
+    // there: a resume must never take them for part of it.
+    absl::StatusOr<std::vector<int64_t>> dropped =
+        DropIgnoredLocalEpochs(local_dir_, *tiers_, FileNames());
+    if (!dropped.ok()) {
+      LOG(WARNING) << "cannot drop the ignored epochs of the local tier "
+                   << local_dir_ << ": " << dropped.status().message();
+    } else if (!dropped->empty()) {
+      LOG(INFO) << "dropped " << dropped->size() << " epochs of the local tier "
+                << local_dir_ << " that are not the job's history";
     }
   }
   if (tiers_.has_value()) {

@@ -203,10 +203,16 @@ TEST_F(TierTest, AStaleLocalTierIsIgnored) {
     ASSERT_TRUE(runner.Train(session).ok());
   }
   // Back on the first host: its epochs 3 and 4 are another history now.
+  ASSERT_THAT(ListedEpochs(Local()), ElementsAre(3, 4));
   Resumed latest = Resume(Options(), ResumeFrom::Latest());
   EXPECT_EQ(latest.epoch, 4);
   EXPECT_EQ(latest.read_from, shared_);
   EXPECT_EQ(latest.total, 145);
+  // They left the local tier, databases and all: no later run can take
+  // them for the job's history.
+  EXPECT_THAT(ListedEpochs(Local()), ElementsAre());
+  EXPECT_FALSE(*PathExists(CheckpointDbPath(Local(), "trainer_0", 3)));
+  EXPECT_FALSE(*PathExists(CheckpointDbPath(Local(), "trainer_0", 4)));
 }
 
 TEST_F(TierTest, SharedEveryFlushesEveryKthEpochAndTheLast) {
@@ -218,6 +224,11 @@ TEST_F(TierTest, SharedEveryFlushesEveryKthEpochAndTheLast) {
   const std::vector<int64_t> shared = ListedEpochs(shared_);
   EXPECT_THAT(shared, Contains(4));
   EXPECT_THAT(shared, IsSubsetOf({0, 3, 4}));
+  // The local tier keeps 3 and 4; the shared directory may not have 3, but
+  // the local tier continues its history: 3 is there to resume from.
+  Resumed three = Resume(options, ResumeFrom::Epoch(3));
+  EXPECT_EQ(three.read_from, Local());
+  EXPECT_EQ(three.total, 136);
 }
 
 TEST_F(TierTest, AsyncSavesFlushToo) {

@@ -1,5 +1,6 @@
 #include "checkpoint/tier/flush.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -96,6 +97,25 @@ absl::StatusOr<FlushResult> FlushEpoch(const FlushRequest& request) {
       << "epoch " << epoch << " is flushed to " << request.shared
       << ", but retention failed there: " << deleted;
   return result;
+}
+
+absl::StatusOr<std::vector<int64_t>> DropIgnoredLocalEpochs(
+    const std::string& local, const TieredLog& merged,
+    const std::vector<std::string>& nodes) {
+  if (merged.ignored_local.empty()) return std::vector<int64_t>{};
+  const JobNodes own(nodes);
+  std::vector<CommittedEpoch> dropped;
+  JG_RETURN_IF_ERROR(UpdateCommitLog(
+      local, /*is_commit=*/false, [&](CommitLog& log) -> absl::StatusOr<bool> {
+        dropped = TakeEntries(log, [&](const CommittedEpoch& entry) {
+          return own.Owns(entry) &&
+                 std::find(merged.ignored_local.begin(),
+                           merged.ignored_local.end(),
+                           entry.epoch()) != merged.ignored_local.end();
+        });
+        return !dropped.empty();
+      }));
+  return DeleteRetired(local, dropped, /*background=*/false);
 }
 
 }  // namespace jobgraph

@@ -24,6 +24,7 @@
 
 #include "absl/status/statusor.h"
 #include "checkpoint/checkpoint_options.h"
+#include "checkpoint/tier/tier_log.h"
 
 namespace jobgraph {
 
@@ -55,6 +56,15 @@ struct FlushResult {
 // the shared log); the copy's and the commit's errors otherwise, naming the
 // path.
 absl::StatusOr<FlushResult> FlushEpoch(const FlushRequest& request);
+
+// Takes the epochs of the job of `nodes` that `merged` ignored (stale
+// ones, TieredLog::ignored_local) out of the commit log of the local tier
+// `local`, then deletes their databases there, so that the local log
+// never again holds an epoch outside the job's history (tier_log.h relies
+// on it). Returns them. Call holding the nodes' locks in `local`.
+absl::StatusOr<std::vector<int64_t>> DropIgnoredLocalEpochs(
+    const std::string& local, const TieredLog& merged,
+    const std::vector<std::string>& nodes);
 
 }  // namespace jobgraph
 

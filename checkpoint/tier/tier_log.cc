@@ -21,12 +21,11 @@ std::map<int64_t, const CommittedEpoch*> JobEntries(
   return entries;
 }
 
-std::string EpochList(const std::map<int64_t, const CommittedEpoch*>& entries,
-                      int64_t from) {
+std::string EpochList(const std::vector<int64_t>& epochs) {
   std::string out;
-  for (auto it = entries.lower_bound(from); it != entries.end(); ++it) {
+  for (int64_t epoch : epochs) {
     if (!out.empty()) out += ", ";
-    out += std::to_string(it->first);
+    out += std::to_string(epoch);
   }
   return out;
 }
@@ -63,25 +62,12 @@ TieredLog MergeTierLogs(const TierLogRead& local, const TierLogRead& shared,
     if (merged.log.damage.ok()) merged.log.damage = local.read->damage;
   }
 
-  // From which epoch on the local tier continues the shared history.
-  std::optional<int64_t> local_from;
-  if (shared_entries.empty()) {
-    local_from = INT64_MIN;
-  } else {
+  // Whether the local tier continues the shared history (see the header).
+  bool continues = shared_entries.empty();
+  if (!continues) {
     const CommittedEpoch& newest = *shared_entries.rbegin()->second;
     auto it = local_entries.find(newest.epoch());
-    if (it != local_entries.end() && SameCommit(*it->second, newest)) {
-      local_from = newest.epoch();
-    } else if (!local_entries.empty() &&
-               local_entries.rbegin()->first >= newest.epoch()) {
-      LOG(WARNING) << "ignoring epochs "
-                   << EpochList(local_entries, newest.epoch())
-                   << " of the local tier " << local.dir
-                   << ": the shared directory " << shared.dir << " has epoch "
-                   << newest.epoch()
-                   << " from a commit the local tier does not hold (another "
-                      "run went on from there)";
-    }
+    continues = it != local_entries.end() && SameCommit(*it->second, newest);
   }
 
   std::map<int64_t, const CommittedEpoch*> chosen;
@@ -91,12 +77,22 @@ TieredLog MergeTierLogs(const TierLogRead& local, const TierLogRead& shared,
   }
   for (const auto& [epoch, entry] : local_entries) {
     auto shared_it = shared_entries.find(epoch);
-    const bool same = shared_it != shared_entries.end() &&
-                      SameCommit(*entry, *shared_it->second);
-    const bool continues = local_from.has_value() && epoch >= *local_from;
-    if (!same && !continues) continue;
+    const bool in_shared = shared_it != shared_entries.end();
+    const bool same = in_shared && SameCommit(*entry, *shared_it->second);
+    if (!same && (in_shared || !continues)) {
+      merged.ignored_local.push_back(epoch);
+      continue;
+    }
     chosen[epoch] = entry;
     merged.copies[epoch].push_back(local.dir);
+  }
+  if (!merged.ignored_local.empty()) {
+    LOG(WARNING) << "ignoring epochs " << EpochList(merged.ignored_local)
+                 << " of the local tier " << local.dir << ": they are not "
+                 << "the history of the shared directory " << shared.dir
+                 << (continues ? ""
+                               : " (the local tier does not hold its "
+                                 "newest epoch as the same commit)");
   }
   for (const auto& [epoch, entry] : shared_entries) {
     if (SameCommit(*chosen[epoch], *entry)) {

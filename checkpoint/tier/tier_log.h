@@ -10,8 +10,13 @@
 // shared history: when the local log lists the shared log's newest epoch
 // as the same commit (CommittedEpoch.committed_unix_micros, which a flush
 // copies), or when the shared log lists no epoch of the job. Then every
-// local epoch from there on is a candidate, and read from the local tier
-// first; otherwise the local epochs are ignored (and the reason logged).
+// local epoch is a candidate (but one the shared log lists as another
+// commit), and read from the local tier first; otherwise only the local
+// copies of the shared log's own commits count, and the other local
+// epochs are ignored (and logged). That a local tier which holds the
+// shared newest epoch holds no stale epoch below it is kept true by the
+// Checkpointer: each run takes the epochs a merge ignored out of its local
+// log before it commits there (DropIgnoredLocalEpochs, flush.h).
 //
 // Functions; thread-compatible.
 
@@ -48,6 +53,8 @@ struct TieredLog {
   // For each epoch of `log`: the directories that hold a copy, nearest
   // (local) first.
   std::map<int64_t, std::vector<std::string>> copies;
+  // The job's epochs that the local log lists and that do not count.
+  std::vector<int64_t> ignored_local;
 };
 
 // Merges the tiers' logs for the job of `nodes` (see above).

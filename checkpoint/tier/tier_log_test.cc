@@ -64,6 +64,7 @@ TEST(MergeTierLogsTest, StaleLocalEpochsAreIgnored) {
   // Epoch 2 is the same commit in both: the local copy is still good.
   EXPECT_THAT(merged.copies.at(2), ElementsAre("/local", "/shared"));
   EXPECT_THAT(merged.copies.at(3), ElementsAre("/shared"));
+  EXPECT_THAT(merged.ignored_local, ElementsAre(3, 4));
 }
 
 TEST(MergeTierLogsTest, LocalWithoutTheSharedNewestIsIgnored) {
@@ -73,6 +74,27 @@ TEST(MergeTierLogsTest, LocalWithoutTheSharedNewestIsIgnored) {
       MergeTierLogs({"/local", Log({Entry(5, 50), Entry(6, 60)})},
                     {"/shared", Log({Entry(3, 30)})}, kNodes);
   EXPECT_THAT(Epochs(merged), ElementsAre(3));
+  EXPECT_THAT(merged.ignored_local, ElementsAre(5, 6));
+}
+
+TEST(MergeTierLogsTest, UnflushedEpochsBelowTheSharedNewestCount) {
+  // shared_every=2: 2 and 4 were flushed, 3 only committed locally.
+  const TieredLog merged = MergeTierLogs(
+      {"/local", Log({Entry(2, 20), Entry(3, 30), Entry(4, 40)})},
+      {"/shared", Log({Entry(0, 1), Entry(2, 20), Entry(4, 40)})}, kNodes);
+  EXPECT_THAT(Epochs(merged), ElementsAre(0, 2, 3, 4));
+  EXPECT_THAT(merged.copies.at(3), ElementsAre("/local"));
+  EXPECT_THAT(merged.ignored_local, IsEmpty());
+}
+
+TEST(MergeTierLogsTest, AnotherCommitOfAnEpochIsNeverTakenFromTheLocalTier) {
+  const TieredLog merged =
+      MergeTierLogs({"/local", Log({Entry(1, 10), Entry(2, 20)})},
+                    {"/shared", Log({Entry(1, 11), Entry(2, 20)})}, kNodes);
+  EXPECT_THAT(Epochs(merged), ElementsAre(1, 2));
+  EXPECT_EQ(merged.log.log.epoch(0).committed_unix_micros(), 11);
+  EXPECT_THAT(merged.copies.at(1), ElementsAre("/shared"));
+  EXPECT_THAT(merged.ignored_local, ElementsAre(1));
 }
 
 TEST(MergeTierLogsTest, NothingSharedYetTakesTheLocalTier) {

@@ -326,9 +326,11 @@ commands:
       newest epoch that LOCAL holds and that continues SHARED's history
       (the job is the one LOCAL's newest commit lists); an epoch that
       SHARED holds already is not copied again. An epoch that does not
-      continue SHARED's history is refused. Every file is checked against
-      its recorded size and CRC-32C: a damaged one exits 1, and SHARED's
-      commit log does not list the epoch. No retention applies to SHARED.
+      continue SHARED's history, or is older than SHARED's newest epoch
+      (its commit would unlist the newer ones), is refused. Every file is
+      checked against its recorded size and CRC-32C: a damaged one exits
+      1, and SHARED's commit log does not list the epoch. No retention
+      applies to SHARED.
       Refused while a job holds a node's lock in LOCAL or SHARED: run it
       after the job stops.
 

@@ -41,7 +41,7 @@
 // a damaged local copy; kExitUsage for bad usage, for input that cannot be
 // read (a missing directory, one that is not a checkpoint, a database
 // without a blob index) and for a flush refused (a job runs, or the epoch
-// does not continue the shared history).
+// does not continue the shared history or is older than its newest).
 //
 // Every command is a function that writes its report to `out` and errors to
 // `err` and returns the exit code, so tests run them in-process. RunCkpt

@@ -4,6 +4,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -138,6 +139,26 @@ absl::StatusOr<FlushChoice> ChooseEpoch(const std::string& local,
           view.IgnoredBecause(*requested)
               .value_or("a resume does not count it"),
           "): flushing it would rewrite that history; nothing is flushed"));
+    }
+    // Committing an older epoch in the shared log would unlist its newer
+    // ones (the commit of an epoch drops the job's later entries).
+    const auto shared_newest = std::find_if(
+        view.merged.copies.rbegin(), view.merged.copies.rend(),
+        [&](const auto& copies) {
+          return std::find(copies.second.begin(), copies.second.end(),
+                           shared) != copies.second.end();
+        });
+    if (shared_newest != view.merged.copies.rend() &&
+        shared_newest->first > *requested &&
+        std::find(view.merged.copies.at(*requested).begin(),
+                  view.merged.copies.at(*requested).end(),
+                  shared) == view.merged.copies.at(*requested).end()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "epoch ", *requested, " of ", local,
+          " is older than the newest epoch of ", shared, " (",
+          shared_newest->first,
+          "): committing it there would take the newer epochs out of its "
+          "commit log; nothing is flushed"));
     }
     choice.epoch = requested;
   } else {

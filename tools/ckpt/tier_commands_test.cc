@@ -284,10 +284,10 @@ TEST_F(TierCommandsTest, FlushOfARequestedEpoch) {
   EXPECT_EQ(r.out, "");
   EXPECT_EQ(r.err,
             absl::StrCat("ckpt: epoch 1 of ", local_,
-                         " does not continue the history of ", shared_,
-                         " (not in the shared directory, and older than its "
-                         "newest epoch 3): flushing it would rewrite that "
-                         "history; nothing is flushed\n"));
+                         " is older than the newest epoch of ", shared_,
+                         " (3): committing it there would take the newer "
+                         "epochs out of its commit log; nothing is "
+                         "flushed\n"));
   EXPECT_THAT(LoggedEpochs(shared_), ElementsAre(2, 3));
 }
 
@@ -652,21 +652,28 @@ TEST_F(TierCommandsTest, VerifyListAndFlushOnALocalTierOfAJob) {
                                "epochs in ",
                                local_)));
 
-  // list: the epochs that both tiers hold, and epoch 3 ignored unless it
-  // was flushed (a resume would not count it either).
+  // list: every epoch of the shared directory, and epoch 3 also when only
+  // the local tier holds it (it continues the shared history: a resume
+  // counts it).
   r = RunTool({"list", shared_, absl::StrCat("--local=", local_)});
   EXPECT_EQ(r.code, kExitOk) << r.err;
   const std::vector<std::string> lines = Lines(r.out);
+  std::vector<int64_t> epochs = shared_epochs;
   const bool flushed_3 =
-      shared_epochs.size() >= 2 && shared_epochs[shared_epochs.size() - 2] == 3;
-  ASSERT_EQ(lines.size(), shared_epochs.size() + (flushed_3 ? 3 : 4)) << r.out;
+      std::find(epochs.begin(), epochs.end(), 3) != epochs.end();
+  if (!flushed_3) {
+    epochs.insert(std::find(epochs.begin(), epochs.end(), 4), 3);
+  }
+  ASSERT_EQ(lines.size(), epochs.size() + 3) << r.out;
   EXPECT_EQ(lines[1], "EPOCH STATE NODES BLOBS BYTES SAVE TIME TIERS");
-  for (size_t i = 0; i < shared_epochs.size(); ++i) {
-    const int64_t epoch = shared_epochs[i];
+  for (size_t i = 0; i < epochs.size(); ++i) {
+    const int64_t epoch = epochs[i];
+    const bool only_local = epoch == 3 && !flushed_3;
     int64_t blobs = 0;
     int64_t bytes = 0;
     for (const std::string& node : kNodes) {
-      const BlobIndex index = IndexOf(CheckpointDbPath(shared_, node, epoch));
+      const BlobIndex index =
+          IndexOf(CheckpointDbPath(only_local ? local_ : shared_, node, epoch));
       blobs += index.blob_size();
       bytes += index.total_bytes();
     }
@@ -675,19 +682,14 @@ TEST_F(TierCommandsTest, VerifyListAndFlushOnALocalTierOfAJob) {
                                   blobs, " ", bytes, " ")));
     EXPECT_THAT(
         lines[2 + i],
-        EndsWith(epoch < 3 ? " UTC shared"
-                           : absl::StrCat(" UTC shared,local:", local_)));
+        EndsWith(epoch < 3    ? std::string(" UTC shared")
+                 : only_local ? absl::StrCat(" UTC local:", local_)
+                              : absl::StrCat(" UTC shared,local:", local_)));
   }
-  EXPECT_EQ(lines[2 + shared_epochs.size()],
-            absl::StrCat(shared_epochs.size(),
-                         " committed epochs (newest 4), 0 uncommitted, 0 "
-                         "incomplete"));
-  if (!flushed_3) {
-    EXPECT_EQ(lines.back(),
-              absl::StrCat("local tier ", local_,
-                           ": epoch 3 ignored (not in the shared directory, "
-                           "and older than its newest epoch 4)"));
-  }
+  EXPECT_EQ(lines[2 + epochs.size()],
+            absl::StrCat(epochs.size(), " committed epochs (newest 4",
+                         flushed_3 ? "" : ", 1 only in a local tier",
+                         "), 0 uncommitted, 0 incomplete"));
 
   // flush: the end of the run flushed the newest epoch.
   r = RunTool({"flush", local_, shared_});

@@ -79,12 +79,10 @@ LocalTierView ViewLocalTier(const TierLogRead& local, const TierLogRead& shared,
       reason = absl::StrCat(
           "the local tier does not hold the shared directory's newest epoch ",
           newest.epoch());
-    } else if (shared_entries.count(epoch) > 0) {
-      reason = "the shared directory holds another commit of the same epoch";
     } else {
-      reason = absl::StrCat(
-          "not in the shared directory, and older than its newest epoch ",
-          newest.epoch());
+      // A local tier that continues the shared history counts every epoch
+      // but one the shared log lists as another commit.
+      reason = "the shared directory holds another commit of the same epoch";
     }
     auto group = std::find_if(
         view.ignored.begin(), view.ignored.end(),
