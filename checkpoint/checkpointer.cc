@@ -2,6 +2,7 @@
 
 #include "checkpoint/checkpointer.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <utility>
 
@@ -115,6 +116,14 @@ std::vector<SaveOutcome> Checkpointer::TakeFinishedSaves() {
 
 void Checkpointer::WaitForBackgroundSave() { impl_->WaitForSaves(); }
 
+absl::Status Checkpointer::FlushToShared() { return impl_->FlushToShared(); }
+
+absl::Status Checkpointer::Impl::FlushToShared() {
+  WaitForSaves();
+  if (flusher_ == nullptr || !locked_) return absl::OkStatus();
+  return DrainToShared();
+}
+
 void Checkpointer::End() {
   impl_->EndPipeline();
   // Blobs staged for a Restore that never came stay in their session (which
@@ -218,9 +227,26 @@ void Checkpointer::Impl::StartPipeline(const Session* session) {
   flusher_ = std::make_unique<Flusher>(std::move(flush));
   SavePipeline::CommitHooks hooks;
   hooks.committed = [this](const SaveRecord& record) {
+    locked_ = true;  // a commit proves the pipeline holds the local locks
+    // Until the local tier continues the shared history past the shared
+    // log's newest epoch, a crash before a flush would let a resume take
+    // the shared log's newest for the history (tier_log.h): a run that
+    // resumed further back, or re-saved that epoch, or started from
+    // scratch. Its first such commit is flushed before the save returns;
+    // after that the shared newest is this run's own.
+    const bool sync = first_flush_sync_ || (shared_newest_.has_value() &&
+                                            record.epoch <= *shared_newest_);
     flusher_->Committed(record.epoch,
-                        /*flush=*/record.kind != SaveKind::kEpoch ||
+                        /*flush=*/sync || record.kind != SaveKind::kEpoch ||
                             record.epoch % options_.shared_every == 0);
+    if (!sync) return;
+    absl::Status flushed = flusher_->Drain();
+    if (flushed.ok()) {
+      first_flush_sync_ = false;
+      shared_newest_.reset();
+    } else {
+      LOG(ERROR) << flushed.message() << "; the next commit tries again";
+    }
   };
   hooks.pinned = [this] { return flusher_->Pinned(); };
   pipeline_->SetCommitHooks(std::move(hooks));
@@ -235,20 +261,33 @@ void Checkpointer::Impl::EndPipeline() {
   if (pipeline_ == nullptr) return;
   pipeline_->Drain();
   KeepOutcomes();
-  if (flusher_ != nullptr) {
+  // A run that never held its nodes' locks (refused at Start: another run
+  // holds them) must not touch either directory.
+  if (flusher_ != nullptr && locked_) {
     // The end of the run leaves its newest state in the shared directory,
-    // and no more than keep_local epochs (the newest one among them) in the
-    // local tier: those that waited for a flush go now.
+    // and no more than keep_local epochs in the local tier, besides the
+    // pinned ones (the newest flushed): those that waited for a flush go
+    // now.
     absl::Status drained = DrainToShared();
-    if (drained.ok()) {
-      drained = ApplyRetention(local_dir_, pipeline_options_.retention,
-                               FileNames(), /*background=*/true)
-                    .status();
-    }
+    if (drained.ok()) drained = RetireLocal();
     LOG_IF(ERROR, !drained.ok()) << drained.message();
   }
   pipeline_.reset();  // releases the locks
   flusher_.reset();
+  locked_ = false;
+}
+
+absl::Status Checkpointer::Impl::RetireLocal() {
+  const std::vector<std::string> nodes = FileNames();
+  const std::vector<int64_t> pinned = flusher_->Pinned();
+  std::vector<CommittedEpoch> retired;
+  JG_RETURN_IF_ERROR(UpdateCommitLog(
+      local_dir_, /*is_commit=*/false,
+      [&](CommitLog& log) -> absl::StatusOr<bool> {
+        retired = RetireEpochs(log, pipeline_options_.retention, nodes, pinned);
+        return !retired.empty();
+      }));
+  return DeleteRetired(local_dir_, retired, /*background=*/true).status();
 }
 
 absl::Status Checkpointer::Impl::SetUpTiers() {
@@ -377,15 +416,38 @@ absl::StatusOr<std::optional<int64_t>> Checkpointer::Impl::ChooseStart(
       resumed_preemption_ = entry->preemption();
     }
   }
+  first_flush_sync_ = false;
+  shared_newest_.reset();
+  if (tiered() && !tiers_.has_value()) {
+    // A start from scratch need not read the logs; the first commit's
+    // flush depends on them (the hook in StartPipeline).
+    ReadStartLog().IgnoreError();
+  }
+  if (tiers_.has_value()) {
+    first_flush_sync_ = !tiers_->local_continues;
+    for (auto it = tiers_->copies.rbegin(); it != tiers_->copies.rend(); ++it) {
+      if (std::find(it->second.begin(), it->second.end(), options_.directory) !=
+          it->second.end()) {
+        shared_newest_ = it->first;
+        break;
+      }
+    }
+  }
   if (tiers_.has_value() && usable.ok()) {
     // Local epochs outside the job's history go before this run commits
     // there: a resume must never take them for part of it.
     absl::StatusOr<std::vector<int64_t>> dropped =
         DropIgnoredLocalEpochs(local_dir_, *tiers_, FileNames());
     if (!dropped.ok()) {
-      LOG(WARNING) << "cannot drop the ignored epochs of the local tier "
-                   << local_dir_ << ": " << dropped.status().message();
-    } else if (!dropped->empty()) {
+      return Annotate(
+          dropped.status(),
+          absl::StrCat("cannot take the epochs that are not the job's "
+                       "history out of the local tier ",
+                       local_dir_,
+                       " (a later resume could take them for "
+                       "it); fix the directory or remove it"));
+    }
+    if (!dropped->empty()) {
       LOG(INFO) << "dropped " << dropped->size() << " epochs of the local tier "
                 << local_dir_ << " that are not the job's history";
     }
@@ -417,6 +479,7 @@ absl::Status Checkpointer::Impl::LockNodes() {
   JG_RETURN_IF_ERROR(pipeline_->LockNodes());
   // A flush writes the shared directory: no other run of the job may.
   if (tiered()) JG_RETURN_IF_ERROR(flusher_->Lock());
+  locked_ = true;
   return absl::OkStatus();
 }
 

@@ -143,6 +143,13 @@ class Checkpointer {
   // Waits until every save has its outcome (collective on several ranks).
   void WaitForBackgroundSave();
 
+  // With a local tier (CheckpointOptions::local_directory): waits for
+  // every save, copies the newest epoch committed in the local tier to the
+  // shared directory unless it is there already, and waits for every copy.
+  // FailedPrecondition naming both directories (and `ckpt flush`) when the
+  // last copy failed. OK without a local tier or outside a run.
+  absl::Status FlushToShared();
+
   // Ends the run: waits for every save, releases the nodes' locks (also
   // done by the destructor).
   void End();

@@ -134,6 +134,10 @@ class Checkpointer::Impl {
   // waits for every flush: FailedPrecondition naming both directories if
   // a flush failed.
   absl::Status DrainToShared();
+  // Checkpointer::FlushToShared.
+  absl::Status FlushToShared();
+  // Applies keep_local to the local tier, keeping the flusher's pins.
+  absl::Status RetireLocal();
 
   std::string DbPathOf(const NodeState& state, int64_t epoch) const;
   // NodeState::file_name of every node: the names in the commit log.
@@ -177,6 +181,13 @@ class Checkpointer::Impl {
   // With a local tier, for the run: the flush to the shared directory
   // (which holds the nodes' locks there).
   std::unique_ptr<Flusher> flusher_;
+  // Whether this run holds its nodes' locks (both tiers'); set by LockNodes.
+  bool locked_ = false;
+  // Set at Start with a local tier: the run's first commit is flushed
+  // before its save returns unless the local tier continues the shared
+  // history past the shared log's newest epoch (see the commit hook).
+  bool first_flush_sync_ = false;
+  std::optional<int64_t> shared_newest_;
   // Outcomes of ended runs that nobody took, oldest first (bounded).
   std::vector<SaveOutcome> unclaimed_;
 };

@@ -192,17 +192,12 @@ absl::StatusOr<CheckpointStats> Checkpointer::Impl::Restore(Session& session,
   }
   const std::string what = absl::StrCat("cannot resume from epoch ", epoch,
                                         " in ", options_.directory);
-  // The log the resume choice read, else the directory's now.
-  std::optional<CommitLogRead> read;
-  const CommitLog* log = StartLog();
-  if (log == nullptr) {
-    absl::StatusOr<CommitLogRead> now =
-        ReadCommitLogWithFallback(options_.directory);
-    if (now.ok()) read = *std::move(now);
-    if (read.has_value()) log = &read->log;
-  }
+  // The log as it is now (the run may have committed since Start); with
+  // tiers, both logs merged, which also renews where each epoch's copies
+  // are.
+  absl::StatusOr<CommitLogRead> read = ReadStartLog();
   const CommittedEpoch* entry =
-      log != nullptr ? FindCommittedEpoch(*log, epoch, FileNames()) : nullptr;
+      read.ok() ? FindCommittedEpoch(read->log, epoch, FileNames()) : nullptr;
   // What Start(session, ...) staged is used if every node of this session
   // holds it (the staged epoch's session may be another, or gone); checked
   // on every node before any commits, so that none is replaced unless all
@@ -256,16 +251,10 @@ absl::StatusOr<bool> Checkpointer::Impl::LoadBlobs(
     const std::vector<std::string>& blob_names, int64_t epoch) {
   WaitForSaves();
   JG_RETURN_IF_ERROR(SetNodes(nodes));
-  // With a local tier, an epoch it keeps is read there, an older one from
-  // the shared directory (a local tier is on one process only).
-  std::string dir = WriteDir();
-  if (tiered()) {
-    for (const NodeState& state : nodes_) {
-      absl::StatusOr<bool> here =
-          PathExists(CheckpointDbPath(dir, state.file_name, epoch));
-      if (!here.ok() || !*here) dir = options_.directory;
-    }
-  }
+  // With a local tier, the nearest copy of the epoch as a resume counts
+  // them (both logs merged), else the shared directory.
+  std::string dir = options_.directory;
+  if (tiered() && ReadStartLog().ok()) dir = ReadDirs(epoch).front();
   // Unlike Caffe2, every node's database is checked before anything is
   // loaded, so a missing one leaves every workspace untouched.
   TaskGroup check("checkpoint_db_exists", GLOBAL);

@@ -255,10 +255,15 @@ absl::Status JobRunner::PreemptAtBoundary(int64_t epoch, bool loop_finished) {
     outcome = "nothing saved (the job runs without a checkpointer)";
   } else if (!loop_finished) {
     preemption.saved = Committed(SaveKind::kEpoch, epoch);
-    outcome = preemption.saved
+    // With a local tier, a requeue on another host finds it only in the
+    // shared directory.
+    const absl::Status flushed = checkpointer_->FlushToShared();
+    outcome = !flushed.ok() ? std::string(flushed.message())
+              : preemption.saved
                   ? absl::StrCat("epoch ", epoch,
                                  " is committed; a resume starts after it")
                   : "a resume starts from the newest committed epoch";
+    preemption.saved = preemption.saved && flushed.ok();
   } else {
     absl::Status marked = checkpointer_->MarkLoopFinished(
         epoch, PreemptionRecord(JOB_GROUP_DOWNLOAD, preemption.signal));
@@ -427,6 +432,11 @@ absl::StatusOr<int64_t> JobRunner::Train(Session& session) {
     absl::Status ran = RunGroup(session, *group, what, false);
     if (IsStopRequest(ran)) return PreemptAtBoundary(epoch, true);
     JG_RETURN_IF_ERROR(ran);
+  }
+  // With a local tier the run is done once its last state is in the
+  // shared directory too.
+  if (checkpointer_ != nullptr) {
+    JG_RETURN_IF_ERROR(checkpointer_->FlushToShared());
   }
   // Old databases dropped by retention are deleted off the critical path;
   // finish before returning so a process that exits next leaves none behind.

@@ -256,6 +256,31 @@ TEST_F(TierTest, LoadBlobsReadsTheNearestCopy) {
   }
 }
 
+TEST_F(TierTest, ARewoundRunsFirstCommitIsFlushedBeforeItsSaveReturns) {
+  RunAll(Options());
+  ASSERT_THAT(ListedEpochs(shared_), ElementsAre(0, 1, 2, 3, 4));
+  // Resumed from epoch 2, a run commits a new epoch 3 locally. Were its
+  // flush left to the background, a crash before it would leave the shared
+  // log ending with the abandoned epoch 4, which a resume would take for
+  // the history. So the first commit is in the shared directory (and 4 out
+  // of its log) when the save returns, even with shared_every=100.
+  CheckpointOptions options = Options();
+  options.shared_every = 100;
+  LocalSession session;
+  Checkpointer checkpointer(options);
+  ASSERT_TRUE(checkpointer.Start(session, kNodes, ResumeFrom::Epoch(2)).ok());
+  ASSERT_TRUE(checkpointer.Restore(session, 2).ok());
+  ASSERT_TRUE(checkpointer.SaveEpoch(session, 3).ok());
+  EXPECT_THAT(ListedEpochs(shared_), ElementsAre(0, 1, 2, 3));
+  EXPECT_EQ(Entry(*ReadCommitLog(shared_), 3).committed_unix_micros(),
+            Entry(*ReadCommitLog(Local()), 3).committed_unix_micros());
+  // The next commits are flushed as shared_every says: not at all here.
+  ASSERT_TRUE(checkpointer.SaveEpoch(session, 4).ok());
+  EXPECT_THAT(ListedEpochs(shared_), ElementsAre(0, 1, 2, 3));
+  EXPECT_TRUE(checkpointer.FlushToShared().ok());
+  EXPECT_THAT(ListedEpochs(shared_), ElementsAre(0, 1, 2, 3, 4));
+}
+
 TEST_F(TierTest, AnotherRunOnTheSharedDirectoryIsRefused) {
   LocalSession first_session;
   Checkpointer first(Options());

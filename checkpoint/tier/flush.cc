@@ -64,11 +64,18 @@ absl::StatusOr<FlushResult> FlushEpoch(const FlushRequest& request) {
     return result;
   }
   // The shared log must not list the epoch while its databases are being
-  // replaced.
-  if (there.has_value()) {
-    JG_RETURN_IF_ERROR(
-        ForgetEpoch(request.shared, epoch, request.nodes).status());
-  }
+  // replaced, nor, once the epoch is gone from it, the job's later epochs,
+  // which its commit drops anyway (they belong to a history this epoch
+  // abandoned): a crash before the commit then leaves the shared log ending
+  // below the epoch, never at an epoch of the abandoned history.
+  const JobNodes own(request.nodes);
+  JG_RETURN_IF_ERROR(
+      UpdateCommitLog(request.shared, /*is_commit=*/false,
+                      [&](CommitLog& log) -> absl::StatusOr<bool> {
+                        return !TakeEntries(log, [&](const CommittedEpoch& e) {
+                                  return e.epoch() >= epoch && own.Owns(e);
+                                }).empty();
+                      }));
   for (const std::string& node : request.nodes) {
     JG_ASSIGN_OR_RETURN(
         int64_t bytes,

@@ -123,7 +123,7 @@ void Flusher::Run() {
                    absl::StrCat("cannot flush epoch ", epoch, " of ",
                                 request_.local, " to ", request_.shared));
       LOG(ERROR) << failed.message();
-      if (failure_.ok()) failure_ = failed;
+      failure_ = failed;
       continue;
     }
     if (!flushed->already_there) {
@@ -134,9 +134,13 @@ void Flusher::Run() {
                 << absl::FormatDuration(took);
     }
     stats_.flush_micros += absl::ToInt64Microseconds(took);
-    if (!stats_.newest_flushed.has_value() || *stats_.newest_flushed < epoch) {
-      stats_.newest_flushed = epoch;
-    }
+    // The newest flush is what the shared log's history ends with (a
+    // flush commit drops the job's later entries there), even when it is
+    // an older epoch than an earlier flush's (a run that resumed further
+    // back).
+    stats_.newest_flushed = epoch;
+    // A failure that a later flush made good is no longer one.
+    failure_ = absl::OkStatus();
     if (newest_committed_ == epoch && generation == generation_) {
       clean_generation_ = generation;
     }

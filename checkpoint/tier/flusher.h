@@ -59,8 +59,9 @@ class Flusher {
   // it is now): at the end of a run, and before a preempted run exits.
   void FlushNewest();
 
-  // Waits until nothing is being copied or waiting. Returns the first
-  // failure since the last Drain (naming the epoch), or OK.
+  // Waits until nothing is being copied or waiting. Returns the failure of
+  // the last flush when it failed (naming the epoch), or OK; a failure is
+  // returned once.
   absl::Status Drain();
 
   // The local epochs retention must keep (see above).

@@ -69,6 +69,7 @@ TieredLog MergeTierLogs(const TierLogRead& local, const TierLogRead& shared,
     auto it = local_entries.find(newest.epoch());
     continues = it != local_entries.end() && SameCommit(*it->second, newest);
   }
+  merged.local_continues = continues;
 
   std::map<int64_t, const CommittedEpoch*> chosen;
   for (const auto& [epoch, entry] : shared_entries) {

@@ -55,6 +55,10 @@ struct TieredLog {
   std::map<int64_t, std::vector<std::string>> copies;
   // The job's epochs that the local log lists and that do not count.
   std::vector<int64_t> ignored_local;
+  // Whether the local tier continues the shared history (it holds the
+  // shared log's newest epoch as the same commit, or the shared log lists
+  // no epoch of the job).
+  bool local_continues = false;
 };
 
 // Merges the tiers' logs for the job of `nodes` (see above).
