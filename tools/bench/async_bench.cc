@@ -62,7 +62,6 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -427,9 +426,6 @@ int Main() {
 }  // namespace jobgraph
 
 int main(int argc, char** argv) {
-  absl::ParseCommandLine(argc, argv);
-  FLAGS_logtostderr = true;
-  FLAGS_minloglevel = 1;
-  google::InitGoogleLogging(argv[0]);
+  jobgraph::bench::InitBench(argc, argv);
   return jobgraph::bench::Main();
 }

@@ -7,20 +7,30 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
 
+#include "absl/flags/parse.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "checkpoint/util/file_util.h"
+#include "engine/status_macros.h"
 #include "glog/logging.h"
 
 namespace jobgraph {
 namespace bench {
+namespace {
+
+constexpr size_t kRawChunk = size_t{4} << 20;  // RawWrite's write()s
+constexpr size_t kDirectAlign = 4096;
+
+}  // namespace
 
 double Seconds(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
@@ -39,10 +49,48 @@ long MinorFaults() {
   return usage.ru_minflt;
 }
 
+void InitBench(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  FLAGS_logtostderr = true;
+  FLAGS_minloglevel = 1;
+  google::InitGoogleLogging(argv[0]);
+}
+
+int ExitCode(const char* bench, const absl::Status& status) {
+  if (status.ok()) return 0;
+  std::fprintf(stderr, "%s: %s\n", bench, status.ToString().c_str());
+  return 1;
+}
+
 void Check(const absl::Status& status) { CHECK(status.ok()) << status; }
 
-void RemoveIfExists(const std::string& path) {
-  if (PathExists(path).value()) Check(RemoveRecursively(path));
+absl::Status ErrnoStatus(absl::string_view what, const std::string& path) {
+  return absl::InternalError(
+      absl::StrCat(what, " ", path, ": ", std::strerror(errno)));
+}
+
+absl::Status RemovePath(const std::string& path) {
+  JG_ASSIGN_OR_RETURN(const bool exists, PathExists(path));
+  if (!exists) return absl::OkStatus();
+  return RemoveRecursively(path);
+}
+
+void RemoveIfExists(const std::string& path) { Check(RemovePath(path)); }
+
+absl::Status ForEachFile(
+    const std::string& path,
+    const std::function<absl::Status(const std::string&, int64_t)>& visit) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return ErrnoStatus("stat", path);
+  if (S_ISDIR(st.st_mode)) {
+    JG_ASSIGN_OR_RETURN(const std::vector<std::string> names, ListDir(path));
+    for (const std::string& name : names) {
+      JG_RETURN_IF_ERROR(ForEachFile(JoinPath(path, name), visit));
+    }
+    return absl::OkStatus();
+  }
+  if (!S_ISREG(st.st_mode)) return absl::OkStatus();
+  return visit(path, st.st_size);
 }
 
 void Settle(int64_t churn_mib, int settle_ms) {
@@ -136,6 +184,53 @@ void WarmFiles(const std::string& path, std::vector<char>* scratch) {
   while (::read(fd, scratch->data(), scratch->size()) > 0) {
   }
   ::close(fd);
+}
+
+absl::StatusOr<StagingBuffer> NewStagingBuffer() {
+  void* staging = nullptr;
+  if (::posix_memalign(&staging, kDirectAlign, kRawChunk) != 0) {
+    return absl::ResourceExhaustedError("cannot allocate a staging buffer");
+  }
+  return StagingBuffer(static_cast<char*>(staging));
+}
+
+absl::StatusOr<double> RawWrite(const std::string& path,
+                                const std::vector<absl::string_view>& pieces,
+                                bool direct, char* staging) {
+  const auto start = Clock::now();
+  const int fd = ::open(
+      path.c_str(),
+      O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | (direct ? O_DIRECT : 0), 0644);
+  if (fd < 0) return ErrnoStatus("open", path);
+  absl::Status status;
+  for (absl::string_view piece : pieces) {
+    while (!piece.empty() && status.ok()) {
+      const size_t n = std::min(piece.size(), kRawChunk);
+      const char* from = piece.data();
+      const bool aligned =
+          reinterpret_cast<uintptr_t>(from) % kDirectAlign == 0 &&
+          n % kDirectAlign == 0;
+      if (direct && !aligned) {
+        if (n % kDirectAlign != 0) {
+          status = absl::InvalidArgumentError(
+              "O_DIRECT raw write of a size that is not a multiple of 4 KiB");
+          break;
+        }
+        std::memcpy(staging, from, n);
+        from = staging;
+      }
+      const ssize_t written = ::write(fd, from, n);
+      if (written <= 0) {
+        status = ErrnoStatus("write", path);
+        break;
+      }
+      piece.remove_prefix(static_cast<size_t>(written));
+    }
+  }
+  if (status.ok() && ::fsync(fd) != 0) status = ErrnoStatus("fsync", path);
+  if (::close(fd) != 0 && status.ok()) status = ErrnoStatus("close", path);
+  JG_RETURN_IF_ERROR(status);
+  return Seconds(start);
 }
 
 double Sample::Median() const {

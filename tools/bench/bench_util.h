@@ -1,19 +1,27 @@
 // What the checkpoint benchmarks share: clocks, this process's CPU time,
 // page faults, RSS and I/O counters from /proc, settling and dropping the
-// page cache between timed runs, and a sample of repeated measurements.
+// page cache between timed runs, the raw write + fsync baseline, a sample of
+// repeated measurements, and main()'s set-up and exit code.
 //
 // Benchmark code: failures of the environment are fatal (CHECK), since a
-// figure measured after one would be wrong. Functions are thread-compatible.
+// figure measured after one would be wrong; the functions that return a
+// status are for the benchmarks that must clean up (remove their
+// directories) whatever fails. Functions are thread-compatible.
 
 #ifndef JOBGRAPH_TOOLS_BENCH_BENCH_UTIL_H_
 #define JOBGRAPH_TOOLS_BENCH_BENCH_UTIL_H_
 
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "checkpoint/leveldb/leveldb_db.h"
 #include "checkpoint/ops/save_load_ops.h"
 
@@ -30,10 +38,28 @@ double CpuSeconds();
 // Minor page faults of this process so far.
 long MinorFaults();
 
+// The first thing a benchmark's main() does: parses the flags and starts
+// glog, logging warnings and worse to stderr only, so that stdout holds the
+// benchmark's own lines.
+void InitBench(int argc, char** argv);
+// main()'s return for a benchmark that ended with `status`: 0 if it is OK,
+// else 1 after printing "<bench>: <status>" on stderr.
+int ExitCode(const char* bench, const absl::Status& status);
+
 // CHECK-fails with the status unless it is OK.
 void Check(const absl::Status& status);
+// An internal error "<what> <path>: <strerror(errno)>", for a system call
+// on `path` that failed.
+absl::Status ErrnoStatus(absl::string_view what, const std::string& path);
 // Removes `path` (recursively) if it exists.
+absl::Status RemovePath(const std::string& path);
+// The same, CHECK-failing on an error.
 void RemoveIfExists(const std::string& path);
+// Calls `visit` with every regular file under `path` (a file or a
+// directory), recursively, and its size; stops at the first error.
+absl::Status ForEachFile(
+    const std::string& path,
+    const std::function<absl::Status(const std::string&, int64_t)>& visit);
 
 // Lets the disk and the page cache settle before a timed run: touches and
 // frees `churn_mib` MiB (so every timed write starts with the same pool of
@@ -64,6 +90,22 @@ DirInfo DescribeDir(const std::string& dir);
 // Reads every regular file of `path` (a file or a directory) once, so that
 // it is in the page cache; `scratch` is the read buffer.
 void WarmFiles(const std::string& path, std::vector<char>* scratch);
+
+// RawWrite's `staging`: 4 MiB aligned for O_DIRECT, from NewStagingBuffer.
+struct FreeDeleter {
+  void operator()(char* p) const { std::free(p); }
+};
+using StagingBuffer = std::unique_ptr<char, FreeDeleter>;
+absl::StatusOr<StagingBuffer> NewStagingBuffer();
+
+// The baseline a checkpoint's save is compared with: writes `pieces` to a
+// new file at `path` in write()s of at most 4 MiB, then fsync, through the
+// page cache, or with O_DIRECT from the pieces' own memory where it is
+// page-aligned (else through `staging`, from NewStagingBuffer). Returns the
+// seconds from open to close.
+absl::StatusOr<double> RawWrite(const std::string& path,
+                                const std::vector<absl::string_view>& pieces,
+                                bool direct, char* staging);
 
 // Repeated measurements of one figure.
 struct Sample {

@@ -77,7 +77,6 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -87,7 +86,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <functional>
 #include <limits>
 #include <map>
 #include <memory>
@@ -98,7 +96,6 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/numbers.h"
@@ -117,7 +114,6 @@
 #include "engine/status_macros.h"
 #include "engine/tensor.h"
 #include "engine/workspace.h"
-#include "glog/logging.h"
 #include "proto/jobgraph.pb.h"
 #include "tools/bench/bench_util.h"
 
@@ -166,40 +162,10 @@ namespace bench {
 namespace {
 
 constexpr char kNode[] = "trainer_0";
-constexpr size_t kRawChunk = size_t{4} << 20;  // 4 MiB write()s
-constexpr size_t kDirectAlign = 4096;
+constexpr size_t kRawChunk = size_t{4} << 20;  // 4 MiB read()s
 
 // ---------------------------------------------------------------------------
 // The environment, with errors as statuses.
-
-absl::Status ErrnoStatus(absl::string_view what, const std::string& path) {
-  return absl::InternalError(
-      absl::StrCat(what, " ", path, ": ", std::strerror(errno)));
-}
-
-absl::Status RemovePath(const std::string& path) {
-  JG_ASSIGN_OR_RETURN(const bool exists, PathExists(path));
-  if (!exists) return absl::OkStatus();
-  return RemoveRecursively(path);
-}
-
-// Calls `visit` with every regular file under `path` (a file or a
-// directory), recursively.
-absl::Status ForEachFile(
-    const std::string& path,
-    const std::function<absl::Status(const std::string&, int64_t)>& visit) {
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0) return ErrnoStatus("stat", path);
-  if (S_ISDIR(st.st_mode)) {
-    JG_ASSIGN_OR_RETURN(const std::vector<std::string> names, ListDir(path));
-    for (const std::string& name : names) {
-      JG_RETURN_IF_ERROR(ForEachFile(JoinPath(path, name), visit));
-    }
-    return absl::OkStatus();
-  }
-  if (!S_ISREG(st.st_mode)) return absl::OkStatus();
-  return visit(path, st.st_size);
-}
 
 absl::StatusOr<int64_t> BytesUnder(const std::string& path) {
   int64_t bytes = 0;
@@ -264,49 +230,6 @@ absl::Status Settle(const MemoryState& state) {
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(state.settle_ms));
   return absl::OkStatus();
-}
-
-// Writes `pieces` to a new file at `path` in write()s of at most 4 MiB, then
-// fsync: through the page cache, or with O_DIRECT from the pieces' own
-// memory when they are page-aligned (else through `staging`, an aligned
-// buffer of kRawChunk bytes). Returns the seconds from open to close.
-absl::StatusOr<double> RawWrite(const std::string& path,
-                                const std::vector<absl::string_view>& pieces,
-                                bool direct, char* staging) {
-  const auto start = Clock::now();
-  const int fd = ::open(
-      path.c_str(),
-      O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | (direct ? O_DIRECT : 0), 0644);
-  if (fd < 0) return ErrnoStatus("open", path);
-  absl::Status status;
-  for (absl::string_view piece : pieces) {
-    while (!piece.empty() && status.ok()) {
-      const size_t n = std::min(piece.size(), kRawChunk);
-      const char* from = piece.data();
-      const bool aligned =
-          reinterpret_cast<uintptr_t>(from) % kDirectAlign == 0 &&
-          n % kDirectAlign == 0;
-      if (direct && !aligned) {
-        if (n % kDirectAlign != 0) {
-          status = absl::InvalidArgumentError(
-              "O_DIRECT raw write of a size that is not a multiple of 4 KiB");
-          break;
-        }
-        std::memcpy(staging, from, n);
-        from = staging;
-      }
-      const ssize_t written = ::write(fd, from, n);
-      if (written <= 0) {
-        status = ErrnoStatus("write", path);
-        break;
-      }
-      piece.remove_prefix(written);
-    }
-  }
-  if (status.ok() && ::fsync(fd) != 0) status = ErrnoStatus("fsync", path);
-  if (::close(fd) != 0 && status.ok()) status = ErrnoStatus("close", path);
-  JG_RETURN_IF_ERROR(status);
-  return Seconds(start);
 }
 
 std::string Mb(double bytes) { return absl::StrFormat("%.1f MB", bytes / 1e6); }
@@ -403,7 +326,7 @@ class IncrementalBench {
   LocalSession session_;
   std::vector<std::string> names_;
   std::vector<Tensor*> tensors_;
-  std::unique_ptr<char, decltype(&std::free)> staging_{nullptr, &std::free};
+  StagingBuffer staging_;
   bool record_ = false;
   std::map<std::string, Sample> s_;
 
@@ -457,11 +380,7 @@ absl::Status IncrementalBench::Fill() {
     }
     tensors_.push_back(t);
   }
-  void* staging = nullptr;
-  if (::posix_memalign(&staging, kDirectAlign, kRawChunk) != 0) {
-    return absl::ResourceExhaustedError("cannot allocate a staging buffer");
-  }
-  staging_.reset(static_cast<char*>(staging));
+  JG_ASSIGN_OR_RETURN(staging_, NewStagingBuffer());
   return absl::OkStatus();
 }
 
@@ -1047,14 +966,7 @@ absl::Status Main() {
 }  // namespace jobgraph
 
 int main(int argc, char** argv) {
-  absl::ParseCommandLine(argc, argv);
-  FLAGS_logtostderr = true;
-  FLAGS_minloglevel = 1;
-  google::InitGoogleLogging(argv[0]);
-  const absl::Status status = jobgraph::bench::Main();
-  if (!status.ok()) {
-    std::fprintf(stderr, "incremental_bench: %s\n", status.ToString().c_str());
-    return 1;
-  }
-  return 0;
+  jobgraph::bench::InitBench(argc, argv);
+  return jobgraph::bench::ExitCode("incremental_bench",
+                                   jobgraph::bench::Main());
 }

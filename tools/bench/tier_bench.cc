@@ -113,7 +113,6 @@
 //   ./tools/bazel run -c opt //tools/bench:tier_bench
 
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <sys/statfs.h>
 #include <time.h>
 #include <unistd.h>
@@ -126,7 +125,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -136,7 +134,6 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
@@ -153,7 +150,6 @@
 #include "engine/storage_pool.h"
 #include "engine/tensor.h"
 #include "engine/workspace.h"
-#include "glog/logging.h"
 #include "proto/jobgraph.pb.h"
 #include "tools/bench/bench_util.h"
 
@@ -181,42 +177,12 @@ namespace bench {
 namespace {
 
 constexpr char kNode[] = "trainer_0";
-constexpr size_t kIoChunk = size_t{4} << 20;  // raw write()s and read()s
-constexpr size_t kDirectAlign = 4096;
-constexpr int64_t kTmpfsMagic = 0x01021994;  // TMPFS_MAGIC, linux/magic.h
+constexpr size_t kIoChunk = size_t{4} << 20;  // raw read()s
+constexpr int64_t kTmpfsMagic = 0x01021994;   // TMPFS_MAGIC, linux/magic.h
 
 // ---------------------------------------------------------------------------
 // The environment, with errors as statuses (so that the directories are
 // removed whatever fails).
-
-absl::Status ErrnoStatus(absl::string_view what, const std::string& path) {
-  return absl::InternalError(
-      absl::StrCat(what, " ", path, ": ", std::strerror(errno)));
-}
-
-absl::Status RemovePath(const std::string& path) {
-  JG_ASSIGN_OR_RETURN(const bool exists, PathExists(path));
-  if (!exists) return absl::OkStatus();
-  return RemoveRecursively(path);
-}
-
-// Calls `visit` with every regular file under `path` (a file or a
-// directory), recursively.
-absl::Status ForEachFile(
-    const std::string& path,
-    const std::function<absl::Status(const std::string&, int64_t)>& visit) {
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0) return ErrnoStatus("stat", path);
-  if (S_ISDIR(st.st_mode)) {
-    JG_ASSIGN_OR_RETURN(const std::vector<std::string> names, ListDir(path));
-    for (const std::string& name : names) {
-      JG_RETURN_IF_ERROR(ForEachFile(JoinPath(path, name), visit));
-    }
-    return absl::OkStatus();
-  }
-  if (!S_ISREG(st.st_mode)) return absl::OkStatus();
-  return visit(path, st.st_size);
-}
 
 // What EvictFromPageCache did.
 struct Eviction {
@@ -292,49 +258,6 @@ std::string FsType(const std::string& path, bool* tmpfs) {
     default:
       return absl::StrFormat("f_type 0x%x", type);
   }
-}
-
-// Writes `pieces` to a new file at `path` in write()s of at most 4 MiB, then
-// fsync: through the page cache, or with O_DIRECT from the pieces' own
-// memory when it is page-aligned (else through `staging`, an aligned
-// buffer of kIoChunk bytes). Returns the seconds from open to close.
-absl::StatusOr<double> RawWrite(const std::string& path,
-                                const std::vector<absl::string_view>& pieces,
-                                bool direct, char* staging) {
-  const auto start = Clock::now();
-  const int fd = ::open(
-      path.c_str(),
-      O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | (direct ? O_DIRECT : 0), 0644);
-  if (fd < 0) return ErrnoStatus("open", path);
-  absl::Status status;
-  for (absl::string_view piece : pieces) {
-    while (!piece.empty() && status.ok()) {
-      const size_t n = std::min(piece.size(), kIoChunk);
-      const char* from = piece.data();
-      const bool aligned =
-          reinterpret_cast<uintptr_t>(from) % kDirectAlign == 0 &&
-          n % kDirectAlign == 0;
-      if (direct && !aligned) {
-        if (n % kDirectAlign != 0) {
-          status = absl::InvalidArgumentError(
-              "O_DIRECT raw write of a size that is not a multiple of 4 KiB");
-          break;
-        }
-        std::memcpy(staging, from, n);
-        from = staging;
-      }
-      const ssize_t written = ::write(fd, from, n);
-      if (written <= 0) {
-        status = ErrnoStatus("write", path);
-        break;
-      }
-      piece.remove_prefix(static_cast<size_t>(written));
-    }
-  }
-  if (status.ok() && ::fsync(fd) != 0) status = ErrnoStatus("fsync", path);
-  if (::close(fd) != 0 && status.ok()) status = ErrnoStatus("close", path);
-  JG_RETURN_IF_ERROR(status);
-  return Seconds(start);
 }
 
 // Reads the file at `path` with 4 MiB read()s into `buffer` (already
@@ -492,7 +415,7 @@ class TierBench {
   LocalSession session_;
   std::vector<Tensor*> tensors_;
   std::vector<std::string> names_;
-  std::unique_ptr<char, decltype(&std::free)> staging_{nullptr, &std::free};
+  StagingBuffer staging_;
   // Figures by name, one value per measured run.
   std::map<std::string, Sample> s_;
 
@@ -521,11 +444,7 @@ absl::Status TierBench::Fill() {
     }
     tensors_.push_back(t);
   }
-  void* staging = nullptr;
-  if (::posix_memalign(&staging, kDirectAlign, kIoChunk) != 0) {
-    return absl::ResourceExhaustedError("cannot allocate a staging buffer");
-  }
-  staging_.reset(static_cast<char*>(staging));
+  JG_ASSIGN_OR_RETURN(staging_, NewStagingBuffer());
   return absl::OkStatus();
 }
 
@@ -1106,14 +1025,6 @@ absl::Status Main() {
 }  // namespace jobgraph
 
 int main(int argc, char** argv) {
-  absl::ParseCommandLine(argc, argv);
-  FLAGS_logtostderr = true;
-  FLAGS_minloglevel = 1;
-  google::InitGoogleLogging(argv[0]);
-  const absl::Status status = jobgraph::bench::Main();
-  if (!status.ok()) {
-    std::fprintf(stderr, "tier_bench: %s\n", status.ToString().c_str());
-    return 1;
-  }
-  return 0;
+  jobgraph::bench::InitBench(argc, argv);
+  return jobgraph::bench::ExitCode("tier_bench", jobgraph::bench::Main());
 }
