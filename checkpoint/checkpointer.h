@@ -21,6 +21,10 @@
 // synchronous save runs it inline, an asynchronous one (options.async) on a
 // thread of its own. A database is committed only once every node's is
 // durable, and a failed save leaves the committed epochs as they were.
+// With a local tier (options.local_directory) the pipeline commits in that
+// directory, and a flush thread copies committed epochs to
+// options.directory (checkpoint/tier/flusher.h, FORMAT.md 3.4); a resume
+// reads the nearest copy.
 //
 // As in Caffe2, a node's checkpointed blobs are those in its root
 // workspace once the init group has run (the list is itself stored, in
