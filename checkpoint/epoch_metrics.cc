@@ -38,8 +38,12 @@ std::string EpochMetricsJson(const EpochStats& stats,
                   ",\"resumed_from\":",
                   stats.resumed_from.has_value()
                       ? absl::StrCat(*stats.resumed_from)
-                      : std::string("null"),
-                  "}");
+                      : std::string("null"));
+  if (stats.resumed_from.has_value() && !stats.resumed_tier.empty()) {
+    absl::StrAppend(&json, ",\"resumed_tier\":\"", stats.resumed_tier,
+                    "\",\"resumed_bytes\":", stats.resumed_bytes);
+  }
+  absl::StrAppend(&json, "}");
   return json;
 }
 

@@ -6,7 +6,10 @@
 //    "resumed_from":2}
 //
 // "records" is present when the caller counts them; "resumed_from" is null
-// for a run that started from scratch; "save_referenced_bytes" is the part
+// for a run that started from scratch, and a resumed run's lines say where
+// the resume read its databases and how many bytes
+// ("resumed_tier":"local" for a local tier, "shared" for the checkpoint
+// directory; "resumed_bytes"); "save_referenced_bytes" is the part
 // of "save_bytes" an incremental save referred to instead of writing. Lines
 // are appended, so the runs of a job that is interrupted and resumed build
 // one file; each line is written with a single write(2) and is complete once

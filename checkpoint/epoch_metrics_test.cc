@@ -36,6 +36,17 @@ TEST(EpochMetricsTest, JsonHasEveryFieldInAFixedOrder) {
             "\"resumed_from\":null}");
 }
 
+TEST(EpochMetricsTest, AResumedRunSaysWhereItReadAndHowMuch) {
+  EpochStats stats = Stats(3, 2);
+  stats.resumed_tier = "local";
+  stats.resumed_bytes = 4096;
+  EXPECT_EQ(EpochMetricsJson(stats, 3),
+            "{\"epoch\":3,\"run_micros\":1203,\"records\":3,\"saved\":true,"
+            "\"save_micros\":400,\"save_bytes\":291,"
+            "\"save_referenced_bytes\":183,\"resumed_from\":2,"
+            "\"resumed_tier\":\"local\",\"resumed_bytes\":4096}");
+}
+
 TEST(EpochMetricsTest, AppendsOneLinePerEpochAcrossRuns) {
   testing_util::TempDir dir;
   const std::string path = dir.Join("m.jsonl");

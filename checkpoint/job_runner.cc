@@ -343,6 +343,8 @@ absl::StatusOr<int64_t> JobRunner::Train(Session& session) {
     const bool from_local =
         !restored.read_from.empty() &&
         restored.read_from != checkpointer_->options().directory;
+    stats_.resumed_tier = from_local ? "local" : "shared";
+    stats_.resumed_bytes = restored.bytes;
     LOG(INFO) << "resumed from epoch " << *resume << " of "
               << (from_local ? restored.read_from
                              : checkpointer_->options().directory)
@@ -381,6 +383,8 @@ absl::StatusOr<int64_t> JobRunner::Train(Session& session) {
       EpochStats epoch_stats;
       epoch_stats.epoch = epoch;
       epoch_stats.resumed_from = resume;
+      epoch_stats.resumed_tier = stats_.resumed_tier;
+      epoch_stats.resumed_bytes = stats_.resumed_bytes;
       epoch_stats.continued = first && continue_epoch;
       const absl::Time start = absl::Now();
       absl::Status ran =

@@ -78,6 +78,11 @@ struct EpochStats {
   int64_t save_waited_micros = 0;
   // The epoch this run resumed from, if it did.
   std::optional<int64_t> resumed_from;
+  // With resumed_from: where its databases were read, "local" (the local
+  // tier, CheckpointOptions::local_directory) or "shared" (`directory`),
+  // and the bytes read there.
+  std::string resumed_tier;
+  int64_t resumed_bytes = 0;
   // The run stopped in this epoch on a preemption; the other fields cover
   // the part that ran and the preemption checkpoint.
   bool preempted = false;
@@ -108,8 +113,10 @@ struct PreemptionStats {
 };
 
 struct JobRunStats {
-  // The epoch resumed from, if any.
+  // The epoch resumed from, if any, and where it was read (as EpochStats).
   std::optional<int64_t> resumed_from;
+  std::string resumed_tier;
+  int64_t resumed_bytes = 0;
   std::vector<EpochStats> epochs;  // epoch 0 (the init save) included
   // Every save's outcome, in the order they ended (a background save's
   // after the epochs that followed it).

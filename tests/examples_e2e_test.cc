@@ -145,8 +145,8 @@ TEST(SumPipeline, MetricsOutWritesOneJsonLinePerEpoch) {
       R"({"epoch":2,"run_micros":T,"records":3,"saved":true,"save_micros":T,"save_bytes":291,"save_referenced_bytes":0,"resumed_from":null})",
       R"({"epoch":3,"run_micros":T,"records":3,"saved":true,"save_micros":T,"save_bytes":291,"save_referenced_bytes":0,"resumed_from":null})",
       R"({"epoch":4,"run_micros":T,"records":1,"saved":true,"save_micros":T,"save_bytes":291,"save_referenced_bytes":0,"resumed_from":null})",
-      R"({"epoch":3,"run_micros":T,"records":3,"saved":true,"save_micros":T,"save_bytes":291,"save_referenced_bytes":0,"resumed_from":2})",
-      R"({"epoch":4,"run_micros":T,"records":1,"saved":true,"save_micros":T,"save_bytes":291,"save_referenced_bytes":0,"resumed_from":2})",
+      R"({"epoch":3,"run_micros":T,"records":3,"saved":true,"save_micros":T,"save_bytes":291,"save_referenced_bytes":0,"resumed_from":2,"resumed_tier":"shared","resumed_bytes":291})",
+      R"({"epoch":4,"run_micros":T,"records":1,"saved":true,"save_micros":T,"save_bytes":291,"save_referenced_bytes":0,"resumed_from":2,"resumed_tier":"shared","resumed_bytes":291})",
   };
   ASSERT_EQ(lines.size(), expected.size()) << ReadFileToString(metrics).value();
   for (size_t i = 0; i < lines.size(); ++i) {

@@ -153,6 +153,20 @@ TEST_F(TierTest, ResumeReadsTheLocalTierFirst) {
   Resumed old = Resume(Options(), ResumeFrom::Epoch(0));
   EXPECT_EQ(old.read_from, shared_);
   EXPECT_EQ(old.total, 100);
+  // A JobRunner's stats (and so --metrics_out) say where and how much.
+  for (const auto& [epoch, tier] : std::vector<std::pair<int64_t, std::string>>{
+           {3, "local"}, {1, "shared"}}) {
+    LocalSession session;
+    Checkpointer checkpointer(Options());
+    JobRunner runner(job_, &checkpointer,
+                     {.resume_from = ResumeFrom::Epoch(epoch)});
+    ASSERT_TRUE(runner.Train(session).ok());
+    EXPECT_EQ(runner.stats().resumed_tier, tier) << "epoch " << epoch;
+    EXPECT_EQ(runner.stats().resumed_bytes, 291);
+    ASSERT_FALSE(runner.stats().epochs.empty());
+    EXPECT_EQ(runner.stats().epochs[0].resumed_tier, tier);
+    EXPECT_EQ(testing::Caffe2Total(session), 145);
+  }
 }
 
 TEST_F(TierTest, ALostLocalTierFallsBackToTheSharedDirectory) {
