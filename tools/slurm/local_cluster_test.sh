@@ -21,6 +21,11 @@
 #   EPOCH_DELAY_MS=N   --epoch_delay_ms passed to the program (default 2000)
 #   WAIT_SECS=N        upper bound of every wait (default 180)
 #   KEEP=1             keep the temporary directory (logs, output, checkpoints)
+#   LOCAL_TIER=1       run the program with a node-local tier (--local_checkpoint_dir in the
+#                      temporary directory, %h the host name): the preempted run must copy
+#                      its checkpoint to the checkpoint directory before it exits 75 (the
+#                      log's "flushed to" line comes first), and the requeued run resumes
+#                      from the local tier
 #   MPI=1              test examples/slurm/sum_pipeline_mpi.sbatch instead: mpirun with one
 #                      rank per CPU of the node, the job's 4 nodes spread over them
 set -uo pipefail
@@ -28,6 +33,7 @@ set -uo pipefail
 WAIT_SECS=${WAIT_SECS:-180}
 EPOCH_DELAY_MS=${EPOCH_DELAY_MS:-2000}
 MPI=${MPI:-0}
+LOCAL_TIER=${LOCAL_TIER:-0}
 EXPECTED_RESULT="result: epochs=4 totals=145"
 [[ $MPI == 1 ]] && EXPECTED_RESULT="result: epochs=4 totals=145,145,145,145"
 
@@ -137,6 +143,7 @@ if [[ $MPI == 1 ]]; then
   EXTRA_FLAGS=" --nodes=4"
 fi
 [[ -f $SBATCH_SCRIPT ]] || fail "missing $SBATCH_SCRIPT"
+[[ $LOCAL_TIER == 1 && $MPI == 1 ]] && fail "LOCAL_TIER=1 is for one process (an MPI job refuses a local tier)"
 
 # ---- packages
 PACKAGES=(munge slurmctld slurmd slurm-client)
@@ -281,6 +288,8 @@ step "node $NODE is idle"
 
 # ---- submit
 CKPT_DIR=$TMP/checkpoints
+LOCAL_DIR=$TMP/local-$(hostname)
+[[ $LOCAL_TIER == 1 ]] && EXTRA_FLAGS+=" --local_checkpoint_dir=$TMP/local-%h"
 OUT_PATTERN=$TMP/sum_pipeline-%j.out
 JOBID=$(JOBGRAPH_BIN=$TMP/bin/sum_pipeline CHECKPOINT_DIR=$CKPT_DIR \
   JOBGRAPH_FLAGS="--epoch_delay_ms=$EPOCH_DELAY_MS$EXTRA_FLAGS" \
@@ -353,6 +362,20 @@ n_results=$(grep -c '^result:' "$OUT")
 last=$(grep -v '^sbatch\[' "$OUT" | tail -n 1)
 [[ $last == "$EXPECTED_RESULT" ]] || fail "the program's last line is '$last', not '$EXPECTED_RESULT'"
 step "output: preempted, requeued, $(grep -m 1 'resumed from epoch' "$OUT" | sed 's/^.*\] //'), ended with '$last'"
+if [[ $LOCAL_TIER == 1 ]]; then
+  # The epoch the preempted run committed reached the checkpoint directory before the run
+  # exited 75: "epoch N flushed to" (in the background, or by the preemption) comes first.
+  stopped=$(grep -m 1 'preempted by SIGUSR1' "$OUT" | sed -E 's/.*(in|after) epoch ([0-9]+).*/\2/')
+  [[ $stopped =~ ^[0-9]+$ ]] || fail "cannot tell the preempted epoch from: $(grep -m 1 'preempted by SIGUSR1' "$OUT")"
+  n_flushed=$(grep -n -m 1 "epoch $stopped flushed to $CKPT_DIR" "$OUT" | cut -d: -f1)
+  n_exit=$(grep -n -m 1 'exiting with status 75' "$OUT" | cut -d: -f1)
+  [[ -n $n_flushed && -n $n_exit ]] && ((n_flushed < n_exit)) ||
+    fail "the preempted run did not log 'epoch $stopped flushed to $CKPT_DIR' before 'exiting with status 75'"
+  grep -q "resumed from epoch [0-9]* of $LOCAL_DIR (the local tier)" "$OUT" ||
+    fail "the requeued run did not resume from the local tier $LOCAL_DIR"
+  step "local tier: flushed before the exit, resumed from $LOCAL_DIR"
+  [[ -z $CKPT ]] || "$CKPT" verify "$LOCAL_DIR" || fail "ckpt verify $LOCAL_DIR"
+fi
 if [[ -n $CKPT ]]; then
   step "verifying the checkpoints: ckpt verify $CKPT_DIR"
   "$CKPT" verify "$CKPT_DIR" || fail "ckpt verify $CKPT_DIR"
