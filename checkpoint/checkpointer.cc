@@ -423,16 +423,6 @@ absl::StatusOr<std::optional<int64_t>> Checkpointer::Impl::ChooseStart(
     // flush depends on them (the hook in StartPipeline).
     ReadStartLog().IgnoreError();
   }
-  if (tiers_.has_value()) {
-    first_flush_sync_ = !tiers_->local_continues;
-    for (auto it = tiers_->copies.rbegin(); it != tiers_->copies.rend(); ++it) {
-      if (std::find(it->second.begin(), it->second.end(), options_.directory) !=
-          it->second.end()) {
-        shared_newest_ = it->first;
-        break;
-      }
-    }
-  }
   if (tiers_.has_value() && usable.ok()) {
     // Local epochs outside the job's history go before this run commits
     // there: a resume must never take them for part of it.
@@ -453,14 +443,20 @@ absl::StatusOr<std::optional<int64_t>> Checkpointer::Impl::ChooseStart(
     }
   }
   if (tiers_.has_value()) {
-    // The newest epoch both tiers hold is what the shared directory has
-    // of this history: the local tier keeps it until a newer one is
-    // flushed.
+    first_flush_sync_ = !tiers_->local_continues;
+    // Newest first: the shared log's newest epoch, and the newest epoch
+    // both tiers hold, which is what the shared directory has of this
+    // history (the local tier keeps it until a newer one is flushed).
+    bool anchored = false;
     for (auto it = tiers_->copies.rbegin(); it != tiers_->copies.rend(); ++it) {
-      if (it->second.size() == 2) {
+      const bool in_shared = std::find(it->second.begin(), it->second.end(),
+                                       options_.directory) != it->second.end();
+      if (in_shared && !shared_newest_.has_value()) shared_newest_ = it->first;
+      if (it->second.size() == 2 && !anchored) {
         flusher_->Flushed(it->first);
-        break;
+        anchored = true;
       }
+      if (shared_newest_.has_value() && anchored) break;
     }
   }
   if (usable.ok() && coordinator.commits()) {
