@@ -112,9 +112,14 @@ class TierTest : public ::testing::Test {
 
 TEST_F(TierTest, EverySaveCommitsLocallyAndIsFlushed) {
   RunAll(Options());
-  // The end of the run waited for the flushes: every epoch is in the shared
-  // directory, as the same commit as in the local tier.
-  EXPECT_THAT(ListedEpochs(shared_), ElementsAre(0, 1, 2, 3, 4));
+  // A flush that falls behind copies the newest epoch, so which of 1..3
+  // reach the shared directory depends on the machine's speed; epoch 0 (the
+  // first flush) and 4 (the end of the run waits for it) always do, as the
+  // same commit as in the local tier.
+  const std::vector<int64_t> shared = ListedEpochs(shared_);
+  EXPECT_THAT(shared, Contains(0));
+  EXPECT_THAT(shared, Contains(4));
+  EXPECT_THAT(shared, IsSubsetOf({0, 1, 2, 3, 4}));
   const std::vector<int64_t> local = ListedEpochs(Local());
   EXPECT_THAT(local, Contains(3));
   EXPECT_THAT(local, Contains(4));
@@ -123,6 +128,7 @@ TEST_F(TierTest, EverySaveCommitsLocallyAndIsFlushed) {
   const CommitLog shared_log = *ReadCommitLog(shared_);
   const CommitLog local_log = *ReadCommitLog(Local());
   for (int64_t epoch : local) {
+    if (FindCommittedEpoch(shared_log, epoch, kNodes) == nullptr) continue;
     EXPECT_EQ(Entry(shared_log, epoch).committed_unix_micros(),
               Entry(local_log, epoch).committed_unix_micros())
         << "epoch " << epoch;
@@ -155,7 +161,7 @@ TEST_F(TierTest, ResumeReadsTheLocalTierFirst) {
   EXPECT_EQ(old.total, 100);
   // A JobRunner's stats (and so --metrics_out) say where and how much.
   for (const auto& [epoch, tier] : std::vector<std::pair<int64_t, std::string>>{
-           {3, "local"}, {1, "shared"}}) {
+           {3, "local"}, {0, "shared"}}) {
     LocalSession session;
     Checkpointer checkpointer(Options());
     JobRunner runner(job_, &checkpointer,
@@ -213,7 +219,7 @@ TEST_F(TierTest, AStaleLocalTierIsIgnored) {
     LocalSession session;
     Checkpointer checkpointer(elsewhere);
     JobRunner runner(job_, &checkpointer,
-                     {.resume_from = ResumeFrom::Epoch(2)});
+                     {.resume_from = ResumeFrom::Epoch(0)});
     ASSERT_TRUE(runner.Train(session).ok());
   }
   // Back on the first host: its epochs 3 and 4 are another history now.
@@ -257,8 +263,8 @@ TEST_F(TierTest, AsyncSavesFlushToo) {
 
 TEST_F(TierTest, LoadBlobsReadsTheNearestCopy) {
   RunAll(Options());
-  // Epoch 1 only the shared directory keeps; 4 both tiers.
-  for (int64_t epoch : {1, 4}) {
+  // Epoch 0 only the shared directory keeps; 4 both tiers.
+  for (int64_t epoch : {0, 4}) {
     LocalSession session;
     Checkpointer checkpointer(Options());
     JobRunner runner(job_, &checkpointer);
@@ -272,27 +278,30 @@ TEST_F(TierTest, LoadBlobsReadsTheNearestCopy) {
 
 TEST_F(TierTest, ARewoundRunsFirstCommitIsFlushedBeforeItsSaveReturns) {
   RunAll(Options());
-  ASSERT_THAT(ListedEpochs(shared_), ElementsAre(0, 1, 2, 3, 4));
-  // Resumed from epoch 2, a run commits a new epoch 3 locally. Were its
+  const int64_t old_commit =
+      Entry(*ReadCommitLog(shared_), 4).committed_unix_micros();
+  // Resumed from epoch 3, a run commits a new epoch 4 locally. Were its
   // flush left to the background, a crash before it would leave the shared
   // log ending with the abandoned epoch 4, which a resume would take for
-  // the history. So the first commit is in the shared directory (and 4 out
-  // of its log) when the save returns, even with shared_every=100.
+  // the history. So the new commit is in the shared directory when the
+  // save returns, even with shared_every=100.
   CheckpointOptions options = Options();
   options.shared_every = 100;
   LocalSession session;
   Checkpointer checkpointer(options);
-  ASSERT_TRUE(checkpointer.Start(session, kNodes, ResumeFrom::Epoch(2)).ok());
-  ASSERT_TRUE(checkpointer.Restore(session, 2).ok());
-  ASSERT_TRUE(checkpointer.SaveEpoch(session, 3).ok());
-  EXPECT_THAT(ListedEpochs(shared_), ElementsAre(0, 1, 2, 3));
-  EXPECT_EQ(Entry(*ReadCommitLog(shared_), 3).committed_unix_micros(),
-            Entry(*ReadCommitLog(Local()), 3).committed_unix_micros());
-  // The next commits are flushed as shared_every says: not at all here.
+  ASSERT_TRUE(checkpointer.Start(session, kNodes, ResumeFrom::Epoch(3)).ok());
+  ASSERT_TRUE(checkpointer.Restore(session, 3).ok());
   ASSERT_TRUE(checkpointer.SaveEpoch(session, 4).ok());
-  EXPECT_THAT(ListedEpochs(shared_), ElementsAre(0, 1, 2, 3));
+  const int64_t new_commit =
+      Entry(*ReadCommitLog(Local()), 4).committed_unix_micros();
+  EXPECT_NE(new_commit, old_commit);
+  EXPECT_EQ(Entry(*ReadCommitLog(shared_), 4).committed_unix_micros(),
+            new_commit);
+  // The next commits are flushed as shared_every says: not at all here.
+  ASSERT_TRUE(checkpointer.SaveEpoch(session, 5).ok());
+  EXPECT_EQ(ListedEpochs(shared_).back(), 4);
   EXPECT_TRUE(checkpointer.FlushToShared().ok());
-  EXPECT_THAT(ListedEpochs(shared_), ElementsAre(0, 1, 2, 3, 4));
+  EXPECT_EQ(ListedEpochs(shared_).back(), 5);
 }
 
 TEST_F(TierTest, AnotherRunOnTheSharedDirectoryIsRefused) {
