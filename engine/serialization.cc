@@ -149,9 +149,21 @@ absl::StatusOr<BlobKeyView> ParseBlobKeyView(absl::string_view key) {
   return BlobKeyView{name, chunk};
 }
 
-absl::Status SerializeBlob(absl::string_view name, const Blob& blob,
-                           const SerializationOptions& options,
-                           const BlobSink& sink) {
+absl::Status BlobSerializer::SerializeBorrowing(
+    absl::string_view name, const Blob& blob,
+    const SerializationOptions& options, const BorrowingBlobSink& sink) const {
+  return Serialize(name, blob, options,
+                   [&sink](std::string key, std::string value) {
+                     return sink(std::move(key), std::move(value), {});
+                   });
+}
+
+namespace {
+
+// The checks both entry points make; the serializer of `blob` when they pass.
+absl::StatusOr<const BlobSerializer*> CheckedSerializer(
+    absl::string_view name, const Blob& blob,
+    const SerializationOptions& options) {
   JG_RETURN_IF_ERROR(CheckName(name));
   JG_RETURN_IF_ERROR(CheckOptions(name, options));
   if (!blob.IsInitialized()) {
@@ -167,7 +179,25 @@ absl::Status SerializeBlob(absl::string_view name, const Blob& blob,
         ", which has no registered serializer; only blobs of types with a "
         "serializer (JG_REGISTER_BLOB_SERIALIZER) can be checkpointed"));
   }
+  return serializer;
+}
+
+}  // namespace
+
+absl::Status SerializeBlob(absl::string_view name, const Blob& blob,
+                           const SerializationOptions& options,
+                           const BlobSink& sink) {
+  JG_ASSIGN_OR_RETURN(const BlobSerializer* serializer,
+                      CheckedSerializer(name, blob, options));
   return serializer->Serialize(name, blob, options, sink);
+}
+
+absl::Status SerializeBlobBorrowing(absl::string_view name, const Blob& blob,
+                                    const SerializationOptions& options,
+                                    const BorrowingBlobSink& sink) {
+  JG_ASSIGN_OR_RETURN(const BlobSerializer* serializer,
+                      CheckedSerializer(name, blob, options));
+  return serializer->SerializeBorrowing(name, blob, options, sink);
 }
 
 absl::StatusOr<std::vector<std::pair<std::string, std::string>>>

@@ -101,6 +101,14 @@ struct SerializationOptions {
 using BlobSink =
     std::function<absl::Status(std::string key, std::string value)>;
 
+// Receives one value as two pieces: the value is `head` followed by `body`.
+// `body` is borrowed from the blob being serialized (a fixed-width tensor
+// chunk's element bytes, in the tensor's own memory): it stays valid while
+// the blob is alive and unchanged, so a sink may keep it past the call, e.g.
+// to write it to disk from that memory later. Otherwise as BlobSink.
+using BorrowingBlobSink = std::function<absl::Status(
+    std::string key, std::string head, absl::string_view body)>;
+
 // Writes blob `name` through `sink`. Errors: InvalidArgument for bad options
 // or a name that is empty, contains kChunkSeparator or is not valid UTF-8
 // (BlobProto.name is a proto3 string, which protobuf will not parse
@@ -109,6 +117,15 @@ using BlobSink =
 absl::Status SerializeBlob(absl::string_view name, const Blob& blob,
                            const SerializationOptions& options,
                            const BlobSink& sink);
+
+// SerializeBlob for a sink that writes element bytes from the blob's own
+// memory rather than from a copy: a fixed-width tensor chunk arrives as its
+// header (`head`) and a view of its elements (`body`); every other value
+// arrives whole in `head`, with an empty body. The values are byte for byte
+// those of SerializeBlob. Same errors.
+absl::Status SerializeBlobBorrowing(absl::string_view name, const Blob& blob,
+                                    const SerializationOptions& options,
+                                    const BorrowingBlobSink& sink);
 
 // SerializeBlob, collecting all pairs in memory (for small blobs and tests).
 absl::StatusOr<std::vector<std::pair<std::string, std::string>>>
@@ -155,6 +172,13 @@ class BlobSerializer {
   virtual absl::Status Serialize(absl::string_view name, const Blob& blob,
                                  const SerializationOptions& options,
                                  const BlobSink& sink) const = 0;
+  // Serialize for SerializeBlobBorrowing. The default passes each value
+  // whole as the head, with an empty body; a serializer that can lend parts
+  // of the blob's memory overrides it.
+  virtual absl::Status SerializeBorrowing(absl::string_view name,
+                                          const Blob& blob,
+                                          const SerializationOptions& options,
+                                          const BorrowingBlobSink& sink) const;
 
   // Sets `target` (reset by the caller) from one complete BlobProto of
   // type_name(). Errors should name proto.name().

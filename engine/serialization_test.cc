@@ -192,6 +192,62 @@ TEST(SerializationTest, EveryDtypeRoundTripsInManyChunks) {
   }
 }
 
+// SerializeBlobBorrowing gives the values SerializeBlob gives, byte for
+// byte, as head + body; a fixed-width chunk's body is its elements in the
+// tensor's own memory, every other value comes whole in the head.
+TEST(SerializationTest, BorrowingGivesTheSameValuesWithElementsInPlace) {
+  std::vector<std::unique_ptr<Blob>> blobs;
+  for (const Tensor& tensor : EveryDtype()) {
+    blobs.push_back(std::make_unique<Blob>());
+    blobs.back()->Reset(std::make_unique<Tensor>(tensor));
+  }
+  blobs.push_back(std::make_unique<Blob>());
+  blobs.back()->Reset(std::make_unique<std::string>("bytes"));
+  blobs.push_back(std::make_unique<Blob>());
+  blobs.back()->Reset(std::make_unique<Counter>(7));
+  for (const std::unique_ptr<Blob>& held : blobs) {
+    const Blob& blob = *held;
+    for (int64_t chunk_bytes : {7, 16, 1 << 20}) {
+      SCOPED_TRACE(
+          absl::StrCat(blob.TypeName(), ", chunk_bytes ", chunk_bytes));
+      const Pairs expected =
+          SerializeBlobToPairs("b", blob, {.chunk_bytes = chunk_bytes}).value();
+      const Tensor* tensor =
+          blob.IsType<Tensor>() && blob.Get<Tensor>().dtype() != STRING
+              ? &blob.Get<Tensor>()
+              : nullptr;
+      const char* const elements =
+          tensor != nullptr ? static_cast<const char*>(tensor->raw_data())
+                            : nullptr;
+      std::vector<std::pair<size_t, size_t>> borrowed;  // offset, size
+      Pairs got;
+      ASSERT_TRUE(
+          SerializeBlobBorrowing(
+              "b", blob, {.chunk_bytes = chunk_bytes},
+              [&](std::string key, std::string head, absl::string_view body) {
+                if (tensor == nullptr) {
+                  EXPECT_TRUE(body.empty());
+                } else {
+                  borrowed.emplace_back(body.data() - elements, body.size());
+                }
+                got.emplace_back(std::move(key), absl::StrCat(head, body));
+                return absl::OkStatus();
+              })
+              .ok());
+      EXPECT_EQ(got, expected);
+      if (tensor == nullptr) continue;
+      // The bodies are the tensor's elements, each byte in exactly one.
+      std::sort(borrowed.begin(), borrowed.end());
+      size_t next = 0;
+      for (const auto& [offset, size] : borrowed) {
+        EXPECT_EQ(offset, next);
+        next = offset + size;
+      }
+      EXPECT_EQ(next, tensor->nbytes());
+    }
+  }
+}
+
 TEST(SerializationTest, ChunkCountsForFifteenElements) {
   // chunk_bytes = 7: 7 bools per chunk; one 4- or 8-byte element per chunk.
   EXPECT_EQ(SerializeOrDie("x", EveryDtype()[0], 7).size(), 3u);   // bool

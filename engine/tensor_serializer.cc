@@ -21,13 +21,18 @@ namespace {
 // Starts a chunk's value: the header of `tensor`'s chunk [begin, end) named
 // `name`, then, when `payload` > 0, the header of a second `tensor` field
 // whose `payload` bytes the caller appends next. Reserves the whole value,
-// so the caller's appends never reallocate.
+// so the caller's appends never reallocate; with `reserve_payload` false
+// (the payload's elements are borrowed, never appended), only room for the
+// payload's own field header (a tag byte and a length of at most 10 bytes).
 std::string StartChunk(absl::string_view name, const Tensor& tensor,
-                       int64_t begin, int64_t end, size_t payload) {
+                       int64_t begin, int64_t end, size_t payload,
+                       bool reserve_payload = true) {
   std::string value;
   value.reserve(
       TensorHeaderSize(name, tensor.shape(), tensor.dtype(), begin, end) +
-      (payload > 0 ? LengthDelimitedSize(payload) : 0));
+      (payload == 0      ? 0
+       : reserve_payload ? LengthDelimitedSize(payload)
+                         : LengthDelimitedSize(payload) - payload + 11));
   AppendTensorHeader(name, tensor.shape(), tensor.dtype(), begin, end, &value);
   if (payload > 0) {
     AppendLengthDelimitedHeader(kBlobProtoTensorField, payload, &value);
@@ -35,9 +40,11 @@ std::string StartChunk(absl::string_view name, const Tensor& tensor,
   return value;
 }
 
+// `sink` gets each chunk's elements as a view of the tensor; `copied`: it
+// appends them to the head (which then has room for them).
 absl::Status WriteFixedWidthTensor(absl::string_view name, const Tensor& tensor,
                                    const SerializationOptions& options,
-                                   const BlobSink& sink) {
+                                   bool copied, const BorrowingBlobSink& sink) {
   const size_t element_size = DataTypeSize(tensor.dtype());
   const char* data = static_cast<const char*>(tensor.raw_data());
   const std::vector<std::pair<int64_t, int64_t>> chunks =
@@ -46,13 +53,15 @@ absl::Status WriteFixedWidthTensor(absl::string_view name, const Tensor& tensor,
     const auto [begin, end] = chunks[k];
     const size_t nbytes = static_cast<size_t>(end - begin) * element_size;
     // BlobProto.tensor (again) { raw_data: the slice }.
-    std::string value = StartChunk(
-        name, tensor, begin, end, nbytes > 0 ? LengthDelimitedSize(nbytes) : 0);
+    std::string head =
+        StartChunk(name, tensor, begin, end,
+                   nbytes > 0 ? LengthDelimitedSize(nbytes) : 0, copied);
+    absl::string_view body;
     if (nbytes > 0) {
-      AppendLengthDelimitedHeader(kTensorProtoRawDataField, nbytes, &value);
-      value.append(data + begin * element_size, nbytes);  // the one copy
+      AppendLengthDelimitedHeader(kTensorProtoRawDataField, nbytes, &head);
+      body = absl::string_view(data + begin * element_size, nbytes);
     }
-    JG_RETURN_IF_ERROR(sink(TensorChunkKey(name, k), std::move(value)));
+    JG_RETURN_IF_ERROR(sink(TensorChunkKey(name, k), std::move(head), body));
   }
   return absl::OkStatus();
 }
@@ -95,6 +104,12 @@ class TensorSerializer final : public BlobSerializer {
                          const BlobSink& sink) const override {
     return WriteTensorChunks(name, blob.Get<Tensor>(), options, sink);
   }
+  absl::Status SerializeBorrowing(
+      absl::string_view name, const Blob& blob,
+      const SerializationOptions& options,
+      const BorrowingBlobSink& sink) const override {
+    return WriteTensorChunksBorrowing(name, blob.Get<Tensor>(), options, sink);
+  }
   absl::Status Deserialize(const BlobProto& proto,
                            Blob* target) const override {
     JG_ASSIGN_OR_RETURN(Tensor tensor,
@@ -114,7 +129,26 @@ absl::Status WriteTensorChunks(absl::string_view name, const Tensor& tensor,
   if (tensor.dtype() == STRING) {
     return WriteStringTensor(name, tensor, options, sink);
   }
-  return WriteFixedWidthTensor(name, tensor, options, sink);
+  return WriteFixedWidthTensor(
+      name, tensor, options, /*copied=*/true,
+      [&sink](std::string key, std::string head, absl::string_view body) {
+        // StartChunk reserved the whole value: no reallocation.
+        head.append(body.data(), body.size());  // the one copy
+        return sink(std::move(key), std::move(head));
+      });
+}
+
+absl::Status WriteTensorChunksBorrowing(absl::string_view name,
+                                        const Tensor& tensor,
+                                        const SerializationOptions& options,
+                                        const BorrowingBlobSink& sink) {
+  if (tensor.dtype() == STRING) {
+    return WriteStringTensor(
+        name, tensor, options, [&sink](std::string key, std::string value) {
+          return sink(std::move(key), std::move(value), {});
+        });
+  }
+  return WriteFixedWidthTensor(name, tensor, options, /*copied=*/false, sink);
 }
 
 }  // namespace serialization_internal

@@ -23,6 +23,12 @@ namespace serialization_internal {
 absl::Status WriteTensorChunks(absl::string_view name, const Tensor& tensor,
                                const SerializationOptions& options,
                                const BlobSink& sink);
+// WriteTensorChunks for SerializeBlobBorrowing: a fixed-width chunk's
+// elements are passed as a view of the tensor's memory (no copy).
+absl::Status WriteTensorChunksBorrowing(absl::string_view name,
+                                        const Tensor& tensor,
+                                        const SerializationOptions& options,
+                                        const BorrowingBlobSink& sink);
 
 }  // namespace serialization_internal
 }  // namespace jobgraph

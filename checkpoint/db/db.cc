@@ -10,6 +10,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "checkpoint/util/crc32c.h"
 #include "glog/logging.h"
 
 namespace jobgraph {
@@ -99,6 +100,16 @@ class DB::TrackedCursor final : public Cursor {
   std::atomic<int>* const live_;
 };
 
+absl::Status Writer::PutBorrowed(absl::string_view key, absl::string_view head,
+                                 absl::string_view body, uint32_t body_crc32c) {
+  std::string value;
+  value.reserve(head.size() + body.size());
+  value.append(head.data(), head.size());
+  value.append(body.data(), body.size());
+  return PutWithCrc(key, value,
+                    crc32c::Combine(Crc32c(head), body_crc32c, body.size()));
+}
+
 // Checks entry sizes, counts live writers and records the first failed write
 // in the DB, so that Close() can report it.
 class DB::TrackedWriter final : public Writer {
@@ -126,15 +137,27 @@ class DB::TrackedWriter final : public Writer {
     if (absl::Status size = CheckSize(key, value); !size.ok()) return size;
     return Check(inner_->PutWithCrc(key, value, value_crc32c));
   }
+  absl::Status PutBorrowed(absl::string_view key, absl::string_view head,
+                           absl::string_view body,
+                           uint32_t body_crc32c) override {
+    if (absl::Status size = CheckSize(key, head.size() + body.size());
+        !size.ok()) {
+      return size;
+    }
+    return Check(inner_->PutBorrowed(key, head, body, body_crc32c));
+  }
   absl::Status Flush() override { return Check(inner_->Flush()); }
 
  private:
   absl::Status CheckSize(absl::string_view key, absl::string_view value) {
-    if (key.size() + value.size() > kMaxDbEntryBytes) {
+    return CheckSize(key, value.size());
+  }
+  absl::Status CheckSize(absl::string_view key, size_t value_bytes) {
+    if (key.size() + value_bytes > kMaxDbEntryBytes) {
       // Not recorded in the DB: nothing was written, and the caller sees it.
       return absl::InvalidArgumentError(absl::StrCat(
           "DB ", db_->path(), ": entry '", absl::CHexEscape(key.substr(0, 200)),
-          "' has ", key.size() + value.size(), " bytes, more than the ",
+          "' has ", key.size() + value_bytes, " bytes, more than the ",
           kMaxDbEntryBytes, " one entry may hold; chunk the value"));
     }
     return absl::OkStatus();

@@ -130,6 +130,16 @@ class Writer {
                                   uint32_t value_crc32c) {
     return Put(key, value);
   }
+  // Put of the value `head` followed by `body`, for a caller that has the
+  // CRC-32C of `body`. `body` is borrowed: it must stay valid and unchanged
+  // until the DB is closed or destroyed, so that a DB may write it from the
+  // caller's memory after this returns (the direct LevelDB writer writes a
+  // large body past the page cache straight from it, no copy). The default
+  // joins the two and calls PutWithCrc.
+  virtual absl::Status PutBorrowed(absl::string_view key,
+                                   absl::string_view head,
+                                   absl::string_view body,
+                                   uint32_t body_crc32c);
   // Writes the buffered batch, if any.
   virtual absl::Status Flush() = 0;
 };

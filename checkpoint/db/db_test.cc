@@ -17,6 +17,7 @@
 #include "checkpoint/db/db_registry.h"
 #include "checkpoint/db/memory_db.h"
 #include "checkpoint/util/background_delete.h"
+#include "checkpoint/util/crc32c.h"
 #include "checkpoint/util/file_util.h"
 #include "checkpoint/util/test_util.h"
 #include "gmock/gmock.h"
@@ -335,6 +336,41 @@ TEST_P(DbContractTest, OversizedEntryIsInvalidArgument) {
   ASSERT_TRUE(writer->Put("k2", "ok").ok());
   writer.reset();
   EXPECT_TRUE(db->Close().ok());
+}
+
+// PutBorrowed stores head + body, for every backend and both write paths
+// (the direct LevelDB writer takes write-only databases), and is refused
+// like Put when the two together are too large.
+TEST_P(DbContractTest, PutBorrowedStoresHeadAndBody) {
+  const std::string body(3 << 20, 'b');
+  for (bool write_only : {false, true}) {
+    SCOPED_TRACE(write_only ? "write-only" : "readable");
+    const std::string path = dir_.Join(write_only ? "direct" : "db");
+    DbOptions options;
+    options.write_only = write_only;
+    std::unique_ptr<DB> db = OpenOrDie(path, DbMode::kNew, options);
+    {
+      std::unique_ptr<Writer> writer = db->NewWriter().value();
+      ASSERT_TRUE(writer->PutBorrowed("a", "head", body, Crc32c(body)).ok());
+      ASSERT_TRUE(writer->PutBorrowed("b", "h2", "tiny", Crc32c("tiny")).ok());
+      // Address space only, never touched.
+      void* huge = ::mmap(nullptr, kMaxDbEntryBytes, PROT_READ,
+                          MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+      ASSERT_NE(huge, MAP_FAILED);
+      const absl::Status refused = writer->PutBorrowed(
+          "c", "h",
+          absl::string_view(static_cast<char*>(huge), kMaxDbEntryBytes),
+          /*body_crc32c=*/0);
+      ::munmap(huge, kMaxDbEntryBytes);
+      EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+      EXPECT_THAT(refused.message(), HasSubstr("'c'"));
+      ASSERT_TRUE(writer->Flush().ok());
+    }
+    ASSERT_TRUE(db->Close().ok());
+    std::unique_ptr<DB> read = OpenOrDie(path, DbMode::kRead);
+    EXPECT_THAT(ReadAll(read.get()),
+                ElementsAre(Pair("a", "head" + body), Pair("b", "h2tiny")));
+  }
 }
 
 TEST_P(DbContractTest, WritersOnSeveralThreads) {

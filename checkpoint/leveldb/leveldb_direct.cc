@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
@@ -26,6 +27,7 @@
 #include "checkpoint/leveldb/leveldb_format.h"
 #include "checkpoint/leveldb/leveldb_options.h"
 #include "checkpoint/leveldb/leveldb_table_writer.h"
+#include "checkpoint/util/crc32c.h"
 #include "checkpoint/util/file_util.h"
 #include "engine/status_macros.h"
 
@@ -60,6 +62,9 @@ class DirectWriter final : public Writer {
   absl::Status Put(absl::string_view key, absl::string_view value) override;
   absl::Status PutWithCrc(absl::string_view key, absl::string_view value,
                           uint32_t value_crc32c) override;
+  absl::Status PutBorrowed(absl::string_view key, absl::string_view head,
+                           absl::string_view body,
+                           uint32_t body_crc32c) override;
   // Entries go to their files as they are Put; nothing waits for a flush.
   absl::Status Flush() override;
 
@@ -113,7 +118,11 @@ class LevelDbDirect final : public DB {
     JG_RETURN_IF_ERROR(status_);
     const uint64_t sequence = ++last_sequence_;
     if (!has_last_key_ || key > last_key_) {
-      status_ = AddInOrder(key, sequence, value, value_crc);
+      status_ =
+          AddInOrder(key, sequence,
+                     [&](TableWriter* table, absl::string_view internal_key) {
+                       return table->Add(internal_key, value, value_crc);
+                     });
       return status_;
     }
     if (value.size() >= kWriteAtOnceBytes) {
@@ -135,6 +144,34 @@ class LevelDbDirect final : public DB {
       status_ = WriteOutOfOrder();
     }
     return status_;
+  }
+
+  // Put of `head` + `body`. An entry in key order with a block of its own
+  // has its body written from the caller's memory (TableWriter::AddBorrowed);
+  // the tables holding such bodies are closed by Close(), before which the
+  // caller keeps `body` (Writer::PutBorrowed). Out of order, the two are
+  // joined and Put.
+  absl::Status PutBorrowed(absl::string_view key, absl::string_view head,
+                           absl::string_view body, uint32_t body_crc)
+      ABSL_LOCKS_EXCLUDED(mu_) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      JG_RETURN_IF_ERROR(status_);
+      if (!has_last_key_ || key > last_key_) {
+        status_ = AddInOrder(
+            key, ++last_sequence_,
+            [&](TableWriter* table, absl::string_view internal_key) {
+              return table->AddBorrowed(internal_key, head, body, body_crc);
+            });
+        return status_;
+      }
+    }
+    std::string value;
+    value.reserve(head.size() + body.size());
+    value.append(head.data(), head.size());
+    value.append(body.data(), body.size());
+    return Put(key, value,
+               crc32c::Combine(Crc32c(head), body_crc, body.size()));
   }
 
   absl::Status status() ABSL_LOCKS_EXCLUDED(mu_) {
@@ -182,17 +219,18 @@ class LevelDbDirect final : public DB {
                      "can be read once it is closed"));
   }
 
-  absl::Status AddInOrder(absl::string_view key, uint64_t sequence,
-                          absl::string_view value,
-                          std::optional<uint32_t> value_crc)
+  // Adds an entry whose key sorts after every earlier one, through `add`
+  // (given the current table and the entry's internal key).
+  absl::Status AddInOrder(
+      absl::string_view key, uint64_t sequence,
+      absl::FunctionRef<absl::Status(TableWriter*, absl::string_view)> add)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (current_ == nullptr) {
       JG_ASSIGN_OR_RETURN(current_, NewTable());
     }
     last_key_.assign(key.data(), key.size());
     has_last_key_ = true;
-    JG_RETURN_IF_ERROR(
-        current_->Add(InternalKey(key, sequence), value, value_crc));
+    JG_RETURN_IF_ERROR(add(current_.get(), InternalKey(key, sequence)));
     if (current_->file().size() >= tuning_.max_file_size) {
       return FinishTable(std::move(current_));
     }
@@ -407,6 +445,13 @@ absl::Status DirectWriter::PutWithCrc(absl::string_view key,
                                       absl::string_view value,
                                       uint32_t value_crc32c) {
   return db_->Put(key, value, value_crc32c);
+}
+
+absl::Status DirectWriter::PutBorrowed(absl::string_view key,
+                                       absl::string_view head,
+                                       absl::string_view body,
+                                       uint32_t body_crc32c) {
+  return db_->PutBorrowed(key, head, body, body_crc32c);
 }
 
 absl::Status DirectWriter::Flush() { return db_->status(); }

@@ -10,9 +10,14 @@
 // memtable and a table block, and checksums it in software for the log
 // record and again for the table block (Debian's LevelDB has no hardware
 // CRC-32C). Here a small value is copied once, into its block; a value of at
-// least a block is written from the caller's buffer by write(2), and its
-// bytes are checksummed once (hardware CRC-32C): the block's and the file's
-// checksums are derived from that one pass (crc32c::Combine).
+// least a block gets a block of its own and its bytes are checksummed once
+// (hardware CRC-32C): the block's and the file's checksums are derived from
+// that one pass (crc32c::Combine). Through Writer::PutBorrowed (Save's
+// tensor chunks) such a value's body is not copied at all: with O_DIRECT its
+// block starts after up to 4 KiB of padding that no handle covers, so that
+// the body's pages are written from the caller's memory
+// (StagedDirectWriter::AppendBorrowed), and the body stays borrowed until
+// Close().
 //
 // Layout. Puts whose keys increase go, in order, into table files of about
 // max_file_size each. A Put whose key does not sort after the previous one is

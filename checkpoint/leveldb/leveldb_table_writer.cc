@@ -106,6 +106,20 @@ absl::Status OutputFile::AppendWithCrc(absl::string_view data,
   return Write(data);
 }
 
+absl::Status OutputFile::AppendBorrowed(absl::string_view data,
+                                        uint32_t data_crc) {
+  if (direct_ == nullptr) return AppendWithCrc(data, data_crc);
+  crc_ = crc32c::Combine(crc_, data_crc, data.size());
+  size_ += data.size();
+  return direct_->AppendBorrowed(data);
+}
+
+size_t OutputFile::PaddingToBorrow(size_t prefix_bytes,
+                                   absl::string_view data) const {
+  if (direct_ == nullptr) return 0;
+  return StagedDirectWriter::PaddingToBorrow(size_ + prefix_bytes, data);
+}
+
 absl::Status OutputFile::Close() {
   if (direct_ != nullptr) {
     JG_RETURN_IF_ERROR(direct_->Finish());
@@ -238,23 +252,58 @@ absl::Status TableWriter::Add(absl::string_view key, absl::string_view value,
   // A block of its own, the value written from the caller's memory and
   // checksummed once.
   JG_RETURN_IF_ERROR(FlushDataBlock());
-  std::string head;
-  PutVarint64(&head, 0);
-  PutVarint64(&head, key.size());
-  PutVarint64(&head, value.size());
-  head.append(key.data(), key.size());
+  const uint32_t value_crc =
+      value_crc32c.has_value() ? *value_crc32c : Crc32c(value);
+  return AddOwnBlock(key, {}, value, value_crc, /*borrow=*/false);
+}
+
+absl::Status TableWriter::AddBorrowed(absl::string_view key,
+                                      absl::string_view head,
+                                      absl::string_view body,
+                                      uint32_t body_crc) {
+  if (head.size() + body.size() < block_size_) {
+    std::string value;
+    value.reserve(head.size() + body.size());
+    value.append(head.data(), head.size());
+    value.append(body.data(), body.size());
+    return Add(key, value);
+  }
+  if (smallest_.empty()) smallest_.assign(key.data(), key.size());
+  largest_.assign(key.data(), key.size());
+  JG_RETURN_IF_ERROR(FlushDataBlock());
+  return AddOwnBlock(key, head, body, body_crc, /*borrow=*/true);
+}
+
+absl::Status TableWriter::AddOwnBlock(absl::string_view key,
+                                      absl::string_view head,
+                                      absl::string_view body, uint32_t body_crc,
+                                      bool borrow) {
+  const size_t value_size = head.size() + body.size();
+  std::string prefix;  // the entry up to the body
+  PutVarint64(&prefix, 0);
+  PutVarint64(&prefix, key.size());
+  PutVarint64(&prefix, value_size);
+  prefix.append(key.data(), key.size());
+  prefix.append(head.data(), head.size());
   std::string tail;
   PutFixed32(&tail, 0);  // the one restart point
   PutFixed32(&tail, 1);
-  const uint32_t value_crc =
-      value_crc32c.has_value() ? *value_crc32c : Crc32c(value);
-  uint32_t block_crc = crc32c::Combine(Crc32c(head), value_crc, value.size());
+  uint32_t block_crc = crc32c::Combine(Crc32c(prefix), body_crc, body.size());
   block_crc = crc32c::Extend(block_crc, tail.data(), tail.size());
+  if (borrow) {
+    // Between blocks, where no handle points: the body then starts at a file
+    // offset its memory's alignment allows writing it from (O_DIRECT).
+    const size_t padding = file_->PaddingToBorrow(prefix.size(), body);
+    if (padding > 0) {
+      JG_RETURN_IF_ERROR(file_->Append(std::string(padding, '\0')));
+    }
+  }
   const BlockHandle handle{file_->size(),
-                           head.size() + value.size() + tail.size()};
+                           prefix.size() + body.size() + tail.size()};
   AppendTrailer(&tail, block_crc);
-  JG_RETURN_IF_ERROR(file_->Append(head));
-  JG_RETURN_IF_ERROR(file_->AppendWithCrc(value, value_crc));
+  JG_RETURN_IF_ERROR(file_->Append(prefix));
+  JG_RETURN_IF_ERROR(borrow ? file_->AppendBorrowed(body, body_crc)
+                            : file_->AppendWithCrc(body, body_crc));
   JG_RETURN_IF_ERROR(file_->Append(tail));
   AddIndexEntry(key, handle);
   return absl::OkStatus();

@@ -42,6 +42,13 @@ class OutputFile {
   absl::Status Append(absl::string_view data);
   // Append(data) for a caller that has the CRC-32C of `data` already.
   absl::Status AppendWithCrc(absl::string_view data, uint32_t data_crc);
+  // AppendWithCrc(data, data_crc) whose `data` is borrowed until Close()
+  // returns or the file is destroyed: a direct file writes what it can of it
+  // from the caller's memory (StagedDirectWriter::AppendBorrowed).
+  absl::Status AppendBorrowed(absl::string_view data, uint32_t data_crc);
+  // Bytes to append before `prefix_bytes` more and then AppendBorrowed(data)
+  // so that `data` is written from the caller's memory; 0 unless direct().
+  size_t PaddingToBorrow(size_t prefix_bytes, absl::string_view data) const;
   absl::Status Close();
 
   const std::string& path() const { return path_; }
@@ -77,6 +84,14 @@ class TableWriter {
   // of its own is then not read to checksum it.
   absl::Status Add(absl::string_view key, absl::string_view value,
                    std::optional<uint32_t> value_crc = std::nullopt);
+  // Add of the value `head` + `body`, `body_crc` the CRC-32C of `body`. A
+  // value with a block of its own has its body written from the caller's
+  // memory, past the page cache where the file allows (then the block starts
+  // after up to 4 KiB of padding, which no block handle covers and LevelDB
+  // never reads), so `body` must stay valid and unchanged until Close()
+  // returns or the table is destroyed.
+  absl::Status AddBorrowed(absl::string_view key, absl::string_view head,
+                           absl::string_view body, uint32_t body_crc);
   // Writes the last data block, the (empty) metaindex block, the index
   // block and the footer; the file is complete once Close() succeeds. Not
   // synced. Nothing is added after it.
@@ -97,6 +112,11 @@ class TableWriter {
   class BlockBuilder;
   struct BlockHandle;
 
+  // A block of its own for the value `head` + `body`; `borrow`: `body` may
+  // be written after this returns (AddBorrowed).
+  absl::Status AddOwnBlock(absl::string_view key, absl::string_view head,
+                           absl::string_view body, uint32_t body_crc,
+                           bool borrow);
   absl::StatusOr<BlockHandle> WriteBlock(absl::string_view contents);
   absl::Status FlushDataBlock();
   void AddIndexEntry(absl::string_view key, const BlockHandle& handle);

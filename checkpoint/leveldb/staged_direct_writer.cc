@@ -104,6 +104,62 @@ absl::Status StagedDirectWriter::Append(absl::string_view data) {
   return absl::OkStatus();
 }
 
+size_t StagedDirectWriter::PaddingToBorrow(uint64_t position,
+                                           absl::string_view data) {
+  if (data.size() < kMinBorrowedBytes) return 0;
+  const uint64_t address = reinterpret_cast<uintptr_t>(data.data());
+  return static_cast<size_t>((address - position) % kAlignment);
+}
+
+absl::Status StagedDirectWriter::AppendBorrowed(absl::string_view data) {
+  JG_RETURN_IF_ERROR(failed_);
+  const uint64_t address = reinterpret_cast<uintptr_t>(data.data());
+  if (data.size() < kMinBorrowedBytes || (address - size()) % kAlignment != 0) {
+    return Append(data);
+  }
+  // Staged up to the first page of `data`, which then starts at an aligned
+  // file offset; whole pages from there on are written from `data`.
+  const size_t lead = static_cast<size_t>(-address % kAlignment);
+  const size_t pages = (data.size() - lead) / kAlignment * kAlignment;
+  JG_RETURN_IF_ERROR(Append(data.substr(0, lead)));
+  if (size() + data.size() - lead >= kLargeAfterBytes) large_ = true;
+  if (filled_ > 0) {
+    // Whole pages: size() is aligned here, and so is offset_.
+    if (absl::Status status = HandOff(); !status.ok()) {
+      failed_ = status;
+      return status;
+    }
+  }
+  for (size_t done = 0; done < pages; done += kBorrowedWriteBytes) {
+    const size_t n = std::min(kBorrowedWriteBytes, pages - done);
+    if (absl::Status status = QueueBorrowed(data.data() + lead + done, n);
+        !status.ok()) {
+      failed_ = status;
+      return status;
+    }
+  }
+  return Append(data.substr(lead + pages));
+}
+
+absl::Status StagedDirectWriter::QueueBorrowed(const char* data, size_t size) {
+  const Job job{kBorrowed, data, size, offset_};
+  offset_ += size;
+  borrowed_bytes_ += size;
+  if (!StartThreadIfWanted()) {
+    absl::Status status = Write(job.data, job.size, job.offset);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!status.ok() && error_.ok()) error_ = std::move(status);
+    return error_;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    JG_RETURN_IF_ERROR(error_);
+    jobs_.push_back(job);
+  }
+  work_.notify_one();
+  return absl::OkStatus();
+}
+
 bool StagedDirectWriter::StartThreadIfWanted() {
   const size_t wanted = large() ? kLargeWritesInFlight : 1;
   if (threads_.size() < wanted) {
@@ -161,7 +217,7 @@ void StagedDirectWriter::Run() {
     jobs_.pop_front();
     // After a failed write the file is abandoned: the rest is not written.
     if (!error_.ok()) {
-      written_.push_back(job.buffer);
+      if (job.buffer != kBorrowed) written_.push_back(job.buffer);
       done_.notify_all();
       continue;
     }
@@ -171,7 +227,9 @@ void StagedDirectWriter::Run() {
     lock.lock();
     --writing_;
     if (error_.ok()) error_ = std::move(status);
-    if (finishing_) {
+    if (job.buffer == kBorrowed) {
+      // Nothing to give back.
+    } else if (finishing_) {
       buffers_[job.buffer].reset();
       capacity_[job.buffer] = 0;
     } else {

@@ -18,6 +18,14 @@
 // the job's data. Internal to the LevelDB adapter: OutputFile
 // (leveldb_table_writer.h) writes table files through it.
 //
+// A large value need not be staged at all: AppendBorrowed writes the
+// 4 KiB-aligned middle of the caller's buffer from the buffer itself (no
+// copy), several requests in flight, when the file's position and the
+// buffer's address agree modulo 4 KiB; PaddingToBorrow says how many bytes
+// to append first to make them agree. Staging alone reached 0.74-0.86 of a
+// plain O_DIRECT write of the same bytes from their own memory
+// (checkpoint_bench); the copy and the smaller requests made the difference.
+//
 // Large staging buffers come from StoragePool::Global(): a fresh mapping per
 // table would pay the first touch of fresh memory, which runs at a few
 // hundred MB/s on some VMs (storage_pool.h), for every table of every save.
@@ -57,6 +65,10 @@ class StagedDirectWriter {
   // Writes a large file keeps in flight (threads); it stages in one buffer
   // more than that.
   static constexpr int kLargeWritesInFlight = 3;
+  // AppendBorrowed writes from the caller's memory when it has at least this
+  // many bytes, in requests of kBorrowedWriteBytes.
+  static constexpr size_t kMinBorrowedBytes = size_t{1} << 20;
+  static constexpr size_t kBorrowedWriteBytes = size_t{4} << 20;
 
   // Switches `fd`, an empty file open for writing whose name is `path` (for
   // messages), to O_DIRECT. nullptr when its file system refuses (some FUSE
@@ -74,12 +86,24 @@ class StagedDirectWriter {
   // the threads' is returned here or by Finish; after an error every call
   // returns it (the file is abandoned).
   absl::Status Append(absl::string_view data);
+  // Append(data), writing the part of `data` that lies in whole 4 KiB pages
+  // straight from the caller's memory, when `data` has kMinBorrowedBytes and
+  // the file's position (size()) and data.data() agree modulo kAlignment
+  // (else, or for the rest, it copies as Append does). `data` must stay
+  // valid and unchanged until Finish returns or the writer is destroyed.
+  absl::Status AppendBorrowed(absl::string_view data);
+  // How many bytes to append before an AppendBorrowed(data) that would start
+  // at file offset `position`, so that it writes from the caller's memory:
+  // 0 for data too short to borrow, else in [0, kAlignment).
+  static size_t PaddingToBorrow(uint64_t position, absl::string_view data);
   // Writes what is staged (its unaligned end through the page cache) and
   // stops the threads. Not synced. Call once.
   absl::Status Finish();
 
   // Bytes appended so far.
   uint64_t size() const { return offset_ + filled_; }
+  // Of those, the bytes written from the caller's memory (AppendBorrowed).
+  uint64_t borrowed_bytes() const { return borrowed_bytes_; }
 
  private:
   // Small buffers are malloc'ed; large ones come from the StoragePool and
@@ -94,7 +118,9 @@ class StagedDirectWriter {
     size_t pooled_bytes;
   };
   using Buffer = std::unique_ptr<char[], Release>;
-  // A full buffer handed to the threads.
+  // A full buffer handed to the threads, or (buffer kBorrowed) a piece of
+  // the caller's memory.
+  static constexpr int kBorrowed = -1;
   struct Job {
     int buffer = 0;
     const char* data = nullptr;
@@ -112,6 +138,9 @@ class StagedDirectWriter {
   // current: a new one while the file may have more, else the first one a
   // thread is done with.
   absl::Status HandOff();
+  // Queues a write of the caller's memory [data, data + size) at offset_
+  // (all three aligned) and moves offset_ past it.
+  absl::Status QueueBorrowed(const char* data, size_t size);
   // Starts a thread if the file calls for more than it has; false if none
   // runs (the process is at its limit).
   bool StartThreadIfWanted();
@@ -133,6 +162,7 @@ class StagedDirectWriter {
   int current_ = 0;
   size_t filled_ = 0;    // bytes staged in buffers_[current_]
   uint64_t offset_ = 0;  // where buffers_[current_] goes in the file
+  uint64_t borrowed_bytes_ = 0;
   // Cleared by the first direct write the file refuses; every write after
   // it goes through the page cache.
   std::atomic<bool> direct_{true};
@@ -146,7 +176,8 @@ class StagedDirectWriter {
   std::condition_variable done_;               // a job finished
   std::deque<Job> jobs_ ABSL_GUARDED_BY(mu_);  // handed over, not taken
   int writing_ ABSL_GUARDED_BY(mu_) = 0;       // taken, not finished
-  // Buffers handed over and written since; the caller reuses them.
+  // Buffers handed over and written since; the caller reuses them
+  // (borrowed pieces are not listed).
   std::vector<int> written_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   // Set by Finish: a buffer whose write completes is given back at once

@@ -5,6 +5,8 @@
 
 #include <cerrno>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -13,6 +15,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "checkpoint/util/io_faults.h"
 #include "checkpoint/util/test_util.h"
 #include "gtest/gtest.h"
@@ -188,6 +191,125 @@ TEST_F(StagedDirectWriterTest, WritesWholeBuffersThenTheEnd) {
   io_faults::Arm(1000, EIO);
   EXPECT_EQ(WriteThrough("counted", {bytes}), bytes);
   EXPECT_EQ(io_faults::Calls(), 7);
+}
+
+// `bytes` copied to memory that starts `shift` bytes past a page boundary.
+class Placed {
+ public:
+  Placed(const std::string& bytes, size_t shift)
+      : memory_(static_cast<char*>(std::aligned_alloc(
+            4096, (shift + bytes.size() + 4095) / 4096 * 4096))) {
+    std::memcpy(memory_.get() + shift, bytes.data(), bytes.size());
+    view_ = absl::string_view(memory_.get() + shift, bytes.size());
+  }
+  absl::string_view view() const { return view_; }
+
+ private:
+  struct Free {
+    void operator()(char* p) const { std::free(p); }
+  };
+  std::unique_ptr<char, Free> memory_;
+  absl::string_view view_;
+};
+
+// Whatever the buffer's alignment and whatever came before it, the padding
+// PaddingToBorrow asks for lets AppendBorrowed write every whole page of the
+// buffer from the buffer itself; the file holds exactly what was appended.
+TEST_F(StagedDirectWriterTest, BorrowedAppendsWriteWholePagesFromTheCaller) {
+  const size_t body_size = StagedDirectWriter::kBorrowedWriteBytes + 12345;
+  for (size_t shift : {0, 1, 100, 4095}) {
+    for (size_t before : {size_t{0}, size_t{10}, size_t{4096}, kSmall + 7}) {
+      SCOPED_TRACE(absl::StrCat("shift ", shift, ", before ", before));
+      const std::string name = absl::StrCat("borrowed_", shift, "_", before);
+      const Placed body(Pattern(body_size, shift + before), shift);
+      const int fd = Open(name);
+      std::unique_ptr<StagedDirectWriter> writer =
+          StagedDirectWriter::Start(fd, dir_.Join(name));
+      ASSERT_NE(writer, nullptr);
+      std::string expected = Pattern(before, 3);
+      ASSERT_TRUE(writer->Append(expected).ok());
+      const size_t padding =
+          StagedDirectWriter::PaddingToBorrow(writer->size(), body.view());
+      const uint64_t address = reinterpret_cast<uintptr_t>(body.view().data());
+      EXPECT_LT(padding, 4096u);
+      EXPECT_EQ((writer->size() + padding) % 4096, address % 4096);
+      ASSERT_TRUE(writer->Append(std::string(padding, 'p')).ok());
+      ASSERT_TRUE(writer->AppendBorrowed(body.view()).ok());
+      ASSERT_TRUE(writer->Append("tail").ok());
+      expected += std::string(padding, 'p');
+      expected.append(body.view().data(), body.view().size());
+      expected += "tail";
+      // Every page of the body that starts in it.
+      const size_t lead = (4096 - shift) % 4096;
+      EXPECT_EQ(writer->borrowed_bytes(), (body_size - lead) / 4096 * 4096);
+      EXPECT_EQ(writer->size(), expected.size());
+      ASSERT_TRUE(writer->Finish().ok());
+      writer.reset();
+      EXPECT_EQ(::close(fd), 0);
+      EXPECT_TRUE(ReadFile(dir_.Join(name)) == expected);
+    }
+  }
+}
+
+// A buffer whose address does not agree with the file's position, or that
+// is too short to be worth it, is copied like any append.
+TEST_F(StagedDirectWriterTest, BorrowedAppendsCopyWhatTheyCannotBorrow) {
+  const Placed large(Pattern(StagedDirectWriter::kMinBorrowedBytes + 5, 1), 0);
+  const Placed short_one(Pattern(StagedDirectWriter::kMinBorrowedBytes - 1, 2),
+                         0);
+  EXPECT_EQ(StagedDirectWriter::PaddingToBorrow(7, short_one.view()), 0u);
+  EXPECT_EQ(StagedDirectWriter::PaddingToBorrow(7, large.view()), 4089u);
+  const int fd = Open("copied");
+  std::unique_ptr<StagedDirectWriter> writer =
+      StagedDirectWriter::Start(fd, dir_.Join("copied"));
+  ASSERT_NE(writer, nullptr);
+  ASSERT_TRUE(writer->Append("7 bytes").ok());
+  ASSERT_TRUE(writer->AppendBorrowed(large.view()).ok());  // position 7
+  ASSERT_TRUE(writer->Append(std::string(4096 - 7 - 5, 'p')).ok());
+  // Aligned now, but too short.
+  ASSERT_TRUE(writer->AppendBorrowed(short_one.view()).ok());
+  EXPECT_EQ(writer->borrowed_bytes(), 0u);
+  ASSERT_TRUE(writer->Finish().ok());
+  writer.reset();
+  EXPECT_EQ(::close(fd), 0);
+  const std::string expected =
+      absl::StrCat("7 bytes", large.view(), std::string(4096 - 7 - 5, 'p'),
+                   short_one.view());
+  EXPECT_TRUE(ReadFile(dir_.Join("copied")) == expected);
+}
+
+// A write of borrowed pages that fails (a full disk) is returned by an
+// append or by Finish, naming the file; after an append returned it, every
+// call returns it.
+TEST_F(StagedDirectWriterTest, AFailedBorrowedWriteIsReturned) {
+  const Placed body(Pattern(3 * StagedDirectWriter::kBorrowedWriteBytes, 5), 0);
+  // Three borrowed writes, the staged "head" and "tail".
+  for (int64_t fail_at = 1; fail_at <= 5; ++fail_at) {
+    SCOPED_TRACE(absl::StrCat("write ", fail_at, " fails"));
+    const std::string name = absl::StrCat("borrowed_full_", fail_at);
+    const int fd = Open(name);
+    std::unique_ptr<StagedDirectWriter> writer =
+        StagedDirectWriter::Start(fd, dir_.Join(name));
+    ASSERT_NE(writer, nullptr);
+    ASSERT_TRUE(writer->Append(std::string(4096, 'h')).ok());
+    io_faults::Arm(fail_at, ENOSPC);
+    absl::Status status = writer->AppendBorrowed(body.view());
+    if (status.ok()) status = writer->Append("tail");
+    if (status.ok()) {
+      status = writer->Finish();
+    } else {
+      // Once an append returned an error, every call returns it.
+      EXPECT_EQ(writer->Append("more"), status);
+      EXPECT_EQ(writer->Finish(), status);
+    }
+    io_faults::Disarm();
+    EXPECT_GE(io_faults::Calls(), fail_at);
+    EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted);
+    EXPECT_EQ(status.message(), absl::StrCat("write ", dir_.Join(name),
+                                             ": No space left on ", "device"));
+    writer.reset();
+    ::close(fd);
+  }
 }
 
 }  // namespace

@@ -78,13 +78,19 @@ CheckpointBlobInfo* BlobIndexBuilder::StartBlob() {
 
 uint32_t BlobIndexBuilder::AddValue(absl::string_view key,
                                     absl::string_view value) {
-  CHECK(has_current_) << "AddValue before StartBlob";
   const uint32_t crc = Crc32c(value);
-  current_.add_key(key.data(), key.size());
-  current_.add_value_bytes(static_cast<int64_t>(value.size()));
-  current_.add_value_crc32c(crc);
-  total_bytes_ += static_cast<int64_t>(value.size());
+  AddValueWithCrc(key, value.size(), crc);
   return crc;
+}
+
+void BlobIndexBuilder::AddValueWithCrc(absl::string_view key,
+                                       size_t value_bytes,
+                                       uint32_t value_crc32c) {
+  CHECK(has_current_) << "AddValue before StartBlob";
+  current_.add_key(key.data(), key.size());
+  current_.add_value_bytes(static_cast<int64_t>(value_bytes));
+  current_.add_value_crc32c(value_crc32c);
+  total_bytes_ += static_cast<int64_t>(value_bytes);
 }
 
 void BlobIndexBuilder::EncodeCurrent() {

@@ -63,6 +63,10 @@ class BlobIndexBuilder {
   // Records one value of the current blob: its key, size and CRC-32C.
   // Returns the CRC-32C (for Writer::PutWithCrc).
   uint32_t AddValue(absl::string_view key, absl::string_view value);
+  // AddValue for a value the caller has checksummed: `value_bytes` long,
+  // CRC-32C `value_crc32c`.
+  void AddValueWithCrc(absl::string_view key, size_t value_bytes,
+                       uint32_t value_crc32c);
   // Lists a blob whose values another database holds: `info` is its entry
   // there (keys, sizes, CRC-32Cs), with stored_in_epoch set. Its bytes count
   // in total_bytes and referenced_bytes. Blobs are listed in the order they

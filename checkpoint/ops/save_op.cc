@@ -28,6 +28,7 @@
 #include "checkpoint/ops/db_type_arg.h"
 #include "checkpoint/ops/save_load_ops.h"
 #include "checkpoint/ops/temp_db.h"
+#include "checkpoint/util/crc32c.h"
 #include "checkpoint/util/failpoint.h"
 #include "checkpoint/util/file_util.h"
 #include "engine/blob.h"
@@ -155,14 +156,19 @@ absl::StatusOr<Written> WriteBlobs(DB* db, const std::vector<BlobToSave>& blobs,
   for (const BlobToSave& b : blobs) {
     reference_up_to(b.name);
     DescribeBlob(b.name, *b.blob, builder.StartBlob());
-    JG_RETURN_IF_ERROR(
-        SerializeBlob(b.name, *b.blob, options.serialization,
-                      [&](std::string key, std::string value) {
-                        // Checksummed once, for the index
-                        // and the database's own blocks.
-                        const uint32_t crc = builder.AddValue(key, value);
-                        return writer->PutWithCrc(key, value, crc);
-                      }));
+    // Each value checksummed once, for the index and the database's own
+    // blocks. A tensor's elements are not copied: the database may write
+    // them from the blob's memory until it is closed, below, and `blobs`
+    // stay unchanged while this runs (WriteCheckpointDb's contract).
+    JG_RETURN_IF_ERROR(SerializeBlobBorrowing(
+        b.name, *b.blob, options.serialization,
+        [&](std::string key, std::string head, absl::string_view body) {
+          const uint32_t body_crc = Crc32c(body);
+          builder.AddValueWithCrc(
+              key, head.size() + body.size(),
+              crc32c::Combine(Crc32c(head), body_crc, body.size()));
+          return writer->PutBorrowed(key, head, body, body_crc);
+        }));
   }
   // The referenced blobs after the last one written (an empty name is no
   // blob's: every name sorts after it, so pass the end).
