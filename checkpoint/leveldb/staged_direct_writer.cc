@@ -49,7 +49,9 @@ void StagedDirectWriter::Release::operator()(char* p) const {
 StagedDirectWriter::StagedDirectWriter(int fd, std::string path, bool large)
     : fd_(fd), path_(std::move(path)), large_(large) {}
 
-StagedDirectWriter::~StagedDirectWriter() {
+StagedDirectWriter::~StagedDirectWriter() { StopThreads(); }
+
+void StagedDirectWriter::StopThreads() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
@@ -57,6 +59,7 @@ StagedDirectWriter::~StagedDirectWriter() {
   }
   work_.notify_all();
   for (std::thread& thread : threads_) thread.join();
+  threads_.clear();
 }
 
 void StagedDirectWriter::SizeCurrentBuffer() {
@@ -240,7 +243,12 @@ void StagedDirectWriter::Run() {
 }
 
 absl::Status StagedDirectWriter::Finish() {
-  if (!failed_.ok()) return failed_;  // the destructor stops the threads
+  if (!failed_.ok()) {
+    // No write is made after Finish returns: the caller may free what it
+    // lent (AppendBorrowed).
+    StopThreads();
+    return failed_;
+  }
   {
     std::unique_lock<std::mutex> lock(mu_);
     finishing_ = true;

@@ -97,7 +97,8 @@ class StagedDirectWriter {
   // 0 for data too short to borrow, else in [0, kAlignment).
   static size_t PaddingToBorrow(uint64_t position, absl::string_view data);
   // Writes what is staged (its unaligned end through the page cache) and
-  // stops the threads. Not synced. Call once.
+  // stops the threads; once it returns, with or without an error, no write
+  // is in flight. Not synced. Call once.
   absl::Status Finish();
 
   // Bytes appended so far.
@@ -144,6 +145,8 @@ class StagedDirectWriter {
   // Starts a thread if the file calls for more than it has; false if none
   // runs (the process is at its limit).
   bool StartThreadIfWanted();
+  // Drops the writes not yet taken and waits for the threads to end.
+  void StopThreads();
   void Run();
   // Writes `size` bytes at `offset` (O_DIRECT unless it was turned off);
   // a direct write the file refuses (EINVAL) is made through the page cache,

@@ -251,6 +251,62 @@ TEST_F(StagedDirectWriterTest, BorrowedAppendsWriteWholePagesFromTheCaller) {
   }
 }
 
+// A large file (several writes in flight) mixes borrowed pages with staged
+// buffers, which finish in any order; the file is still exactly what was
+// appended, also when one of the writes fails (then that error is returned).
+TEST_F(StagedDirectWriterTest, ALargeFileMixesBorrowedAndStagedWrites) {
+  const Placed first(Pattern(20 * (1 << 20) + 777, 21), 100);
+  const Placed second(Pattern(5 * (1 << 20) + 3, 22), 7);
+  const std::string staged = Pattern(3 * kLarge + 11, 23);
+  const auto write = [&](const std::string& name, int64_t fail_at) {
+    const int fd = Open(name);
+    std::unique_ptr<StagedDirectWriter> writer =
+        StagedDirectWriter::Start(fd, dir_.Join(name), /*large=*/true);
+    EXPECT_NE(writer, nullptr);
+    std::string expected;
+    if (fail_at > 0) io_faults::Arm(fail_at, ENOSPC);
+    absl::Status status = absl::OkStatus();
+    const auto append = [&](absl::string_view bytes, bool borrow) {
+      if (!status.ok()) return;
+      status = borrow ? writer->AppendBorrowed(bytes) : writer->Append(bytes);
+      expected.append(bytes.data(), bytes.size());
+    };
+    const auto pad = [&](const Placed& next) {
+      append(std::string(StagedDirectWriter::PaddingToBorrow(writer->size(),
+                                                             next.view()),
+                         '\0'),
+             false);
+    };
+    append("x", false);
+    pad(first);
+    append(first.view(), true);
+    append(staged, false);
+    pad(second);
+    append(second.view(), true);
+    append(staged, false);
+    if (status.ok()) {
+      EXPECT_EQ(writer->borrowed_bytes(),
+                (first.view().size() - 3996) / 4096 * 4096 +
+                    (second.view().size() - 4089) / 4096 * 4096);
+      status = writer->Finish();
+    }
+    io_faults::Disarm();
+    writer.reset();
+    EXPECT_EQ(::close(fd), 0);
+    return std::make_pair(status, expected);
+  };
+  const auto [status, expected] = write("mixed_borrowed", 0);
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_TRUE(ReadFile(dir_.Join("mixed_borrowed")) == expected);
+  // A failure at each of the first 14 writes, borrowed (7) or staged.
+  for (int64_t fail_at = 1; fail_at <= 14; ++fail_at) {
+    SCOPED_TRACE(absl::StrCat("write ", fail_at, " fails"));
+    const std::string name = absl::StrCat("mixed_full_", fail_at);
+    EXPECT_EQ(write(name, fail_at).first.code(),
+              absl::StatusCode::kResourceExhausted);
+  }
+}
+
 // A buffer whose address does not agree with the file's position, or that
 // is too short to be worth it, is copied like any append.
 TEST_F(StagedDirectWriterTest, BorrowedAppendsCopyWhatTheyCannotBorrow) {
