@@ -28,14 +28,20 @@
 #                      from the local tier
 #   MPI=1              test examples/slurm/sum_pipeline_mpi.sbatch instead: mpirun with one
 #                      rank per CPU of the node, the job's 4 nodes spread over them
+#   LOOP=1             test examples/slurm/sum_pipeline_mpi_loop.sbatch instead, the mpirun
+#                      relaunch loop, on the one node with one rank per CPU
+#                      (RANKS_PER_HOST) and the job's 4 nodes: the checks above, and the
+#                      loop's log shows one run that was preempted and requeued the job,
+#                      and one run in the requeued job that ended it, nothing probed
 set -uo pipefail
 
 WAIT_SECS=${WAIT_SECS:-180}
 EPOCH_DELAY_MS=${EPOCH_DELAY_MS:-2000}
 MPI=${MPI:-0}
+LOOP=${LOOP:-0}
 LOCAL_TIER=${LOCAL_TIER:-0}
 EXPECTED_RESULT="result: epochs=4 totals=145"
-[[ $MPI == 1 ]] && EXPECTED_RESULT="result: epochs=4 totals=145,145,145,145"
+[[ $MPI == 1 || $LOOP == 1 ]] && EXPECTED_RESULT="result: epochs=4 totals=145,145,145,145"
 
 START=$(date +%s)
 step() { echo "[$(($(date +%s) - START))s] $*"; }
@@ -142,8 +148,15 @@ if [[ $MPI == 1 ]]; then
   SBATCH_FLAGS=(--ntasks="$(nproc)")
   EXTRA_FLAGS=" --nodes=4"
 fi
+if [[ $LOOP == 1 ]]; then
+  SBATCH_SCRIPT=$REPO/examples/slurm/sum_pipeline_mpi_loop.sbatch
+  # One host here; sbatch passes these on to the script.
+  SBATCH_FLAGS=(--nodes=1 --ntasks-per-node="$(nproc)")
+  RANKS_PER_HOST=$(nproc)
+  export RANKS_PER_HOST JOBGRAPH_NODES=4
+fi
 [[ -f $SBATCH_SCRIPT ]] || fail "missing $SBATCH_SCRIPT"
-[[ $LOCAL_TIER == 1 && $MPI == 1 ]] && fail "LOCAL_TIER=1 is for one process (an MPI job refuses a local tier)"
+[[ $LOCAL_TIER == 1 && ( $MPI == 1 || $LOOP == 1 ) ]] && fail "LOCAL_TIER=1 is for one process (an MPI job refuses a local tier)"
 
 # ---- packages
 PACKAGES=(munge slurmctld slurmd slurm-client)
@@ -362,6 +375,23 @@ n_results=$(grep -c '^result:' "$OUT")
 last=$(grep -v '^sbatch\[' "$OUT" | tail -n 1)
 [[ $last == "$EXPECTED_RESULT" ]] || fail "the program's last line is '$last', not '$EXPECTED_RESULT'"
 step "output: preempted, requeued, $(grep -m 1 'resumed from epoch' "$OUT" | sed 's/^.*\] //'), ended with '$last'"
+if [[ $LOOP == 1 ]]; then
+  # One run in each allocation: the first preempted, the second done. Nothing failed, so
+  # nothing was probed.
+  loop_lines=$(grep -E '^sbatch\[[0-9]+\]: [0-9-]+ [0-9:]+ (run [0-9]+ |got SIG|.*probing)' "$OUT" |
+    sed -E 's/^sbatch\[[0-9]+\]: [0-9-]+ [0-9:]+ //; s/\(pid [0-9]+\)/(pid N)/')
+  expected_lines="run 1 of at most 5: $(nproc) ranks on $NODE (spares: none)
+got SIGUSR1, forwarding SIGUSR1 to mpirun (pid N)
+run 1 preempted (exit 75 from mpirun); requeueing job $JOBID
+run 1 of at most 5: $(nproc) ranks on $NODE (spares: none)
+run 1 ended with status 0: the job is done"
+  [[ $loop_lines == "$expected_lines" ]] ||
+    fail "the loop's log lines are
+$loop_lines
+not
+$expected_lines"
+  step "the loop: one preempted run, the requeue, one run to the end"
+fi
 if [[ $LOCAL_TIER == 1 ]]; then
   # The epoch the preempted run committed reached the checkpoint directory before the run
   # exited 75: "epoch N flushed to" (in the background, or by the preemption) comes first.
