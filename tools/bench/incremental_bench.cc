@@ -74,6 +74,8 @@
 // /tmp; what the bench writes there is deleted at the end):
 //   ./tools/bazel run -c opt //tools/bench:incremental_bench
 
+#include "tools/bench/incremental_bench.h"
+
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/mman.h>
@@ -87,12 +89,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
-#include <map>
-#include <memory>
-#include <optional>
 #include <string>
 #include <thread>
-#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -101,14 +99,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
-#include "checkpoint/checkpoint_options.h"
-#include "checkpoint/checkpoint_stats.h"
 #include "checkpoint/checkpointer.h"
-#include "checkpoint/commit/checkpoint_paths.h"
-#include "checkpoint/commit/commit_log.h"
-#include "checkpoint/resume_from.h"
 #include "checkpoint/util/file_util.h"
 #include "engine/session.h"
 #include "engine/status_macros.h"
@@ -159,60 +151,9 @@ ABSL_FLAG(std::string, restore_cache, "cold",
 
 namespace jobgraph {
 namespace bench {
-namespace {
-
-constexpr char kNode[] = "trainer_0";
-constexpr size_t kRawChunk = size_t{4} << 20;  // 4 MiB read()s
 
 // ---------------------------------------------------------------------------
 // The environment, with errors as statuses.
-
-absl::StatusOr<int64_t> BytesUnder(const std::string& path) {
-  int64_t bytes = 0;
-  JG_RETURN_IF_ERROR(ForEachFile(path, [&](const std::string&, int64_t size) {
-    bytes += size;
-    return absl::OkStatus();
-  }));
-  return bytes;
-}
-
-// Drops the (clean) page-cache pages of every file under `path`.
-absl::Status EvictFromPageCache(const std::string& path) {
-  ::sync();
-  return ForEachFile(path, [](const std::string& file, int64_t) {
-    const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return ErrnoStatus("open", file);
-    const int err = ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-    ::close(fd);
-    if (err != 0) {
-      errno = err;
-      return ErrnoStatus("posix_fadvise(DONTNEED)", file);
-    }
-    return absl::OkStatus();
-  });
-}
-
-// Reads every file under `path` once, so that it is in the page cache.
-absl::Status WarmPageCache(const std::string& path) {
-  std::vector<char> buffer(kRawChunk);
-  return ForEachFile(path, [&](const std::string& file, int64_t) {
-    const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return ErrnoStatus("open", file);
-    ssize_t n;
-    while ((n = ::read(fd, buffer.data(), buffer.size())) > 0) {
-    }
-    ::close(fd);
-    if (n < 0) return ErrnoStatus("read", file);
-    return absl::OkStatus();
-  });
-}
-
-// A memory state before a timed write or restore (see the header).
-struct MemoryState {
-  std::string name;
-  int churn_mib = 0;
-  int settle_ms = 0;
-};
 
 absl::Status Settle(const MemoryState& state) {
   ::sync();
@@ -234,108 +175,11 @@ absl::Status Settle(const MemoryState& state) {
 
 std::string Mb(double bytes) { return absl::StrFormat("%.1f MB", bytes / 1e6); }
 
-// ---------------------------------------------------------------------------
-
-struct Config {
-  std::string dir;
-  int runs = 3;
-  int tensors = 256;
-  size_t tensor_bytes = size_t{4} << 20;
-  std::vector<int> percents;
-  int full_every = 11;
-  int chain = 10;
-  int chain_percent = 5;
-  std::vector<MemoryState> states;
-  bool saves = true;
-  bool restores = true;
-  bool restore_cold = true;
-  bool restore_warm = false;
-  int restore_pairs = 2;
-  bool raw_each_percent = false;
-};
-
-// Tensors that p% of `tensors` stands for: the smallest count at least p%.
 int TensorsFor(int percent, int tensors) {
   return static_cast<int>((int64_t{percent} * tensors + 99) / 100);
 }
 
-class IncrementalBench {
- public:
-  explicit IncrementalBench(Config config)
-      : c_(std::move(config)),
-        save_dir_(JoinPath(c_.dir, "saves")),
-        restore_dir_(JoinPath(c_.dir, "restore")),
-        raw_path_(JoinPath(c_.dir, "raw.bin")) {}
-
-  absl::Status Run();
-  // Deletes what the bench wrote under the directory.
-  absl::Status Cleanup();
-
- private:
-  // The figure `name` of memory state `state`; recorded only in measured
-  // runs.
-  void Add(const MemoryState& state, const std::string& name, double v) {
-    if (record_) s_[absl::StrCat(state.name, "/", name)].Add(v);
-  }
-  const Sample& Get(const MemoryState& state, const std::string& name) const {
-    return s_.at(absl::StrCat(state.name, "/", name));
-  }
-  bool Has(const MemoryState& state, const std::string& name) const {
-    return s_.count(absl::StrCat(state.name, "/", name)) != 0;
-  }
-  // Per-run ratios x / base of one state.
-  Sample Ratio(const MemoryState& state, const std::string& x,
-               const std::string& base) const;
-  std::string Secs(const MemoryState& state, const std::string& name) const;
-  std::string RatioText(const MemoryState& state, const std::string& x,
-                        const std::string& base) const;
-
-  absl::Status Fill();
-  // Modifies `count` tensors from the rotating position `*next`.
-  void Modify(int count, int* next);
-  std::vector<absl::string_view> Views(int first, int count) const;
-  // Whether the raw writes of p%'s tensors are timed.
-  bool HasRaw(int percent) const { return percent == 5 || c_.raw_each_percent; }
-  double TotalBytes() const {
-    return static_cast<double>(c_.tensors) * c_.tensor_bytes;
-  }
-
-  // Saves.
-  absl::Status StartSaves();
-  absl::Status TimeFullSave(const MemoryState& state);
-  absl::Status TimeIncrementalSave(const MemoryState& state, int percent);
-  absl::Status TimeSave(const MemoryState& state, const std::string& name,
-                        bool full);
-  absl::Status TimeRaw(const MemoryState& state, const std::string& name,
-                       const std::vector<absl::string_view>& pieces,
-                       bool direct);
-  absl::Status SaveRun(int run);
-  void ReportSaves(const MemoryState& state) const;
-
-  // Restores.
-  absl::Status BuildChain();
-  absl::Status TimeRestore(const MemoryState& state, int64_t epoch,
-                           const std::string& name, bool warm);
-  absl::Status RestoreRun(int run);
-  void ReportRestores(const MemoryState& state) const;
-
-  const Config c_;
-  const std::string save_dir_;
-  const std::string restore_dir_;
-  const std::string raw_path_;
-  LocalSession session_;
-  std::vector<std::string> names_;
-  std::vector<Tensor*> tensors_;
-  StagingBuffer staging_;
-  bool record_ = false;
-  std::map<std::string, Sample> s_;
-
-  std::unique_ptr<Checkpointer> saver_;
-  int64_t epoch_ = 0;      // the saves' last epoch
-  int next_modified_ = 0;  // where the next modification starts
-  // The tensors the last modification of each percentage changed.
-  std::map<int, std::pair<int, int>> modified_;
-};
+// ---------------------------------------------------------------------------
 
 Sample IncrementalBench::Ratio(const MemoryState& state, const std::string& x,
                                const std::string& base) const {
@@ -406,380 +250,6 @@ std::vector<absl::string_view> IncrementalBench::Views(int first,
     views.emplace_back(static_cast<const char*>(t->raw_data()), t->nbytes());
   }
   return views;
-}
-
-// ---------------------------------------------------------------------------
-// Saves.
-
-absl::Status IncrementalBench::StartSaves() {
-  JG_RETURN_IF_ERROR(RemovePath(save_dir_));
-  CheckpointOptions options;
-  options.directory = save_dir_;
-  options.incremental = true;
-  options.full_every = c_.full_every;
-  saver_ = std::make_unique<Checkpointer>(options);
-  JG_ASSIGN_OR_RETURN(const std::optional<int64_t> resumed,
-                      saver_->Start(session_, {kNode}, ResumeFrom::Scratch()));
-  if (resumed.has_value()) {
-    return absl::InternalError("a fresh checkpoint directory resumed");
-  }
-  JG_RETURN_IF_ERROR(saver_->CaptureBlobNames(session_));
-  // Epoch 0, the chain's first base (untimed).
-  epoch_ = 0;
-  return saver_->SaveEpoch(session_, epoch_, /*full=*/true).status();
-}
-
-absl::Status IncrementalBench::TimeSave(const MemoryState& state,
-                                        const std::string& name, bool full) {
-  const int64_t epoch = ++epoch_;
-  const double cpu = CpuSeconds();
-  const int64_t wchar0 = IoBytes("wchar");
-  const auto start = Clock::now();
-  absl::StatusOr<CheckpointStats> saved =
-      saver_->SaveEpoch(session_, epoch, full);
-  const double seconds = Seconds(start);
-  const int64_t wchar = IoBytes("wchar") - wchar0;
-  const double cpu_used = CpuSeconds() - cpu;
-  JG_RETURN_IF_ERROR(
-      Annotate(saved.status(), absl::StrCat("saving epoch ", epoch)));
-  Add(state, name, seconds);
-  Add(state, name + " cpu", cpu_used);
-  Add(state, name + " wchar", static_cast<double>(wchar));
-  JG_ASSIGN_OR_RETURN(const int64_t db_bytes,
-                      BytesUnder(CheckpointDbPath(save_dir_, kNode, epoch)));
-  Add(state, name + " db", static_cast<double>(db_bytes));
-  // The save's own account of its time: before the write (prepare,
-  // snapshot, split), the database write, the commit.
-  const double write = saved->write_micros / 1e6;
-  const double commit = (saved->agree_micros + saved->commit_micros) / 1e6;
-  Add(state, name + " write", write);
-  Add(state, name + " commit", commit);
-  Add(state, name + " before write", seconds - write - commit);
-  return absl::OkStatus();
-}
-
-absl::Status IncrementalBench::TimeFullSave(const MemoryState& state) {
-  // A full save needs none of the databases before it: they all go (off the
-  // clock), as the previous full save's output does in checkpoint_bench.
-  for (int64_t e = 0; e <= epoch_; ++e) {
-    JG_RETURN_IF_ERROR(RemovePath(CheckpointDbPath(save_dir_, kNode, e)));
-  }
-  JG_RETURN_IF_ERROR(Settle(state));
-  JG_RETURN_IF_ERROR(TimeSave(state, "full", /*full=*/true));
-  // Every tensor is in it.
-  JG_ASSIGN_OR_RETURN(const CommitLog log, ReadCommitLog(save_dir_));
-  const CommittedEpoch& entry = log.epoch(log.epoch_size() - 1);
-  if (entry.epoch() != epoch_ || entry.referenced_bytes() != 0) {
-    return absl::InternalError(
-        absl::StrCat("the full save of epoch ", epoch_, " references ",
-                     entry.referenced_bytes(), " bytes"));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status IncrementalBench::TimeIncrementalSave(const MemoryState& state,
-                                                   int percent) {
-  const int count = TensorsFor(percent, c_.tensors);
-  modified_[percent] = {next_modified_, count};
-  Modify(count, &next_modified_);
-  JG_RETURN_IF_ERROR(Settle(state));
-  JG_RETURN_IF_ERROR(
-      TimeSave(state, absl::StrCat(percent, "%"), /*full=*/false));
-  // Off the clock: the database holds the modified tensors and no other
-  // (what the commit log says it wrote: its values, a few bytes of
-  // serialization each, beyond the tensors' bytes).
-  JG_ASSIGN_OR_RETURN(const CommitLog log, ReadCommitLog(save_dir_));
-  const CommittedEpoch& entry = log.epoch(log.epoch_size() - 1);
-  const int64_t held = entry.total_bytes() - entry.referenced_bytes();
-  const int64_t expected = int64_t{count} * c_.tensor_bytes;
-  if (entry.epoch() != epoch_ || held < expected ||
-      held > expected + int64_t{count} * 4096) {
-    return absl::InternalError(absl::StrCat(
-        "the incremental save of epoch ", entry.epoch(), " holds ", held,
-        " bytes itself; ", count, " modified tensors are ", expected));
-  }
-  Add(state, absl::StrCat(percent, "% referenced epochs"),
-      entry.referenced_epoch_size());
-  return absl::OkStatus();
-}
-
-absl::Status IncrementalBench::TimeRaw(
-    const MemoryState& state, const std::string& name,
-    const std::vector<absl::string_view>& pieces, bool direct) {
-  JG_RETURN_IF_ERROR(RemovePath(raw_path_));
-  JG_RETURN_IF_ERROR(Settle(state));
-  JG_ASSIGN_OR_RETURN(const double seconds,
-                      RawWrite(raw_path_, pieces, direct, staging_.get()));
-  Add(state, name, seconds);
-  return absl::OkStatus();
-}
-
-absl::Status IncrementalBench::SaveRun(int run) {
-  const bool full_first = run % 2 == 0;
-  for (size_t i = 0; i < c_.states.size(); ++i) {
-    // The states take turns going first too.
-    const MemoryState& state =
-        c_.states[(i + static_cast<size_t>(run)) % c_.states.size()];
-    if (full_first) JG_RETURN_IF_ERROR(TimeFullSave(state));
-    for (int percent : c_.percents) {
-      JG_RETURN_IF_ERROR(TimeIncrementalSave(state, percent));
-    }
-    if (!full_first) JG_RETURN_IF_ERROR(TimeFullSave(state));
-    // The raw writes of the same bytes, page cache and O_DIRECT taking
-    // turns going first.
-    for (int turn = 0; turn < 2; ++turn) {
-      const bool direct = (turn == 0) == (run % 2 == 0);
-      const std::string how = direct ? "raw direct" : "raw cached";
-      JG_RETURN_IF_ERROR(
-          TimeRaw(state, how + " full", Views(0, c_.tensors), direct));
-      for (int percent : c_.percents) {
-        if (!HasRaw(percent)) continue;
-        const auto [first, count] = modified_.at(percent);
-        JG_RETURN_IF_ERROR(TimeRaw(state, absl::StrCat(how, " ", percent, "%"),
-                                   Views(first, count), direct));
-      }
-    }
-    if (record_) {
-      std::string line = absl::StrFormat(
-          "  run %d, %s (full save %s): full %.3f s", run, state.name,
-          full_first ? "first" : "last", Get(state, "full").values.back());
-      for (int percent : c_.percents) {
-        const std::string p = absl::StrCat(percent, "%");
-        absl::StrAppendFormat(
-            &line, ", %s %.3f s (%.3fx)", p, Get(state, p).values.back(),
-            Get(state, p).values.back() / Get(state, "full").values.back());
-      }
-      absl::StrAppendFormat(&line, "; raw cached %.3f s, direct %.3f s\n",
-                            Get(state, "raw cached full").values.back(),
-                            Get(state, "raw direct full").values.back());
-      std::fputs(line.c_str(), stdout);
-      std::fflush(stdout);
-    }
-  }
-  return absl::OkStatus();
-}
-
-void IncrementalBench::ReportSaves(const MemoryState& state) const {
-  const double total = TotalBytes();
-  auto rate = [&](const std::string& name, double bytes) {
-    return absl::StrFormat("%5.0f MB/s",
-                           bytes / 1e6 / Get(state, name).Median());
-  };
-  std::printf("\n  SAVES, state %s, medians (range) over %d runs:\n",
-              state.name.c_str(), c_.runs);
-  std::printf("    raw write+fsync, page cache  %s  %s  %s\n",
-              Mb(total).c_str(), rate("raw cached full", total).c_str(),
-              Secs(state, "raw cached full").c_str());
-  std::printf("    raw write+fsync, O_DIRECT    %s  %s  %s\n",
-              Mb(total).c_str(), rate("raw direct full", total).c_str(),
-              Secs(state, "raw direct full").c_str());
-  std::printf(
-      "    full save                    %s  %s  %s; save/raw: page cache "
-      "%s, O_DIRECT %s\n",
-      Mb(Get(state, "full db").Median()).c_str(), rate("full", total).c_str(),
-      Secs(state, "full").c_str(),
-      RatioText(state, "full", "raw cached full").c_str(),
-      RatioText(state, "full", "raw direct full").c_str());
-  std::printf(
-      "      wrote %s (wchar); before the write %s, write %s, commit %s; "
-      "cpu %s\n",
-      Mb(Get(state, "full wchar").Median()).c_str(),
-      Secs(state, "full before write").c_str(),
-      Secs(state, "full write").c_str(), Secs(state, "full commit").c_str(),
-      Secs(state, "full cpu").c_str());
-  for (int percent : c_.percents) {
-    const std::string p = absl::StrCat(percent, "%");
-    const int count = TensorsFor(percent, c_.tensors);
-    const double bytes = static_cast<double>(count) * c_.tensor_bytes;
-    std::printf("    %3d%% incremental (%d tensors, %s)\n", percent, count,
-                Mb(bytes).c_str());
-    std::printf(
-        "      bytes: wrote %s (wchar), database %s; vs full: wchar %s, "
-        "database %s\n",
-        Mb(Get(state, p + " wchar").Median()).c_str(),
-        Mb(Get(state, p + " db").Median()).c_str(),
-        RatioText(state, p + " wchar", "full wchar").c_str(),
-        RatioText(state, p + " db", "full db").c_str());
-    std::printf("      time:  %s = %s; vs full %s\n", Secs(state, p).c_str(),
-                rate(p, bytes).c_str(), RatioText(state, p, "full").c_str());
-    std::printf(
-        "      before the write %s, write %s, commit %s; cpu %s; references "
-        "%.0f epochs\n",
-        Secs(state, p + " before write").c_str(),
-        Secs(state, p + " write").c_str(), Secs(state, p + " commit").c_str(),
-        Secs(state, p + " cpu").c_str(),
-        Get(state, p + " referenced epochs").Median());
-    if (!HasRaw(percent)) continue;
-    std::printf(
-        "      raw write+fsync of its tensors: page cache %s, save/raw %s; "
-        "O_DIRECT %s, save/raw %s\n",
-        Secs(state, "raw cached " + p).c_str(),
-        RatioText(state, p, "raw cached " + p).c_str(),
-        Secs(state, "raw direct " + p).c_str(),
-        RatioText(state, p, "raw direct " + p).c_str());
-  }
-  std::fflush(stdout);
-}
-
-// ---------------------------------------------------------------------------
-// Restores.
-
-absl::Status IncrementalBench::BuildChain() {
-  JG_RETURN_IF_ERROR(RemovePath(restore_dir_));
-  CheckpointOptions options;
-  options.directory = restore_dir_;
-  options.incremental = true;
-  options.full_every = c_.chain + 1;
-  Checkpointer chain(options);
-  JG_RETURN_IF_ERROR(
-      chain.Start(session_, {kNode}, ResumeFrom::Scratch()).status());
-  JG_RETURN_IF_ERROR(chain.CaptureBlobNames(session_));
-  JG_RETURN_IF_ERROR(chain.SaveEpoch(session_, 0).status());
-  const int count = TensorsFor(c_.chain_percent, c_.tensors);
-  int next = 0;  // disjoint tensors from epoch to epoch
-  for (int e = 1; e <= c_.chain; ++e) {
-    Modify(count, &next);
-    JG_RETURN_IF_ERROR(chain.SaveEpoch(session_, e).status());
-  }
-  JG_RETURN_IF_ERROR(
-      chain.SaveEpoch(session_, c_.chain + 1, /*full=*/true).status());
-  chain.End();
-  // Epoch `chain` refers to every epoch before it (when the modified
-  // tensors are disjoint); epoch chain + 1 stands alone.
-  JG_ASSIGN_OR_RETURN(const CommitLog log, ReadCommitLog(restore_dir_));
-  const CommittedEpoch* deep = nullptr;
-  const CommittedEpoch* full = nullptr;
-  for (const CommittedEpoch& e : log.epoch()) {
-    if (e.epoch() == c_.chain) deep = &e;
-    if (e.epoch() == c_.chain + 1) full = &e;
-  }
-  if (deep == nullptr || full == nullptr || full->referenced_bytes() != 0 ||
-      (count * c_.chain <= c_.tensors &&
-       deep->referenced_epoch_size() != c_.chain)) {
-    return absl::InternalError(absl::StrCat(
-        "the restore chain is not as built: ", log.ShortDebugString()));
-  }
-  std::printf(
-      "\nRESTORE: epoch %d references epochs [%s] (%s of its %s held there, "
-      "%s in its own database); epoch %d is a full save of the same "
-      "workspace (%s)\n",
-      c_.chain, absl::StrJoin(deep->referenced_epoch(), ",").c_str(),
-      Mb(deep->referenced_bytes()).c_str(), Mb(deep->total_bytes()).c_str(),
-      Mb(deep->total_bytes() - deep->referenced_bytes()).c_str(), c_.chain + 1,
-      Mb(full->total_bytes()).c_str());
-  std::fflush(stdout);
-  return absl::OkStatus();
-}
-
-absl::Status IncrementalBench::TimeRestore(const MemoryState& state,
-                                           int64_t epoch,
-                                           const std::string& name, bool warm) {
-  if (warm) {
-    JG_RETURN_IF_ERROR(WarmPageCache(restore_dir_));
-  } else {
-    JG_RETURN_IF_ERROR(EvictFromPageCache(restore_dir_));
-  }
-  CheckpointOptions options;
-  options.directory = restore_dir_;
-  options.incremental = true;
-  options.full_every = c_.chain + 1;
-  auto session = std::make_unique<LocalSession>();
-  auto checkpointer = std::make_unique<Checkpointer>(options);
-  JG_RETURN_IF_ERROR(Settle(state));
-  const double cpu = CpuSeconds();
-  const auto start = Clock::now();
-  absl::StatusOr<std::optional<int64_t>> chosen =
-      checkpointer->Start(*session, {kNode}, ResumeFrom::Epoch(epoch));
-  const double started = Seconds(start);
-  absl::StatusOr<CheckpointStats> restored =
-      chosen.ok() ? checkpointer->Restore(*session, epoch)
-                  : absl::StatusOr<CheckpointStats>(chosen.status());
-  const double seconds = Seconds(start);
-  const double cpu_used = CpuSeconds() - cpu;
-  JG_RETURN_IF_ERROR(
-      Annotate(restored.status(), absl::StrCat("restoring epoch ", epoch)));
-  if (*chosen != epoch) {
-    return absl::InternalError(
-        absl::StrCat("asked to resume from epoch ", epoch, ", Start chose ",
-                     chosen->has_value() ? absl::StrCat(**chosen) : "none"));
-  }
-  const std::string key = absl::StrCat(name, warm ? " warm" : " cold");
-  Add(state, key, seconds);
-  Add(state, key + " start", started);
-  Add(state, key + " cpu", cpu_used);
-  // Off the clock: every tensor as the workspace holds it.
-  Workspace* restored_ws = session->NodeWorkspace(kNode);
-  for (size_t i = 0; i < names_.size(); ++i) {
-    JG_ASSIGN_OR_RETURN(const Tensor* t, restored_ws->GetTensor(names_[i]));
-    if (!t->BitwiseEquals(*tensors_[i])) {
-      return absl::DataLossError(absl::StrCat("restored tensor ", names_[i],
-                                              " of epoch ", epoch,
-                                              " differs from the original"));
-    }
-  }
-  checkpointer->End();
-  checkpointer.reset();
-  session.reset();  // frees the restored tensors off the clock
-  return absl::OkStatus();
-}
-
-absl::Status IncrementalBench::RestoreRun(int run) {
-  for (size_t i = 0; i < c_.states.size(); ++i) {
-    const MemoryState& state =
-        c_.states[(i + static_cast<size_t>(run)) % c_.states.size()];
-    for (bool warm : {false, true}) {
-      if (warm ? !c_.restore_warm : !c_.restore_cold) continue;
-      const std::string cache = warm ? "warm" : "cold";
-      for (int pair = 0; pair < c_.restore_pairs; ++pair) {
-        const bool deep_first = (run + pair) % 2 == 0;
-        for (int turn = 0; turn < 2; ++turn) {
-          if ((turn == 0) == deep_first) {
-            JG_RETURN_IF_ERROR(TimeRestore(state, c_.chain, "deep", warm));
-          } else {
-            JG_RETURN_IF_ERROR(TimeRestore(state, c_.chain + 1, "full", warm));
-          }
-        }
-        if (!record_) continue;
-        const double deep = Get(state, "deep " + cache).values.back();
-        const double full = Get(state, "full " + cache).values.back();
-        std::printf(
-            "  run %d, %s, %s page cache (%s first): %d increments deep "
-            "%.3f s, full %.3f s (%.3fx)\n",
-            run, state.name.c_str(), cache.c_str(),
-            deep_first ? "deep" : "full", c_.chain, deep, full, deep / full);
-        std::fflush(stdout);
-      }
-    }
-  }
-  return absl::OkStatus();
-}
-
-void IncrementalBench::ReportRestores(const MemoryState& state) const {
-  for (const char* cache : {"cold", "warm"}) {
-    const std::string deep = absl::StrCat("deep ", cache);
-    const std::string full = absl::StrCat("full ", cache);
-    if (!Has(state, deep)) continue;
-    std::printf(
-        "\n  RESTORE, state %s, %s page cache, medians (range) over %d "
-        "runs x %d pairs:\n",
-        state.name.c_str(), cache, c_.runs, c_.restore_pairs);
-    std::printf(
-        "    epoch %d (%d increments deep)  %s = %5.0f MB/s; Start (the "
-        "load) %s; cpu %s\n",
-        c_.chain, c_.chain, Secs(state, deep).c_str(),
-        TotalBytes() / 1e6 / Get(state, deep).Median(),
-        Secs(state, deep + " start").c_str(),
-        Secs(state, deep + " cpu").c_str());
-    std::printf(
-        "    epoch %d (full save)          %s = %5.0f MB/s; Start (the "
-        "load) %s; cpu %s\n",
-        c_.chain + 1, Secs(state, full).c_str(),
-        TotalBytes() / 1e6 / Get(state, full).Median(),
-        Secs(state, full + " start").c_str(),
-        Secs(state, full + " cpu").c_str());
-    std::printf("    deep vs full %s\n", RatioText(state, deep, full).c_str());
-  }
-  std::fflush(stdout);
 }
 
 // ---------------------------------------------------------------------------
@@ -868,6 +338,8 @@ absl::Status IncrementalBench::Cleanup() {
   status.Update(RemovePath(raw_path_));
   return status;
 }
+
+namespace {
 
 absl::StatusOr<Config> ConfigFromFlags() {
   Config c;

@@ -112,25 +112,21 @@
 // Run (about 3 minutes at the defaults on these 2-core VMs):
 //   ./tools/bazel run -c opt //tools/bench:tier_bench
 
-#include <fcntl.h>
+#include "tools/bench/tier_bench.h"
+
 #include <sys/statfs.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
-#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <thread>
-#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -140,14 +136,12 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
 #include "checkpoint/checkpoint_options.h"
-#include "checkpoint/checkpoint_stats.h"
 #include "checkpoint/checkpointer.h"
 #include "checkpoint/commit/commit_log.h"
 #include "checkpoint/resume_from.h"
 #include "checkpoint/util/file_util.h"
 #include "engine/session.h"
 #include "engine/status_macros.h"
-#include "engine/storage_pool.h"
 #include "engine/tensor.h"
 #include "engine/workspace.h"
 #include "proto/jobgraph.pb.h"
@@ -176,66 +170,11 @@ namespace jobgraph {
 namespace bench {
 namespace {
 
-constexpr char kNode[] = "trainer_0";
-constexpr size_t kIoChunk = size_t{4} << 20;  // raw read()s
-constexpr int64_t kTmpfsMagic = 0x01021994;   // TMPFS_MAGIC, linux/magic.h
+constexpr int64_t kTmpfsMagic = 0x01021994;  // TMPFS_MAGIC, linux/magic.h
 
 // ---------------------------------------------------------------------------
 // The environment, with errors as statuses (so that the directories are
 // removed whatever fails).
-
-// What EvictFromPageCache did.
-struct Eviction {
-  int files = 0;
-  int64_t bytes = 0;
-  // Whether 3 was written to /proc/sys/vm/drop_caches.
-  bool dropped_caches = false;
-  bool tried_drop_caches = false;
-};
-
-// Makes the next read of `path` (a file or a directory) come from the disk:
-// fsync and posix_fadvise(DONTNEED) of every file under it (DONTNEED drops
-// only clean pages, hence the fsync: the flush writes through the page
-// cache), and as root also drop_caches, which evicts what fadvise may miss
-// (metadata, the directories).
-absl::StatusOr<Eviction> EvictFromPageCache(const std::string& path) {
-  Eviction eviction;
-  JG_RETURN_IF_ERROR(
-      ForEachFile(path, [&](const std::string& file, int64_t size) {
-        const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
-        if (fd < 0) return ErrnoStatus("open", file);
-        if (::fsync(fd) != 0) {
-          const absl::Status status = ErrnoStatus("fsync", file);
-          ::close(fd);
-          return status;
-        }
-        const int err = ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-        ::close(fd);
-        if (err != 0) {
-          errno = err;
-          return ErrnoStatus("posix_fadvise(DONTNEED)", file);
-        }
-        ++eviction.files;
-        eviction.bytes += size;
-        return absl::OkStatus();
-      }));
-  if (::geteuid() == 0) {
-    eviction.tried_drop_caches = true;
-    eviction.dropped_caches = DropCaches();  // syncs first
-  }
-  return eviction;
-}
-
-std::string DescribeEviction(const Eviction& e) {
-  return absl::StrFormat(
-      "fsync + posix_fadvise(DONTNEED) of %d files (%.1f MB); "
-      "drop_caches %s",
-      e.files, e.bytes / 1e6,
-      e.dropped_caches      ? "written (root)"
-      : e.tried_drop_caches ? "FAILED (root, but /proc/sys/vm/drop_caches "
-                              "refused the write)"
-                            : "not done (not root)");
-}
 
 // The file system type of `path`, for the header.
 std::string FsType(const std::string& path, bool* tmpfs) {
@@ -260,42 +199,6 @@ std::string FsType(const std::string& path, bool* tmpfs) {
   }
 }
 
-// Reads the file at `path` with 4 MiB read()s into `buffer` (already
-// touched, so only the read is timed). Returns the seconds and the bytes.
-absl::StatusOr<std::pair<double, int64_t>> RawRead(const std::string& path,
-                                                   std::vector<char>* buffer) {
-  const auto start = Clock::now();
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return ErrnoStatus("open", path);
-  int64_t bytes = 0;
-  ssize_t n;
-  while ((n = ::read(fd, buffer->data(), buffer->size())) > 0) bytes += n;
-  const int read_errno = errno;
-  ::close(fd);
-  if (n < 0) {
-    errno = read_errno;
-    return ErrnoStatus("read", path);
-  }
-  return std::make_pair(Seconds(start), bytes);
-}
-
-// CPU seconds the calling thread has used.
-double ThreadCpuSeconds() {
-  timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-// Empties the storage pool, so that the next tensors are fresh mappings
-// (what a resuming process loads into), not buffers an earlier restore of
-// this process freed.
-void EmptyStoragePool() {
-  StoragePool& pool = StoragePool::Global();
-  const size_t limit = pool.limit_bytes();
-  pool.set_limit_bytes(0);
-  pool.set_limit_bytes(limit);
-}
-
 // A directory given by a flag, or made by default: it must not exist (it
 // is created, its parent must exist) or be an empty directory, since the
 // bench removes it at the end.
@@ -312,6 +215,8 @@ absl::Status ClaimDirectory(const std::string& dir) {
   return absl::OkStatus();
 }
 
+}  // namespace
+
 std::string Range(const Sample& s, const char* format) {
   return absl::StrCat(absl::StrFormat(format, s.Median()), " (",
                       absl::StrFormat(format, s.Min()), "-",
@@ -319,111 +224,6 @@ std::string Range(const Sample& s, const char* format) {
 }
 
 // ---------------------------------------------------------------------------
-
-struct Config {
-  std::string shared_dir;
-  std::string local_dir;
-  int blobs = 8;
-  size_t blob_bytes = 0;
-  int runs = 3;
-  int epochs = 4;
-  int settle_ms = 1000;
-  int compute_ms = -1;
-};
-
-class TierBench {
- public:
-  explicit TierBench(Config config)
-      : c_(std::move(config)),
-        only_dir_(JoinPath(c_.shared_dir, "only")),
-        tiered_dir_(JoinPath(c_.shared_dir, "tiered")),
-        tier_dir_(JoinPath(c_.local_dir, "tier")),
-        aside_dir_(JoinPath(c_.local_dir, "tier.aside")),
-        raw_shared_(JoinPath(c_.shared_dir, "raw.bin")),
-        raw_local_(JoinPath(c_.local_dir, "raw.bin")),
-        overhead_shared_(JoinPath(c_.shared_dir, "overhead")),
-        overhead_local_(JoinPath(c_.local_dir, "overhead")) {}
-
-  absl::Status Run();
-
- private:
-  double StateBytes() const {
-    return static_cast<double>(c_.blobs) * static_cast<double>(c_.blob_bytes);
-  }
-  std::string Mbps(double seconds) const {
-    return absl::StrFormat("%6.0f MB/s", StateBytes() / 1e6 / seconds);
-  }
-  // "<median> ms (<range>) = <MB/s of the median>".
-  std::string Figure(const Sample& seconds) const {
-    return absl::StrCat(Millis(seconds), " = ", Mbps(seconds.Median()));
-  }
-  // The same without the rate, for what moves no data.
-  static std::string Millis(const Sample& seconds) {
-    Sample ms;
-    for (double s : seconds.values) ms.Add(s * 1000);
-    return absl::StrCat(Range(ms, "%.1f"), " ms");
-  }
-  void Settle() const { bench::Settle(0, c_.settle_ms); }
-
-  absl::Status Fill();
-  void Modify();
-  // See the header (part 3).
-  void Compute(int reps);
-  std::vector<absl::string_view> Views() const;
-  // Whether `session` holds the workspace's tensors, bit for bit.
-  absl::Status CheckRestored(LocalSession& session) const;
-
-  CheckpointOptions SharedOnlyOptions() const;
-  CheckpointOptions TieredOptions() const;
-  // A Checkpointer started from scratch on session_, its blobs captured.
-  absl::StatusOr<std::unique_ptr<Checkpointer>> StartSaver(
-      const CheckpointOptions& options);
-  // Seconds from `since` until the commit log of `dir` lists `epoch`.
-  absl::StatusOr<double> WaitUntilListed(const std::string& dir, int64_t epoch,
-                                         Clock::time_point since) const;
-
-  absl::Status BlockingSaves();
-  absl::Status RawWrites();
-  absl::Status Restores();
-  // One restore as a resuming job runs it (see the header); checks that it
-  // read `expected_dir`. Returns its seconds.
-  absl::StatusOr<double> TimeRestore(int64_t epoch,
-                                     const std::string& expected_dir);
-  absl::Status FlushOverhead();
-  struct EpochRun {
-    Sample epoch_s;        // epochs 2..N: compute + save
-    Sample compute_s;      // epochs 2..N
-    Sample compute_cpu_s;  // the job thread's CPU time in those computes
-    Sample save_s;         // epochs 2..N
-    // CheckpointStats::commit_micros of those saves: the local commit,
-    // which would show a wait on anything the flush holds.
-    Sample commit_s;
-    // Saves of epochs 2..N that began before the previous epoch's flush
-    // was committed in the shared directory.
-    int saves_beside_flush = 0;
-    double end_s = 0;  // End(): the end-of-run flush
-    double cpu_s = 0;  // process CPU over epochs 2..N
-    std::string flushed;
-  };
-  absl::StatusOr<EpochRun> RunEpochs(bool flush_on, int reps);
-
-  const Config c_;
-  const std::string only_dir_, tiered_dir_, tier_dir_, aside_dir_;
-  const std::string raw_shared_, raw_local_;
-  const std::string overhead_shared_, overhead_local_;
-
-  LocalSession session_;
-  std::vector<Tensor*> tensors_;
-  std::vector<std::string> names_;
-  StagingBuffer staging_;
-  // Figures by name, one value per measured run.
-  std::map<std::string, Sample> s_;
-
-  // Part 1's Checkpointers and their last epochs.
-  std::unique_ptr<Checkpointer> only_, tiered_;
-  int64_t only_epoch_ = 0, tiered_epoch_ = 0;
-  double flush_s_ = 0;  // part 1's median flush of one epoch
-};
 
 absl::Status TierBench::Fill() {
   Workspace* ws = session_.NodeWorkspace(kNode);
@@ -546,400 +346,6 @@ absl::StatusOr<double> TierBench::WaitUntilListed(
 }
 
 // ---------------------------------------------------------------------------
-// Part 1.
-
-absl::Status TierBench::RawWrites() {
-  const std::vector<absl::string_view> views = Views();
-  struct Raw {
-    const char* name;
-    const std::string* path;
-    bool direct;
-  };
-  for (const Raw& raw : {Raw{"raw shared cached", &raw_shared_, false},
-                         Raw{"raw shared direct", &raw_shared_, true},
-                         Raw{"raw local", &raw_local_, false}}) {
-    // Deleting what reached the disk costs about as long as writing it: off
-    // the clock.
-    JG_RETURN_IF_ERROR(RemovePath(*raw.path));
-    Settle();
-    JG_ASSIGN_OR_RETURN(const double seconds,
-                        RawWrite(*raw.path, views, raw.direct, staging_.get()));
-    s_[raw.name].Add(seconds);
-  }
-  // The local file takes memory the saves need; the page-cache one stays
-  // for the cold read of part 2.
-  return RemovePath(raw_local_);
-}
-
-absl::Status TierBench::BlockingSaves() {
-  std::printf(
-      "\n1. BLOCKING SAVE: SaveEpoch (synchronous) until committed, after "
-      "sync + %d ms; the flush of the local tier's epoch timed from the "
-      "save's return until the shared commit log lists it\n",
-      c_.settle_ms);
-  JG_ASSIGN_OR_RETURN(only_, StartSaver(SharedOnlyOptions()));
-  JG_ASSIGN_OR_RETURN(tiered_, StartSaver(TieredOptions()));
-  // Epoch 0 of each, untimed: a process's first save maps its buffers.
-  JG_RETURN_IF_ERROR(only_->SaveEpoch(session_, only_epoch_).status());
-  JG_RETURN_IF_ERROR(tiered_->SaveEpoch(session_, tiered_epoch_).status());
-  JG_RETURN_IF_ERROR(
-      WaitUntilListed(tiered_dir_, tiered_epoch_, Clock::now()).status());
-  std::fflush(stdout);
-
-  auto save = [&](bool local) -> absl::Status {
-    Modify();
-    Settle();
-    Checkpointer& saver = local ? *tiered_ : *only_;
-    const int64_t epoch = local ? ++tiered_epoch_ : ++only_epoch_;
-    const double cpu = CpuSeconds();
-    const auto start = Clock::now();
-    absl::StatusOr<CheckpointStats> saved = saver.SaveEpoch(session_, epoch);
-    const auto returned = Clock::now();
-    const double cpu_used = CpuSeconds() - cpu;
-    JG_RETURN_IF_ERROR(saved.status());
-    if (saved->in_background || saved->bytes < StateBytes()) {
-      return absl::InternalError(
-          absl::StrCat("epoch ", epoch, " saved ", saved->bytes, " bytes",
-                       saved->in_background ? " in the background" : "",
-                       "; expected ", StateBytes(), " synchronously"));
-    }
-    const std::string name = local ? "save local" : "save shared";
-    s_[name].Add(std::chrono::duration<double>(returned - start).count());
-    // What the save reports of itself: the database written, the commit.
-    s_[name + " write"].Add(saved->write_micros / 1e6);
-    s_[name + " commit"].Add(saved->commit_micros / 1e6);
-    s_[name + " cpu"].Add(cpu_used);
-    if (local) {
-      // The polling thread mostly sleeps: the process's CPU meanwhile is
-      // the flush's.
-      const double flush_cpu = CpuSeconds();
-      JG_ASSIGN_OR_RETURN(const double flush,
-                          WaitUntilListed(tiered_dir_, epoch, returned));
-      s_["flush"].Add(flush);
-      s_["flush cpu"].Add(CpuSeconds() - flush_cpu);
-    }
-    return absl::OkStatus();
-  };
-  for (int run = 1; run <= c_.runs; ++run) {
-    JG_RETURN_IF_ERROR(RawWrites());
-    const bool shared_first = run % 2 == 1;
-    JG_RETURN_IF_ERROR(save(!shared_first));
-    JG_RETURN_IF_ERROR(save(shared_first));
-    const double shared = s_["save shared"].values.back();
-    const double local = s_["save local"].values.back();
-    s_["blocking ratio"].Add(local / shared);
-    std::printf(
-        "  run %d (%s first): save shared %.1f ms, local %.1f ms (%.3f); "
-        "flush behind the local one %.1f ms; raw write+fsync shared %.1f ms, "
-        "O_DIRECT %.1f ms, local %.1f ms\n",
-        run, shared_first ? "shared" : "local", shared * 1000, local * 1000,
-        local / shared, s_["flush"].values.back() * 1000,
-        s_["raw shared cached"].values.back() * 1000,
-        s_["raw shared direct"].values.back() * 1000,
-        s_["raw local"].values.back() * 1000);
-    std::fflush(stdout);
-  }
-  flush_s_ = s_["flush"].Median();
-  const double ratio = s_["blocking ratio"].Median();
-  std::printf(
-      "  medians over %d runs (range):\n"
-      "    raw write+fsync, shared dir, page cache  %s\n"
-      "    raw write+fsync, shared dir, O_DIRECT    %s\n"
-      "    raw write+fsync, local dir               %s\n"
-      "    save, shared directory only              %s\n"
-      "      of it: write %s, commit %s; process cpu %s\n"
-      "    save, local tier (shared_every=1)        %s\n"
-      "      of it: write %s, commit %s; process cpu %s\n"
-      "    its background flush to the shared dir   %s\n"
-      "      of it: process cpu %s\n"
-      "  local_blocking_vs_shared = %s (goal <= 0.2: %s)\n"
-      "  (a save into the local tier writes the bytes at least once: the "
-      "raw write to the local dir over the shared save, %.3f, is what the "
-      "ratio could reach with a save as fast as that write)\n",
-      c_.runs, Figure(s_["raw shared cached"]).c_str(),
-      Figure(s_["raw shared direct"]).c_str(), Figure(s_["raw local"]).c_str(),
-      Figure(s_["save shared"]).c_str(),
-      Millis(s_["save shared write"]).c_str(),
-      Millis(s_["save shared commit"]).c_str(),
-      Millis(s_["save shared cpu"]).c_str(), Figure(s_["save local"]).c_str(),
-      Millis(s_["save local write"]).c_str(),
-      Millis(s_["save local commit"]).c_str(),
-      Millis(s_["save local cpu"]).c_str(), Figure(s_["flush"]).c_str(),
-      Millis(s_["flush cpu"]).c_str(),
-      Range(s_["blocking ratio"], "%.3f").c_str(),
-      ratio <= 0.2 ? "met" : "NOT met",
-      s_["raw local"].Median() / s_["save shared"].Median());
-  std::fflush(stdout);
-  return absl::OkStatus();
-}
-
-// ---------------------------------------------------------------------------
-// Part 2.
-
-absl::StatusOr<double> TierBench::TimeRestore(int64_t epoch,
-                                              const std::string& expected_dir) {
-  EmptyStoragePool();
-  auto session = std::make_unique<LocalSession>();
-  auto checkpointer = std::make_unique<Checkpointer>(TieredOptions());
-  const auto start = Clock::now();
-  absl::StatusOr<std::optional<int64_t>> chosen =
-      checkpointer->Start(*session, {kNode}, ResumeFrom::Latest());
-  absl::StatusOr<CheckpointStats> restored =
-      !chosen.ok() ? absl::StatusOr<CheckpointStats>(chosen.status())
-      : !chosen->has_value()
-          ? absl::StatusOr<CheckpointStats>(
-                absl::NotFoundError("Start found no epoch to resume from"))
-          : checkpointer->Restore(*session, **chosen);
-  const double seconds = Seconds(start);
-  JG_RETURN_IF_ERROR(Annotate(restored.status(), "restoring"));
-  if (**chosen != epoch || restored->read_from != expected_dir) {
-    return absl::InternalError(absl::StrCat(
-        "the resume chose epoch ", **chosen, " of ", restored->read_from,
-        "; expected epoch ", epoch, " of ", expected_dir));
-  }
-  JG_RETURN_IF_ERROR(CheckRestored(*session));  // off the clock
-  checkpointer->End();
-  checkpointer.reset();
-  session.reset();  // frees the restored tensors off the clock
-  return seconds;
-}
-
-absl::Status TierBench::Restores() {
-  // One more epoch, flushed, so that both tiers hold the workspace as it
-  // is now.
-  const int64_t epoch = ++tiered_epoch_;
-  JG_RETURN_IF_ERROR(tiered_->SaveEpoch(session_, epoch).status());
-  JG_RETURN_IF_ERROR(
-      WaitUntilListed(tiered_dir_, epoch, Clock::now()).status());
-  tiered_->End();
-  only_->End();
-  tiered_.reset();
-  only_.reset();
-  std::printf(
-      "\n2. RESTORE of epoch %lld: Start(latest) + Restore in a fresh "
-      "session and Checkpointer, into fresh memory, after sync + %d ms\n",
-      static_cast<long long>(epoch), c_.settle_ms);
-  // Untimed: the process's first restore starts its load threads.
-  JG_RETURN_IF_ERROR(TimeRestore(epoch, tier_dir_).status());
-  std::vector<char> buffer(kIoChunk);
-  std::string eviction_text;
-  for (int run = 1; run <= c_.runs; ++run) {
-    const bool local_first = run % 2 == 1;
-    for (int turn = 0; turn < 2; ++turn) {
-      if ((turn == 0) == local_first) {
-        Settle();
-        JG_ASSIGN_OR_RETURN(const double seconds,
-                            TimeRestore(epoch, tier_dir_));
-        s_["restore local"].Add(seconds);
-        continue;
-      }
-      // A job resumed on another node: no local tier. Moved aside and back
-      // (a rename in the tmpfs), since the next local restore needs it.
-      if (::rename(tier_dir_.c_str(), aside_dir_.c_str()) != 0) {
-        return ErrnoStatus("rename to " + aside_dir_, tier_dir_);
-      }
-      Settle();
-      JG_ASSIGN_OR_RETURN(const Eviction eviction,
-                          EvictFromPageCache(tiered_dir_));
-      eviction_text = DescribeEviction(eviction);
-      JG_ASSIGN_OR_RETURN(const double seconds,
-                          TimeRestore(epoch, tiered_dir_));
-      s_["restore shared cold"].Add(seconds);
-      // The restore made an empty local tier (its commit log and locks).
-      JG_RETURN_IF_ERROR(RemovePath(tier_dir_));
-      if (::rename(aside_dir_.c_str(), tier_dir_.c_str()) != 0) {
-        return ErrnoStatus("rename to " + tier_dir_, aside_dir_);
-      }
-    }
-    // The disk's cold read of the same bytes.
-    Settle();
-    JG_RETURN_IF_ERROR(EvictFromPageCache(raw_shared_).status());
-    JG_ASSIGN_OR_RETURN(const auto read, RawRead(raw_shared_, &buffer));
-    if (read.second != static_cast<int64_t>(StateBytes())) {
-      return absl::InternalError(
-          absl::StrCat(raw_shared_, ": read ", read.second, " bytes"));
-    }
-    s_["raw cold read"].Add(read.first);
-    const double local = s_["restore local"].values.back();
-    const double shared = s_["restore shared cold"].values.back();
-    s_["restore ratio"].Add(local / shared);
-    std::printf(
-        "  run %d (%s first): local %.1f ms, shared cold %.1f ms (%.3f); raw "
-        "cold read %.1f ms\n",
-        run, local_first ? "local" : "shared", local * 1000, shared * 1000,
-        local / shared, read.first * 1000);
-    std::fflush(stdout);
-  }
-  std::printf(
-      "  shared cold page cache, each time: %s\n"
-      "  medians over %d runs (range):\n"
-      "    raw cold read of the same bytes, shared dir  %s\n"
-      "    restore from the local tier                  %s\n"
-      "    restore from the shared directory, cold      %s\n"
-      "  local_restore_vs_shared = %s (no goal set)\n"
-      "  partner restore (over MPI, from a partner node's copy): not "
-      "measured; jobgraph does not make partner copies yet\n",
-      eviction_text.c_str(), c_.runs, Figure(s_["raw cold read"]).c_str(),
-      Figure(s_["restore local"]).c_str(),
-      Figure(s_["restore shared cold"]).c_str(),
-      Range(s_["restore ratio"], "%.3f").c_str());
-  std::fflush(stdout);
-  return absl::OkStatus();
-}
-
-// ---------------------------------------------------------------------------
-// Part 3.
-
-absl::StatusOr<TierBench::EpochRun> TierBench::RunEpochs(bool flush_on,
-                                                         int reps) {
-  JG_RETURN_IF_ERROR(RemovePath(overhead_shared_));
-  JG_RETURN_IF_ERROR(RemovePath(overhead_local_));
-  Settle();
-  CheckpointOptions options;
-  options.directory = overhead_shared_;
-  options.local_directory = overhead_local_;
-  options.shared_every = flush_on ? 1 : c_.epochs + 1;
-  JG_ASSIGN_OR_RETURN(std::unique_ptr<Checkpointer> saver, StartSaver(options));
-  EpochRun run;
-  double cpu_s = 0;
-  for (int64_t epoch = 1; epoch <= c_.epochs; ++epoch) {
-    const double thread_cpu = ThreadCpuSeconds();
-    const double process_cpu = CpuSeconds();
-    const auto start = Clock::now();
-    Compute(reps);
-    const double compute_s = Seconds(start);
-    const double compute_cpu_s = ThreadCpuSeconds() - thread_cpu;
-    // Off the clock (a read of a small file): whether the save runs beside
-    // the previous epoch's flush, which would share the cores with it.
-    bool beside_flush = false;
-    if (flush_on && epoch > 1) {
-      absl::StatusOr<CommitLog> log = ReadCommitLog(overhead_shared_);
-      beside_flush =
-          !log.ok() || FindCommittedEpoch(*log, epoch - 1, {kNode}) == nullptr;
-    }
-    const auto save_start = Clock::now();
-    absl::StatusOr<CheckpointStats> saved = saver->SaveEpoch(session_, epoch);
-    const double save_s = Seconds(save_start);
-    JG_RETURN_IF_ERROR(saved.status());
-    if (epoch == 1) continue;
-    cpu_s += CpuSeconds() - process_cpu;
-    run.compute_s.Add(compute_s);
-    run.compute_cpu_s.Add(compute_cpu_s);
-    run.save_s.Add(save_s);
-    run.commit_s.Add(saved->commit_micros / 1e6);
-    run.epoch_s.Add(compute_s + save_s);
-    if (beside_flush) ++run.saves_beside_flush;
-  }
-  run.cpu_s = cpu_s;
-  const auto end = Clock::now();
-  saver->End();
-  run.end_s = Seconds(end);
-  for (const SaveOutcome& outcome : saver->TakeFinishedSaves()) {
-    JG_RETURN_IF_ERROR(Annotate(outcome.stats.status(),
-                                absl::StrCat("epoch ", outcome.epoch)));
-  }
-  saver.reset();
-  JG_ASSIGN_OR_RETURN(const CommitLog log, ReadCommitLog(overhead_shared_));
-  run.flushed = CommittedEpochList(log, {kNode});
-  return run;
-}
-
-absl::Status TierBench::FlushOverhead() {
-  // Part 1's files are not needed any more: their disk writeback and
-  // memory are not to weigh on this part.
-  for (const std::string& path :
-       {only_dir_, tiered_dir_, tier_dir_, raw_shared_}) {
-    JG_RETURN_IF_ERROR(RemovePath(path));
-  }
-  const double target_s =
-      c_.compute_ms >= 0 ? c_.compute_ms / 1000.0 : flush_s_;
-  // The repetitions per block for `target_s`, from the time of 1 and of
-  // 1 + kProbe (the first includes the pass over memory that every count
-  // pays).
-  constexpr int kProbe = 16;
-  auto time_compute = [&](int reps) {
-    const auto start = Clock::now();
-    Compute(reps);
-    return Seconds(start);
-  };
-  time_compute(1);  // warm
-  const double one = time_compute(1);
-  const double probe = time_compute(1 + kProbe);
-  const double per_rep = std::max(1e-9, (probe - one) / kProbe);
-  const int reps = std::max(
-      1, static_cast<int>(std::lround(1 + (target_s - one) / per_rep)));
-  const double alone = time_compute(reps);
-  std::printf(
-      "\n3. FLUSH OVERHEAD: %d epochs per run of compute + SaveEpoch into the "
-      "local tier, flush on (shared_every=1) and off (shared_every=%d, only "
-      "End() flushes, timed apart); epochs 2..%d counted\n"
-      "  compute: x = 3 - x over 16 KiB blocks, %d times per block, then "
-      "the modification: %.1f ms alone (target %.1f ms: %s)\n",
-      c_.epochs, c_.epochs + 1, c_.epochs, reps, alone * 1000, target_s * 1000,
-      c_.compute_ms >= 0 ? "--compute_ms" : "part 1's median flush");
-  std::fflush(stdout);
-  std::map<bool, std::vector<EpochRun>> runs;
-  for (int run = 1; run <= c_.runs; ++run) {
-    const bool on_first = run % 2 == 1;
-    for (const bool on : {on_first, !on_first}) {
-      JG_ASSIGN_OR_RETURN(EpochRun r, RunEpochs(on, reps));
-      runs[on].push_back(std::move(r));
-    }
-    const EpochRun& on = runs[true].back();
-    const EpochRun& off = runs[false].back();
-    const double ratio = on.epoch_s.Median() / off.epoch_s.Median();
-    s_["overhead ratio"].Add(ratio);
-    auto describe = [](const EpochRun& r) {
-      return absl::StrFormat(
-          "epoch %.1f ms (compute %.1f, of it %.1f on the job thread's CPU; "
-          "save %.1f, of it commit %.1f, %d of %d beside the previous "
-          "flush); process cpu %.2f s; End() %.1f ms; shared log lists [%s]",
-          r.epoch_s.Median() * 1000, r.compute_s.Median() * 1000,
-          r.compute_cpu_s.Median() * 1000, r.save_s.Median() * 1000,
-          r.commit_s.Median() * 1000, r.saves_beside_flush,
-          static_cast<int>(r.save_s.values.size()), r.cpu_s, r.end_s * 1000,
-          r.flushed);
-    };
-    std::printf("  run %d (%s first): %.3f\n    on:  %s\n    off: %s\n", run,
-                on_first ? "on" : "off", ratio, describe(on).c_str(),
-                describe(off).c_str());
-    std::fflush(stdout);
-  }
-  for (const bool on : {true, false}) {
-    Sample epoch, compute, compute_cpu, save, end;
-    for (const EpochRun& r : runs[on]) {
-      epoch.Add(r.epoch_s.Median());
-      compute.Add(r.compute_s.Median());
-      compute_cpu.Add(r.compute_cpu_s.Median());
-      save.Add(r.save_s.Median());
-      end.Add(r.end_s);
-    }
-    std::printf(
-        "  flush %-3s medians over %d runs (range): epoch %s; compute %s "
-        "(the job thread's CPU in it %s); blocking save %s; End() %s\n",
-        on ? "on" : "off", c_.runs, Millis(epoch).c_str(),
-        Millis(compute).c_str(), Millis(compute_cpu).c_str(),
-        Figure(save).c_str(), Millis(end).c_str());
-  }
-  // What the flush costs in CPU: the process's CPU over the counted epochs,
-  // on minus off, per epoch. On two cores the flush has a core to itself
-  // only when nothing else wants it.
-  Sample flush_cpu;
-  for (int i = 0; i < c_.runs; ++i) {
-    flush_cpu.Add((runs[true][i].cpu_s - runs[false][i].cpu_s) /
-                  (c_.epochs - 1));
-  }
-  std::printf("  the flush's CPU per epoch (process cpu, on minus off): %s\n",
-              Millis(flush_cpu).c_str());
-  const double ratio = s_["overhead ratio"].Median();
-  std::printf("  flush_epoch_overhead = %s (goal <= 1.05: %s)\n",
-              Range(s_["overhead ratio"], "%.3f").c_str(),
-              ratio <= 1.05 ? "met" : "NOT met");
-  std::fflush(stdout);
-  return RemovePath(overhead_local_);
-}
-
-// ---------------------------------------------------------------------------
 
 absl::Status TierBench::Run() {
   JG_RETURN_IF_ERROR(Fill());
@@ -966,6 +372,8 @@ absl::Status TierBench::Run() {
   std::fflush(stdout);
   return absl::OkStatus();
 }
+
+namespace {
 
 // A flag's path, relative ones taken from where `bazel run` was started.
 std::string FromWorkingDirectory(std::string path) {
