@@ -148,6 +148,10 @@ absl::Status StagedDirectWriter::QueueBorrowed(const char* data, size_t size) {
   const Job job{kBorrowed, data, size, offset_};
   offset_ += size;
   borrowed_bytes_ += size;
+  return Submit(job);
+}
+
+absl::Status StagedDirectWriter::Submit(const Job& job) {
   if (!StartThreadIfWanted()) {
     absl::Status status = Write(job.data, job.size, job.offset);
     std::lock_guard<std::mutex> lock(mu_);
@@ -180,18 +184,9 @@ absl::Status StagedDirectWriter::HandOff() {
   const Job job{current_, buffers_[current_].get(), filled_, offset_};
   offset_ += filled_;
   filled_ = 0;
-  if (!StartThreadIfWanted()) {
-    absl::Status status = Write(job.data, job.size, job.offset);
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!status.ok() && error_.ok()) error_ = std::move(status);
-    return error_;
-  }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    JG_RETURN_IF_ERROR(error_);
-    jobs_.push_back(job);
-  }
-  work_.notify_one();
+  JG_RETURN_IF_ERROR(Submit(job));
+  // Written already (no thread to be had): the buffer is free again.
+  if (threads_.empty()) return absl::OkStatus();
   // One buffer more than writes in flight, so the caller fills one while
   // the threads write the others.
   const int buffers = large() ? kMaxBuffers : 2;

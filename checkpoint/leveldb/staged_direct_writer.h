@@ -139,6 +139,8 @@ class StagedDirectWriter {
   // current: a new one while the file may have more, else the first one a
   // thread is done with.
   absl::Status HandOff();
+  // Hands `job` to the threads, or, with none to be had, writes it here.
+  absl::Status Submit(const Job& job);
   // Queues a write of the caller's memory [data, data + size) at offset_
   // (all three aligned) and moves offset_ past it.
   absl::Status QueueBorrowed(const char* data, size_t size);
