@@ -22,8 +22,11 @@
 // serialize it (no message is built), then a second occurrence of
 // the length-delimited field `tensor` (3) holding only `raw_data` (12) is
 // appended by hand, followed by one memcpy of the elements into the value
-// string. Protobuf parsers merge repeated occurrences of a message field, so
-// the value is an ordinary BlobProto. Loading scans the value with a
+// string; SerializeBlobBorrowing (what Save uses) skips even that copy: it
+// hands over the header and a view of the elements, which the database
+// writes from the tensor itself. Protobuf parsers merge repeated occurrences
+// of a message field, so the value is an ordinary BlobProto. Loading scans
+// the value with a
 // CodedInputStream, keeps `raw_data` as a view into the value (no copy) and
 // parses only the small remaining fields; the elements are then copied once,
 // straight into the target tensor. Strings are likewise encoded and decoded
