@@ -100,13 +100,17 @@ class DB::TrackedCursor final : public Cursor {
   std::atomic<int>* const live_;
 };
 
-absl::Status Writer::PutBorrowed(absl::string_view key, absl::string_view head,
-                                 absl::string_view body, uint32_t body_crc32c) {
+std::string JoinValue(absl::string_view head, absl::string_view body) {
   std::string value;
   value.reserve(head.size() + body.size());
   value.append(head.data(), head.size());
   value.append(body.data(), body.size());
-  return PutWithCrc(key, value,
+  return value;
+}
+
+absl::Status Writer::PutBorrowed(absl::string_view key, absl::string_view head,
+                                 absl::string_view body, uint32_t body_crc32c) {
+  return PutWithCrc(key, JoinValue(head, body),
                     crc32c::Combine(Crc32c(head), body_crc32c, body.size()));
 }
 

@@ -111,6 +111,10 @@ std::unique_ptr<Cursor> NewErrorCursor(absl::Status status);
 // the buffer fills, on Flush(), or when the Writer is destroyed. A failed
 // write is also remembered by the DB, whose Close() then fails, so that a
 // partially written database can never look complete.
+// `head` followed by `body`, as one value: what a DB that cannot write a
+// borrowed body later stores for Writer::PutBorrowed.
+std::string JoinValue(absl::string_view head, absl::string_view body);
+
 class Writer {
  public:
   Writer() = default;

@@ -166,11 +166,7 @@ class LevelDbDirect final : public DB {
         return status_;
       }
     }
-    std::string value;
-    value.reserve(head.size() + body.size());
-    value.append(head.data(), head.size());
-    value.append(body.data(), body.size());
-    return Put(key, value,
+    return Put(key, JoinValue(head, body),
                crc32c::Combine(Crc32c(head), body_crc, body.size()));
   }
 

@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "checkpoint/db/db.h"
 #include "checkpoint/leveldb/leveldb_format.h"
 #include "checkpoint/util/crc32c.h"
 #include "checkpoint/util/io_faults.h"
@@ -262,11 +263,7 @@ absl::Status TableWriter::AddBorrowed(absl::string_view key,
                                       absl::string_view body,
                                       uint32_t body_crc) {
   if (head.size() + body.size() < block_size_) {
-    std::string value;
-    value.reserve(head.size() + body.size());
-    value.append(head.data(), head.size());
-    value.append(body.data(), body.size());
-    return Add(key, value);
+    return Add(key, JoinValue(head, body));
   }
   if (smallest_.empty()) smallest_.assign(key.data(), key.size());
   largest_.assign(key.data(), key.size());
