@@ -1,8 +1,12 @@
 #include "checkpoint/db/db.h"
 
+#include <cxxabi.h>
+
+#include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <typeinfo>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -31,6 +35,29 @@ class ErrorCursor final : public Cursor {
  private:
   const absl::Status status_;
 };
+
+// The class of `type` without its namespaces ("MemoryDbType"). A DbType has
+// no name of its own (the registry's names belong to the registry, and one
+// object may have several), yet a message about what a type cannot do must
+// say which type it is.
+std::string ClassName(const DbType& type) {
+  const char* mangled = typeid(type).name();
+  int status = 0;
+  std::unique_ptr<char, void (*)(void*)> demangled(
+      abi::__cxa_demangle(mangled, nullptr, nullptr, &status), std::free);
+  std::string name =
+      status == 0 && demangled != nullptr ? demangled.get() : mangled;
+  const size_t colons = name.rfind("::");
+  if (colons != std::string::npos) name.erase(0, colons + 2);
+  return name;
+}
+
+// Unimplemented for Pack and Unpack of a type that does not override them.
+absl::Status NotBetweenMachines(const DbType& type, absl::string_view what) {
+  return absl::UnimplementedError(
+      absl::StrCat(what, ": databases of DB type ", ClassName(type),
+                   " cannot be copied between machines (they are not files)"));
+}
 
 // Copies every entry of `source` into `target` and closes `target`, which
 // makes it durable; returns the bytes of the keys and values. An error
@@ -302,6 +329,16 @@ absl::StatusOr<int64_t> DbType::Copy(const std::string& from,
                  << ", but closing the source failed: " << closed;
   }
   return bytes;
+}
+
+absl::StatusOr<std::string> DbType::Pack(const std::string& from) const {
+  return NotBetweenMachines(*this, absl::StrCat("cannot pack DB ", from));
+}
+
+absl::StatusOr<int64_t> DbType::Unpack(absl::string_view packed,
+                                       const std::string& to) const {
+  return NotBetweenMachines(*this, absl::StrCat("cannot unpack ", packed.size(),
+                                                " bytes to DB ", to));
 }
 
 }  // namespace jobgraph

@@ -324,6 +324,24 @@ class DbType {
   virtual absl::StatusOr<int64_t> Copy(const std::string& from,
                                        const std::string& to) const;
 
+  // A finished, closed database at `from` as bytes for a copy on another
+  // machine (Unpack), checked against what its writer recorded as it is
+  // read: DataLoss naming the file whose bytes do not match; NotFound naming
+  // `from`. The whole database is held in memory. `from` is never written.
+  // Default: Unimplemented naming the type (a type whose databases are not
+  // files).
+  virtual absl::StatusOr<std::string> Pack(const std::string& from) const;
+
+  // Writes what Pack returned as a database at `to`, where nothing may be
+  // (callers pass a temporary path they then Install, as with Copy). Durable
+  // as Copy's result is. Returns the bytes written, counted as Copy counts
+  // them. DataLoss when `packed` is damaged (checked against the list of
+  // files it carries); AlreadyExists when something is at `to`, which is
+  // left alone; on any error what it created at `to` is removed (best
+  // effort). Default: Unimplemented naming the type.
+  virtual absl::StatusOr<int64_t> Unpack(absl::string_view packed,
+                                         const std::string& to) const;
+
   // The pid of another process that has the database at `path` open, when
   // the type can tell (LevelDB: the lock on its LOCK file), else nullopt.
   // Tools check it before deleting leftovers a running job may still write.

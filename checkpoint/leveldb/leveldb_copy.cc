@@ -1,8 +1,11 @@
 // LevelDbType::Copy (leveldb_db.h): a finished database copied file by file,
 // every byte checked against the database's JOBGRAPH_FILES on its way
-// through the copy buffer, so that each source byte is read once. A file of
-// its own beside leveldb_db.cc (opening) and leveldb_type.cc (recognising,
+// through the copy buffer, so that each source byte is read once. Also the
+// steps it shares with Pack and Unpack (leveldb_copy.h). A file of its own
+// beside leveldb_db.cc (opening) and leveldb_type.cc (recognising,
 // installing, removing).
+
+#include "checkpoint/leveldb/leveldb_copy.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -13,6 +16,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -30,35 +34,40 @@
 #include "glog/logging.h"
 
 namespace jobgraph {
+namespace leveldb_copy {
 namespace {
 
-// Tables are up to 64 MiB (LevelDbOptions::max_file_size) and more: a few
-// MiB per read(2) and write(2) keeps the system calls few and the buffer
-// cheap to allocate once per copy.
-constexpr size_t kCopyBufferBytes = size_t{4} << 20;
-
-// Closes a descriptor on scope exit unless Release()d: for error paths, since
-// a close(2) error of a written file must be reported, not ignored.
-class ScopedFd {
- public:
-  explicit ScopedFd(int fd) : fd_(fd) {}
-  ScopedFd(const ScopedFd&) = delete;
-  ScopedFd& operator=(const ScopedFd&) = delete;
-  ~ScopedFd() {
-    if (fd_ >= 0) ::close(fd_);
+// DataLoss unless `st`, of `source`, is a regular file of listed.size bytes.
+absl::Status CheckListedStat(const std::string& source,
+                             const ListedFile& listed, const struct stat& st) {
+  if (!S_ISREG(st.st_mode)) {
+    return Damaged(source, absl::StrCat("is not a regular file, though ",
+                                        kDbFileListName, " lists a file"));
   }
-  int get() const { return fd_; }
-  int Release() {
-    const int fd = fd_;
-    fd_ = -1;
-    return fd;
+  if (static_cast<uint64_t>(st.st_size) != listed.size) {
+    return Damaged(source,
+                   absl::StrCat("has ", st.st_size, " bytes, ", kDbFileListName,
+                                " records ", listed.size));
   }
+  return absl::OkStatus();
+}
 
- private:
-  int fd_;
-};
+absl::Status MissingOrError(int error, const std::string& source,
+                            absl::string_view call) {
+  if (error == ENOENT) {
+    return Damaged(source, absl::StrCat("is missing, though ", kDbFileListName,
+                                        " lists it"));
+  }
+  return absl::ErrnoToStatus(error, absl::StrCat(call, " ", source));
+}
 
-int OpenNoIntr(const std::string& path, int flags, mode_t mode = 0) {
+}  // namespace
+
+ScopedFd::~ScopedFd() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+int OpenNoIntr(const std::string& path, int flags, mode_t mode) {
   int fd;
   do {
     fd = ::open(path.c_str(), flags | O_CLOEXEC, mode);
@@ -83,11 +92,173 @@ absl::Status WriteAll(int fd, const char* data, size_t size,
   return absl::OkStatus();
 }
 
-// DataLoss for a source file that is not what JOBGRAPH_FILES records.
 absl::Status Damaged(const std::string& source, absl::string_view what) {
   return absl::DataLossError(
       absl::StrCat(source, " ", what, "; the database is damaged"));
 }
+
+absl::StatusOr<std::vector<ListedFile>> ReadFileListToCopy(
+    const std::string& from, std::string* list_bytes) {
+  struct stat st;
+  if (::stat(from.c_str(), &st) != 0) {
+    const int error = errno;
+    if (error != ENOENT && error != ENOTDIR) {
+      return absl::ErrnoToStatus(error, absl::StrCat("stat ", from));
+    }
+    return absl::NotFoundError("it does not exist");
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    return absl::NotFoundError(
+        "it is not a directory, so not a LevelDB database");
+  }
+  absl::StatusOr<std::vector<ListedFile>> files =
+      ReadLevelDbFileList(from, list_bytes);
+  if (!absl::IsNotFound(files.status())) return files;
+  // CURRENT is written before the list: without either, this is no
+  // finished database (as opening it for reading says too).
+  JG_ASSIGN_OR_RETURN(bool has_current,
+                      PathExists(JoinPath(from, kLevelDbCurrentFile)));
+  if (!has_current) {
+    return absl::NotFoundError(
+        absl::StrCat("it has neither ", kLevelDbCurrentFile, " nor ",
+                     kDbFileListName, ", so it holds no finished database"));
+  }
+  // jobgraph has written the list into every database it closed since the
+  // format had one; a copy that cannot be checked could carry damage unseen
+  // into the shared directory (or to another machine).
+  return absl::FailedPreconditionError(absl::StrCat(
+      "it has no file list ", kDbFileListName,
+      " (it was written by another program, or by jobgraph before the "
+      "list existed), so its files cannot be checked as they are "
+      "copied"));
+}
+
+absl::Status StatListedFile(const std::string& source,
+                            const ListedFile& listed) {
+  struct stat st;
+  if (::stat(source.c_str(), &st) != 0) {
+    return MissingOrError(errno, source, "stat");
+  }
+  return CheckListedStat(source, listed, st);
+}
+
+absl::StatusOr<ScopedFd> OpenListedFile(const std::string& source,
+                                        const ListedFile& listed) {
+  ScopedFd in(OpenNoIntr(source, O_RDONLY));
+  if (in.get() < 0) return MissingOrError(errno, source, "open");
+  struct stat st;
+  if (::fstat(in.get(), &st) != 0) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("stat ", source));
+  }
+  JG_RETURN_IF_ERROR(CheckListedStat(source, listed, st));
+  return in;
+}
+
+absl::Status CheckListedBytes(const std::string& source,
+                              const ListedFile& listed, uint64_t size,
+                              uint32_t crc) {
+  if (size != listed.size) {
+    return Damaged(source,
+                   absl::StrCat("has ", size, " bytes, ", kDbFileListName,
+                                " records ", listed.size));
+  }
+  if (crc != listed.crc) {
+    return Damaged(source,
+                   absl::StrCat("has CRC-32C ", absl::Hex(crc, absl::kZeroPad8),
+                                ", ", kDbFileListName, " records ",
+                                absl::Hex(listed.crc, absl::kZeroPad8)));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<CopiedFile>> CopiedFile::Create(
+    const std::string& path, uint64_t size, bool direct_io) {
+  if (int e = io_faults::Next()) {
+    return absl::ErrnoToStatus(e, absl::StrCat("create ", path));
+  }
+  ScopedFd fd(OpenNoIntr(path, O_WRONLY | O_CREAT | O_EXCL, 0644));
+  if (fd.get() < 0) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("create ", path));
+  }
+  std::unique_ptr<StagedDirectWriter> direct;
+  if (direct_io) {
+    direct = StagedDirectWriter::Start(
+        fd.get(), path,
+        /*large=*/size >= StagedDirectWriter::kLargeAfterBytes);
+  }
+  return std::unique_ptr<CopiedFile>(
+      new CopiedFile(path, std::move(fd), std::move(direct)));
+}
+
+CopiedFile::CopiedFile(std::string path, ScopedFd fd,
+                       std::unique_ptr<StagedDirectWriter> direct)
+    : path_(std::move(path)), fd_(std::move(fd)), direct_(std::move(direct)) {}
+
+// `direct_` is declared after `fd_`, so it is destroyed first: its threads
+// are done with the descriptor before it is closed.
+CopiedFile::~CopiedFile() = default;
+
+absl::Status CopiedFile::Append(absl::string_view data) {
+  return direct_ != nullptr
+             ? direct_->Append(data)
+             : WriteAll(fd_.get(), data.data(), data.size(), path_);
+}
+
+absl::Status CopiedFile::Close() {
+  if (direct_ != nullptr) {
+    JG_RETURN_IF_ERROR(direct_->Finish());
+    direct_.reset();  // its threads are done with the descriptor
+  }
+  if (int e = io_faults::Next()) {
+    return absl::ErrnoToStatus(e, absl::StrCat("close ", path_));
+  }
+  if (::close(fd_.Release()) != 0) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("close ", path_));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CreateCopyDir(const std::string& to) {
+  // mkdir(2) fails atomically when anything is there.
+  absl::Status status = CreateDir(to);
+  if (absl::IsAlreadyExists(status)) {
+    return absl::AlreadyExistsError(
+        absl::StrCat(to, " already exists; a copy needs a fresh path"));
+  }
+  return status;
+}
+
+absl::Status FinishCopy(const std::string& to, absl::string_view list_bytes) {
+  // As a database's own close does (leveldb_direct.cc): every file durable
+  // first, then the list, written atomically with its fsync, the rename and
+  // the directory's fsync, which makes every entry of `to` durable with it.
+  // (`to` is a fresh name in its parent; Install's rename and fsync of the
+  // parent make the copy's final name durable.)
+  JG_RETURN_IF_ERROR(FsyncFilesIn(to));
+  return WriteFileAtomically(JoinPath(to, kDbFileListName), list_bytes);
+}
+
+void RemovePartialCopy(const std::string& to, absl::string_view what) {
+  absl::Status removed = RemoveRecursively(to);
+  if (!removed.ok()) {
+    LOG(WARNING) << "cannot remove " << to << ", the partial copy of " << what
+                 << ": " << removed;
+  }
+}
+
+}  // namespace leveldb_copy
+
+namespace {
+
+using leveldb_copy::CheckListedBytes;
+using leveldb_copy::CopiedFile;
+using leveldb_copy::OpenListedFile;
+using leveldb_copy::ScopedFd;
+
+// Tables are up to 64 MiB (LevelDbOptions::max_file_size) and more: a few
+// MiB per read(2) and write(2) keeps the system calls few and the buffer
+// cheap to allocate once per copy.
+constexpr size_t kCopyBufferBytes = size_t{4} << 20;
 
 // Copies the file `listed` of the database at `from` to the same name in
 // `to`, through `buffer` (kCopyBufferBytes), and checks its size and CRC-32C
@@ -101,43 +272,10 @@ absl::Status CopyListedFile(const std::string& from, const std::string& to,
                             const ListedFile& listed, char* buffer,
                             bool direct_io) {
   const std::string source = JoinPath(from, listed.name);
-  const std::string target = JoinPath(to, listed.name);
-  ScopedFd in(OpenNoIntr(source, O_RDONLY));
-  if (in.get() < 0) {
-    const int error = errno;
-    if (error == ENOENT) {
-      return Damaged(source, absl::StrCat("is missing, though ",
-                                          kDbFileListName, " lists it"));
-    }
-    return absl::ErrnoToStatus(error, absl::StrCat("open ", source));
-  }
-  struct stat st;
-  if (::fstat(in.get(), &st) != 0) {
-    return absl::ErrnoToStatus(errno, absl::StrCat("stat ", source));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    return Damaged(source, absl::StrCat("is not a regular file, though ",
-                                        kDbFileListName, " lists a file"));
-  }
-  // A truncated or extended file fails before anything is copied.
-  if (static_cast<uint64_t>(st.st_size) != listed.size) {
-    return Damaged(source,
-                   absl::StrCat("has ", st.st_size, " bytes, ", kDbFileListName,
-                                " records ", listed.size));
-  }
-  if (int e = io_faults::Next()) {
-    return absl::ErrnoToStatus(e, absl::StrCat("create ", target));
-  }
-  ScopedFd out(OpenNoIntr(target, O_WRONLY | O_CREAT | O_EXCL, 0644));
-  if (out.get() < 0) {
-    return absl::ErrnoToStatus(errno, absl::StrCat("create ", target));
-  }
-  std::unique_ptr<StagedDirectWriter> direct;
-  if (direct_io) {
-    direct = StagedDirectWriter::Start(
-        out.get(), target,
-        /*large=*/listed.size >= StagedDirectWriter::kLargeAfterBytes);
-  }
+  JG_ASSIGN_OR_RETURN(ScopedFd in, OpenListedFile(source, listed));
+  JG_ASSIGN_OR_RETURN(
+      std::unique_ptr<CopiedFile> out,
+      CopiedFile::Create(JoinPath(to, listed.name), listed.size, direct_io));
   uint64_t size = 0;
   uint32_t crc = 0;
   while (true) {
@@ -152,33 +290,11 @@ absl::Status CopyListedFile(const std::string& from, const std::string& to,
     crc = crc32c::Extend(crc, buffer, static_cast<size_t>(n));
     size += static_cast<uint64_t>(n);
     JG_RETURN_IF_ERROR(
-        direct != nullptr
-            ? direct->Append(absl::string_view(buffer, static_cast<size_t>(n)))
-            : WriteAll(out.get(), buffer, static_cast<size_t>(n), target));
+        out->Append(absl::string_view(buffer, static_cast<size_t>(n))));
   }
-  if (direct != nullptr) {
-    JG_RETURN_IF_ERROR(direct->Finish());
-    direct.reset();  // its threads are done with the descriptor
-  }
-  if (int e = io_faults::Next()) {
-    return absl::ErrnoToStatus(e, absl::StrCat("close ", target));
-  }
-  if (::close(out.Release()) != 0) {
-    return absl::ErrnoToStatus(errno, absl::StrCat("close ", target));
-  }
-  // The size again: the file may have changed since the fstat.
-  if (size != listed.size) {
-    return Damaged(source,
-                   absl::StrCat("has ", size, " bytes, ", kDbFileListName,
-                                " records ", listed.size));
-  }
-  if (crc != listed.crc) {
-    return Damaged(source,
-                   absl::StrCat("has CRC-32C ", absl::Hex(crc, absl::kZeroPad8),
-                                ", ", kDbFileListName, " records ",
-                                absl::Hex(listed.crc, absl::kZeroPad8)));
-  }
-  return absl::OkStatus();
+  JG_RETURN_IF_ERROR(out->Close());
+  // The size again: the file may have changed since it was opened.
+  return CheckListedBytes(source, listed, size, crc);
 }
 
 // What Copy() does once `to` exists: the files, their fsyncs, then the list.
@@ -195,15 +311,7 @@ absl::StatusOr<int64_t> CopyFiles(const std::string& from,
     JG_RETURN_IF_ERROR(CopyListedFile(from, to, file, buffer.get(), direct_io));
     bytes += static_cast<int64_t>(file.size);
   }
-  // As a database's own close does (leveldb_direct.cc): every file durable
-  // first, then the list, written atomically with its fsync, the rename and
-  // the directory's fsync, which makes every entry of `to` durable with it.
-  // So the list appears only once every file it lists is durable. (`to` is
-  // a fresh name in its parent; Install's rename and fsync of the parent
-  // make the copy's final name durable.)
-  JG_RETURN_IF_ERROR(FsyncFilesIn(to));
-  JG_RETURN_IF_ERROR(
-      WriteFileAtomically(JoinPath(to, kDbFileListName), list_bytes));
+  JG_RETURN_IF_ERROR(leveldb_copy::FinishCopy(to, list_bytes));
   return bytes;
 }
 
@@ -216,62 +324,21 @@ absl::StatusOr<int64_t> LevelDbType::Copy(const std::string& from,
                         absl::StrCat("cannot copy LevelDB database ", from,
                                      " to ", to, ": ", status.message()));
   };
-  struct stat st;
-  if (::stat(from.c_str(), &st) != 0) {
-    const int error = errno;
-    if (error != ENOENT && error != ENOTDIR) {
-      return failed(absl::ErrnoToStatus(error, absl::StrCat("stat ", from)));
-    }
-    return failed(absl::NotFoundError("it does not exist"));
-  }
-  if (!S_ISDIR(st.st_mode)) {
-    return failed(absl::NotFoundError(
-        "it is not a directory, so not a LevelDB database"));
-  }
   std::string list_bytes;
   absl::StatusOr<std::vector<ListedFile>> files =
-      ReadLevelDbFileList(from, &list_bytes);
-  if (absl::IsNotFound(files.status())) {
-    // CURRENT is written before the list: without either, this is no
-    // finished database (as opening it for reading says too).
-    absl::StatusOr<bool> has_current =
-        PathExists(JoinPath(from, kLevelDbCurrentFile));
-    if (!has_current.ok()) return failed(has_current.status());
-    if (!*has_current) {
-      return failed(absl::NotFoundError(
-          absl::StrCat("it has neither ", kLevelDbCurrentFile, " nor ",
-                       kDbFileListName, ", so it holds no finished database")));
-    }
-    // jobgraph has written the list into every database it closed since
-    // the format had one; a copy that cannot be checked could carry damage
-    // unseen into the shared directory.
-    return failed(absl::FailedPreconditionError(absl::StrCat(
-        "it has no file list ", kDbFileListName,
-        " (it was written by another program, or by jobgraph before the "
-        "list existed), so its files cannot be checked as they are "
-        "copied")));
-  }
+      leveldb_copy::ReadFileListToCopy(from, &list_bytes);
   if (!files.ok()) return failed(files.status());
   absl::StatusOr<bool> direct_io = DirectIoSetting(options_.direct_io);
   if (!direct_io.ok()) return failed(direct_io.status());
 
-  // Nothing may be at `to`: mkdir(2) fails atomically otherwise, and what
-  // is there is left alone.
-  absl::Status status = CreateDir(to);
-  if (absl::IsAlreadyExists(status)) {
-    return failed(absl::AlreadyExistsError(
-        absl::StrCat(to, " already exists; a copy needs a fresh path")));
-  }
+  // Nothing may be at `to`, and what is there is left alone.
+  absl::Status status = leveldb_copy::CreateCopyDir(to);
   if (!status.ok()) return failed(status);
   absl::StatusOr<int64_t> bytes =
       CopyFiles(from, to, *files, list_bytes, *direct_io);
   if (!bytes.ok()) {
-    absl::Status removed = RemoveRecursively(to);
-    if (!removed.ok()) {
-      LOG(WARNING) << "cannot remove " << to
-                   << ", the partial copy of LevelDB database " << from << ": "
-                   << removed;
-    }
+    leveldb_copy::RemovePartialCopy(to,
+                                    absl::StrCat("LevelDB database ", from));
     return failed(bytes.status());
   }
   return bytes;

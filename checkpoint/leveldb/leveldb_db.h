@@ -39,6 +39,18 @@
 // program's leftovers) stay behind: LevelDB needs none of them to open the
 // copy, and jobgraph's writers list even the LOCK file.
 //
+// Moving to another machine (DbType::Pack and Unpack; leveldb_pack.cc). Pack
+// reads the files JOBGRAPH_FILES lists, checked as Copy checks them, into
+// one string: a header ("JGLDBPK\n" and a format version), the list's
+// bytes, each file's name and contents (64-bit little-endian lengths before
+// each), and a CRC-32C of everything before it at the end, so that damage in
+// transit shows. Unpack checks every file against the list the string
+// carries (a file missing, extra, carried twice, or not what the list
+// records is DataLoss naming it) and the rest against that CRC, before it
+// writes anything, then writes them into a fresh directory as Copy writes
+// its copy: files, their fsyncs, then the list, atomically. The whole
+// database is in memory, once on each side.
+//
 // Other behaviour worth knowing:
 // - kNew creates the directory itself (mkdir, never its parents) and fails
 //   with AlreadyExists if anything exists at the path.
@@ -74,6 +86,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "checkpoint/db/db.h"
 #include "checkpoint/leveldb/leveldb_options.h"
 
@@ -100,6 +113,9 @@ class LevelDbType final : public DbType {
   absl::Status Remove(const std::string& path) const override;
   absl::StatusOr<int64_t> Copy(const std::string& from,
                                const std::string& to) const override;
+  absl::StatusOr<std::string> Pack(const std::string& from) const override;
+  absl::StatusOr<int64_t> Unpack(absl::string_view packed,
+                                 const std::string& to) const override;
   std::optional<int64_t> OpenInAnotherProcess(
       const std::string& path) const override;
 

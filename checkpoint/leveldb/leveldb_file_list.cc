@@ -27,22 +27,12 @@
 
 namespace jobgraph {
 
-absl::StatusOr<std::vector<ListedFile>> ReadLevelDbFileList(
-    const std::string& path, std::string* bytes) {
-  const std::string list_path = JoinPath(path, kDbFileListName);
-  JG_ASSIGN_OR_RETURN(bool exists, PathExists(list_path));
-  if (!exists) {
-    return absl::NotFoundError(absl::StrCat("LevelDB database ", path,
-                                            " has no file list ", list_path));
-  }
-  JG_ASSIGN_OR_RETURN(std::string contents, ReadFileToString(list_path));
-  JG_ASSIGN_OR_RETURN(
-      Unframed unframed,
-      UnframeChecksummed(contents, absl::StrCat("file list ", list_path)));
+absl::StatusOr<std::vector<ListedFile>> ParseLevelDbFileList(
+    absl::string_view bytes, absl::string_view what) {
+  JG_ASSIGN_OR_RETURN(Unframed unframed, UnframeChecksummed(bytes, what));
   DbFileList list;
   if (!list.ParseFromString(unframed.payload)) {
-    return absl::DataLossError(
-        absl::StrCat("file list ", list_path, " does not parse"));
+    return absl::DataLossError(absl::StrCat(what, " does not parse"));
   }
   std::vector<ListedFile> files;
   files.reserve(list.file_size());
@@ -54,21 +44,35 @@ absl::StatusOr<std::vector<ListedFile>> ReadLevelDbFileList(
     if (name.empty() || name == "." || name == ".." ||
         name.find_first_of(std::string("/\0", 2)) != std::string::npos ||
         name == kDbFileListName) {
-      return absl::DataLossError(absl::StrCat(
-          "file list ", list_path, " is damaged: it lists '",
-          absl::CHexEscape(name), "', which is not a file of the database"));
+      return absl::DataLossError(
+          absl::StrCat(what, " is damaged: it lists '", absl::CHexEscape(name),
+                       "', which is not a file of the database"));
     }
     if (!seen.insert(name).second) {
-      return absl::DataLossError(absl::StrCat(
-          "file list ", list_path, " is damaged: it lists ", name, " twice"));
+      return absl::DataLossError(
+          absl::StrCat(what, " is damaged: it lists ", name, " twice"));
     }
     if (file.size() < 0) {
-      return absl::DataLossError(
-          absl::StrCat("file list ", list_path, " is damaged: it records ",
-                       file.size(), " bytes for ", name));
+      return absl::DataLossError(absl::StrCat(
+          what, " is damaged: it records ", file.size(), " bytes for ", name));
     }
     files.push_back({name, static_cast<uint64_t>(file.size()), file.crc32c()});
   }
+  return files;
+}
+
+absl::StatusOr<std::vector<ListedFile>> ReadLevelDbFileList(
+    const std::string& path, std::string* bytes) {
+  const std::string list_path = JoinPath(path, kDbFileListName);
+  JG_ASSIGN_OR_RETURN(bool exists, PathExists(list_path));
+  if (!exists) {
+    return absl::NotFoundError(absl::StrCat("LevelDB database ", path,
+                                            " has no file list ", list_path));
+  }
+  JG_ASSIGN_OR_RETURN(std::string contents, ReadFileToString(list_path));
+  JG_ASSIGN_OR_RETURN(
+      std::vector<ListedFile> files,
+      ParseLevelDbFileList(contents, absl::StrCat("file list ", list_path)));
   if (bytes != nullptr) *bytes = std::move(contents);
   return files;
 }

@@ -7,7 +7,9 @@
 // before LevelDB's recovery in leveldb_db.cc). A file of its own because the
 // writers and the readers all use it and it is jobgraph's format, not
 // LevelDB's. The copy of a database (LevelDbType::Copy, leveldb_copy.cc)
-// checks every byte it copies against it. Internal to the LevelDB adapter.
+// checks every byte it copies against it, and so do Pack and Unpack
+// (leveldb_pack.cc), the latter against the list the packed bytes carry.
+// Internal to the LevelDB adapter.
 //
 // Ownership: nothing outlives a call. Thread-safe; a result describes the
 // directory only while no one else writes to it (the DB holding the path).
@@ -23,6 +25,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "checkpoint/db/db.h"
 
 namespace jobgraph {
@@ -51,6 +54,13 @@ absl::StatusOr<std::vector<ListedFile>> ReadLevelDbFileList(
 // database with a non-empty log is recovered).
 absl::Status VerifyLevelDbFileList(const std::string& path,
                                    const DB::FileCheck& check);
+
+// The files that `bytes`, the content of a JOBGRAPH_FILES, records, after
+// the checks ReadLevelDbFileList makes; DataLoss naming `what` (e.g. "file
+// list <path>") when they fail. For a record that did not come from a file
+// of a database (the one a packed database carries, leveldb_pack.cc).
+absl::StatusOr<std::vector<ListedFile>> ParseLevelDbFileList(
+    absl::string_view bytes, absl::string_view what);
 
 // What a writer recorded of a file as it wrote it.
 struct WrittenFile {

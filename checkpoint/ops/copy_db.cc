@@ -1,5 +1,7 @@
 // CopyCheckpointDb (save_load_ops.h): a checked copy of a finished database,
-// put in place by the protocol that WriteCheckpointDb follows (temp_db.h).
+// put in place by the protocol that WriteCheckpointDb follows (temp_db.h);
+// and PackCheckpointDb / InstallPackedCheckpointDb, the same copy split
+// between two machines.
 
 #include <cstdint>
 #include <string>
@@ -46,6 +48,56 @@ absl::StatusOr<int64_t> CopyCheckpointDb(absl::string_view db_type,
                     absl::StrCat("copying checkpoint ", from, " to ", to));
   }
   return CopyCheckpointDb(**type, from, to);
+}
+
+absl::StatusOr<std::string> PackCheckpointDb(const DbType& type,
+                                             const std::string& path) {
+  absl::StatusOr<std::string> packed = type.Pack(path);
+  if (!packed.ok()) {
+    return Annotate(packed.status(), absl::StrCat("packing checkpoint ", path));
+  }
+  return packed;
+}
+
+absl::StatusOr<std::string> PackCheckpointDb(absl::string_view db_type,
+                                             const std::string& path) {
+  absl::StatusOr<const DbType*> type = DbRegistry::Global().Find(db_type);
+  if (!type.ok()) {
+    return Annotate(type.status(), absl::StrCat("packing checkpoint ", path));
+  }
+  return PackCheckpointDb(**type, path);
+}
+
+absl::StatusOr<int64_t> InstallPackedCheckpointDb(const DbType& type,
+                                                  absl::string_view packed,
+                                                  const std::string& path) {
+  absl::StatusOr<int64_t> installed = [&]() -> absl::StatusOr<int64_t> {
+    JG_ASSIGN_OR_RETURN(temp_db::SplitPath split, temp_db::Split(path));
+    int64_t bytes = 0;
+    JG_RETURN_IF_ERROR(temp_db::InstallThroughTemp(
+        type, split, "transfer.before_install",
+        [&](const std::string& temp) -> absl::Status {
+          JG_ASSIGN_OR_RETURN(bytes, type.Unpack(packed, temp));
+          return absl::OkStatus();
+        }));
+    return bytes;
+  }();
+  if (!installed.ok()) {
+    return Annotate(installed.status(),
+                    absl::StrCat("installing packed checkpoint at ", path));
+  }
+  return installed;
+}
+
+absl::StatusOr<int64_t> InstallPackedCheckpointDb(absl::string_view db_type,
+                                                  absl::string_view packed,
+                                                  const std::string& path) {
+  absl::StatusOr<const DbType*> type = DbRegistry::Global().Find(db_type);
+  if (!type.ok()) {
+    return Annotate(type.status(),
+                    absl::StrCat("installing packed checkpoint at ", path));
+  }
+  return InstallPackedCheckpointDb(**type, packed, path);
 }
 
 }  // namespace jobgraph

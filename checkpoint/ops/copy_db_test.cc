@@ -1,6 +1,7 @@
 // CopyCheckpointDb (save_load_ops.h): a checked copy of a checkpoint
-// database, put in place by the commit protocol of WriteCheckpointDb. The
-// LevelDB file copy itself is tested in
+// database, put in place by the commit protocol of WriteCheckpointDb; and
+// PackCheckpointDb / InstallPackedCheckpointDb, the same copy split between
+// two machines. The LevelDB file copy itself is tested in
 // checkpoint/leveldb/leveldb_copy_test.cc, the default copy in
 // checkpoint/db/memory_db_test.cc.
 
@@ -91,7 +92,7 @@ LevelDbOptions SmallTables() {
 }
 
 // The LevelDB type, except that Install always fails: an error after the
-// copy is complete.
+// copy (or the unpacked copy) is complete.
 class InstallFailsType final : public DbType {
  public:
   absl::StatusOr<bool> Exists(const std::string& path) const override {
@@ -111,6 +112,13 @@ class InstallFailsType final : public DbType {
   absl::StatusOr<int64_t> Copy(const std::string& from,
                                const std::string& to) const override {
     return leveldb_.Copy(from, to);
+  }
+  absl::StatusOr<std::string> Pack(const std::string& from) const override {
+    return leveldb_.Pack(from);
+  }
+  absl::StatusOr<int64_t> Unpack(absl::string_view packed,
+                                 const std::string& to) const override {
+    return leveldb_.Unpack(packed, to);
   }
 
  protected:
@@ -367,6 +375,210 @@ TEST_F(CopyCheckpointDbTest, MemoryDatabasesAreCopiedEntryByEntry) {
               HasSubstr("memory DB local/trainer_0.4 does not exist"));
   EXPECT_THAT(memory_db::Paths(),
               ElementsAre("local/trainer_0.3", "shared/trainer_0.3"));
+}
+
+// ---------------------------------------------------------------------------
+// PackCheckpointDb and InstallPackedCheckpointDb: the copy split between two
+// machines. LevelDB's Pack and Unpack themselves are tested in
+// checkpoint/leveldb/leveldb_pack_test.cc.
+
+TEST_F(CopyCheckpointDbTest, InstallsAPackedDatabaseInPlace) {
+  ASSERT_NO_FATAL_FAILURE(Save(leveldb_, from_, 3, 1));
+  ASSERT_GE(Tables(from_).size(), 3u);
+  const std::map<std::string, std::string> source = Contents(from_);
+
+  absl::StatusOr<std::string> packed = PackCheckpointDb(leveldb_, from_);
+  ASSERT_TRUE(packed.ok()) << packed.status();
+  EXPECT_TRUE(Contents(from_) == source);
+  absl::StatusOr<int64_t> bytes =
+      InstallPackedCheckpointDb(leveldb_, *packed, to_);
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  EXPECT_EQ(*bytes, TotalBytes(source));
+  // Every file, byte for byte, under the final name; no temporary left.
+  EXPECT_TRUE(Contents(to_) == source);
+  EXPECT_THAT(ListDir(shared_).value(), ElementsAre("trainer_0.3"));
+
+  absl::StatusOr<CompactBlobIndex> index =
+      VerifyDbAt("leveldb", to_, VerifyDepth::kValuesAndFiles);
+  ASSERT_TRUE(index.ok()) << index.status();
+  EXPECT_EQ(index->node(), "trainer_0");
+  EXPECT_EQ(index->epoch(), 3);
+  EXPECT_TRUE(index->files_listed());
+  ASSERT_NO_FATAL_FAILURE(ExpectLoads(to_));
+}
+
+// As CopyCheckpointDb: a database at the target is replaced.
+TEST_F(CopyCheckpointDbTest, APackedDatabaseReplacesTheOneAtTheTarget) {
+  ASSERT_NO_FATAL_FAILURE(Save(leveldb_, to_, 3, 1));
+  ASSERT_NO_FATAL_FAILURE(Save(leveldb_, from_, 3, 2));
+  const std::map<std::string, std::string> source = Contents(from_);
+
+  // By the registered type's name.
+  absl::StatusOr<std::string> packed = PackCheckpointDb("leveldb", from_);
+  ASSERT_TRUE(packed.ok()) << packed.status();
+  absl::StatusOr<int64_t> bytes =
+      InstallPackedCheckpointDb("leveldb", *packed, to_);
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  WaitForBackgroundDeletes();  // the replaced database
+  EXPECT_TRUE(Contents(to_) == source);
+  EXPECT_THAT(ListDir(shared_).value(), ElementsAre("trainer_0.3"));
+  ASSERT_NO_FATAL_FAILURE(ExpectLoads(to_));
+}
+
+TEST_F(CopyCheckpointDbTest, PackingADamagedDatabaseIsDataLossNamingTheFile) {
+  ASSERT_NO_FATAL_FAILURE(Save(leveldb_, from_, 3, 1));
+  const std::string table = Tables(from_)[1];
+  const std::string original = ReadFileToString(table).value();
+  std::string damaged = original;
+  damaged[damaged.size() / 2] ^= 0x01;
+  ASSERT_TRUE(WriteFileAtomically(table, damaged).ok());
+
+  absl::StatusOr<std::string> packed = PackCheckpointDb(leveldb_, from_);
+  EXPECT_EQ(packed.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(packed.status().message(),
+            absl::StrCat("packing checkpoint ", from_,
+                         ": cannot pack LevelDB database ", from_, ": ", table,
+                         " has CRC-32C ", Hex8(Crc32c(damaged)),
+                         ", JOBGRAPH_FILES records ", Hex8(Crc32c(original)),
+                         "; the database is damaged"));
+}
+
+// Damaged packed bytes install nothing, and the database already at the
+// target stays as it was.
+TEST_F(CopyCheckpointDbTest, ADamagedPackedDatabaseKeepsTheOldOne) {
+  ASSERT_NO_FATAL_FAILURE(Save(leveldb_, to_, 3, 1));
+  const std::map<std::string, std::string> old = Contents(to_);
+  ASSERT_NO_FATAL_FAILURE(Save(leveldb_, from_, 3, 2));
+  const std::string table = Tables(from_)[0];
+  const std::string name = table.substr(table.rfind('/') + 1);
+  const std::string contents = ReadFileToString(table).value();
+  std::string packed = PackCheckpointDb(leveldb_, from_).value();
+  const size_t at = packed.find(contents);
+  ASSERT_NE(at, std::string::npos);
+  packed[at + contents.size() / 3] ^= 0x01;
+
+  absl::StatusOr<int64_t> bytes =
+      InstallPackedCheckpointDb(leveldb_, packed, to_);
+  EXPECT_EQ(bytes.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(Message(bytes.status()),
+              StartsWith(absl::StrCat("installing packed checkpoint at ", to_,
+                                      ": cannot unpack a LevelDB database (",
+                                      packed.size(), " packed bytes) into ",
+                                      shared_, "/.trainer_0.3.tmp-")));
+  EXPECT_THAT(Message(bytes.status()),
+              HasSubstr(absl::StrCat(": the packed database is damaged: its "
+                                     "file ",
+                                     name, " has CRC-32C ")));
+  EXPECT_THAT(ListDir(shared_).value(), ElementsAre("trainer_0.3"));
+  EXPECT_TRUE(Contents(to_) == old);
+
+  // Truncated in transit.
+  packed = PackCheckpointDb(leveldb_, from_).value();
+  packed.resize(packed.size() - 1);
+  bytes = InstallPackedCheckpointDb(leveldb_, packed, to_);
+  EXPECT_EQ(bytes.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(Message(bytes.status()),
+              HasSubstr(": the packed database is damaged: "));
+  EXPECT_THAT(ListDir(shared_).value(), ElementsAre("trainer_0.3"));
+  EXPECT_TRUE(Contents(to_) == old);
+}
+
+TEST_F(CopyCheckpointDbTest, APackedDatabaseIsNotInstalledOverAFile) {
+  ASSERT_NO_FATAL_FAILURE(Save(leveldb_, from_, 3, 1));
+  const std::string packed = PackCheckpointDb(leveldb_, from_).value();
+  ASSERT_TRUE(WriteFileAtomically(to_, "not a database").ok());
+  absl::StatusOr<int64_t> bytes =
+      InstallPackedCheckpointDb(leveldb_, packed, to_);
+  EXPECT_EQ(bytes.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(
+      Message(bytes.status()),
+      StartsWith(absl::StrCat("installing packed checkpoint at ", to_, ": ",
+                              to_, " exists and is not a directory")));
+  EXPECT_THAT(ListDir(shared_).value(), ElementsAre("trainer_0.3"));
+  EXPECT_EQ(ReadFileToString(to_).value(), "not a database");
+}
+
+TEST_F(CopyCheckpointDbTest, AnErrorAfterTheUnpackRemovesIt) {
+  ASSERT_NO_FATAL_FAILURE(Save(leveldb_, from_, 3, 1));
+  const std::string packed = PackCheckpointDb(leveldb_, from_).value();
+  absl::StatusOr<int64_t> bytes =
+      InstallPackedCheckpointDb(InstallFailsType(), packed, to_);
+  EXPECT_EQ(bytes.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(
+      Message(bytes.status()),
+      StartsWith(absl::StrCat("installing packed checkpoint at ", to_,
+                              ": install of ", shared_, "/.trainer_0.3.tmp-")));
+  EXPECT_THAT(ListDir(shared_).value(), IsEmpty());
+}
+
+TEST_F(CopyCheckpointDbTest,
+       AnErrorAtFailpointTransferBeforeInstallLeavesNothing) {
+  ASSERT_NO_FATAL_FAILURE(Save(leveldb_, from_, 3, 1));
+  const std::string packed = PackCheckpointDb(leveldb_, from_).value();
+  ASSERT_TRUE(
+      Failpoints::Enable("transfer.before_install", FailpointAction::kError)
+          .ok());
+  absl::StatusOr<int64_t> bytes =
+      InstallPackedCheckpointDb(leveldb_, packed, to_);
+  EXPECT_EQ(bytes.status().code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(bytes.status().message(),
+            absl::StrCat("installing packed checkpoint at ", to_,
+                         ": failpoint transfer.before_install"));
+  EXPECT_THAT(ListDir(shared_).value(), IsEmpty());
+}
+
+// The "memory" type has no files to move between machines: DbType's
+// defaults refuse.
+TEST_F(CopyCheckpointDbTest, MemoryDatabasesCannotBePacked) {
+  const DbType& memory = *DbRegistry::Global().Find(kMemoryDbType).value();
+  ASSERT_NO_FATAL_FAILURE(Save(memory, "local/trainer_0.3", 3, 1));
+  absl::StatusOr<std::string> type_packed = memory.Pack("local/trainer_0.3");
+  EXPECT_EQ(type_packed.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(Message(type_packed.status()),
+            "cannot pack DB local/trainer_0.3: databases of DB type "
+            "MemoryDbType cannot be copied between machines (they are not "
+            "files)");
+  absl::StatusOr<int64_t> unpacked = memory.Unpack("bytes", "shared/n.0");
+  EXPECT_EQ(unpacked.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(Message(unpacked.status()),
+            "cannot unpack 5 bytes to DB shared/n.0: databases of DB type "
+            "MemoryDbType cannot be copied between machines (they are not "
+            "files)");
+
+  absl::StatusOr<std::string> packed =
+      PackCheckpointDb("memory", "local/trainer_0.3");
+  EXPECT_EQ(packed.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(Message(packed.status()),
+            "packing checkpoint local/trainer_0.3: cannot pack DB "
+            "local/trainer_0.3: databases of DB type MemoryDbType cannot be "
+            "copied between machines (they are not files)");
+
+  absl::StatusOr<int64_t> bytes =
+      InstallPackedCheckpointDb("memory", "bytes", "shared/trainer_0.3");
+  EXPECT_EQ(bytes.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(Message(bytes.status()),
+              StartsWith("installing packed checkpoint at shared/trainer_0.3: "
+                         "cannot unpack 5 bytes to DB shared/"
+                         ".trainer_0.3.tmp-"));
+  EXPECT_THAT(Message(bytes.status()),
+              EndsWith(": databases of DB type MemoryDbType cannot be copied "
+                       "between machines (they are not files)"));
+  EXPECT_THAT(memory_db::Paths(), ElementsAre("local/trainer_0.3"));
+}
+
+TEST_F(CopyCheckpointDbTest, PackingWithAnUnknownTypeIsNotFound) {
+  absl::StatusOr<std::string> packed = PackCheckpointDb("nosuch", from_);
+  EXPECT_EQ(packed.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(Message(packed.status()),
+              StartsWith(absl::StrCat("packing checkpoint ", from_, ": ")));
+  absl::StatusOr<int64_t> bytes =
+      InstallPackedCheckpointDb("nosuch", "bytes", to_);
+  EXPECT_EQ(bytes.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(
+      Message(bytes.status()),
+      StartsWith(absl::StrCat("installing packed checkpoint at ", to_, ": ")));
+  EXPECT_THAT(Message(bytes.status()), HasSubstr("LevelDB, leveldb, memory"));
+  EXPECT_THAT(ListDir(shared_).value(), IsEmpty());
 }
 
 TEST_F(CopyCheckpointDbTest, AnUnknownTypeIsNotFound) {

@@ -1,9 +1,10 @@
 // The checkpoint operators Save, Load, DBExists and GetAllBlobNames (Caffe2's
 // ops of the same names, with the differences noted below), CommitStagedBlobs
 // and DropStagedBlobs, and
-// WriteCheckpointDb, the commit protocol of one database that Save runs, and
+// WriteCheckpointDb, the commit protocol of one database that Save runs,
 // CopyCheckpointDb, which puts a checked copy of a database in place by the
-// same protocol.
+// same protocol, and PackCheckpointDb / InstallPackedCheckpointDb, which do
+// the same for a copy made on another machine from bytes.
 //
 // Paths. Caffe2 resolves a relative `db` against the workspace's root folder
 // unless `absolute_path` is set. A jobgraph workspace has no root folder, so
@@ -95,10 +96,11 @@
 //
 // Every error names the op, and the database path, blob or key at fault.
 //
-// Thread-safety: the operators follow operator.h. WriteCheckpointDb and
-// CopyCheckpointDb may run concurrently for different paths; the blobs
-// WriteCheckpointDb reads must not change while it runs, nor the database
-// CopyCheckpointDb copies.
+// Thread-safety: the operators follow operator.h. WriteCheckpointDb,
+// CopyCheckpointDb, PackCheckpointDb and InstallPackedCheckpointDb may run
+// concurrently for different paths; the blobs WriteCheckpointDb reads must
+// not change while it runs, nor the database CopyCheckpointDb copies or
+// PackCheckpointDb packs.
 
 #ifndef JOBGRAPH_CHECKPOINT_OPS_SAVE_LOAD_OPS_H_
 #define JOBGRAPH_CHECKPOINT_OPS_SAVE_LOAD_OPS_H_
@@ -202,6 +204,45 @@ absl::StatusOr<int64_t> CopyCheckpointDb(const DbType& type,
 absl::StatusOr<int64_t> CopyCheckpointDb(absl::string_view db_type,
                                          const std::string& from,
                                          const std::string& to);
+
+// A finished checkpoint database of `type` at `path` as bytes, for
+// InstallPackedCheckpointDb on another machine (DbType::Pack): checked
+// against what the database's writer recorded as it is read. `path` is only
+// read. Errors name the path: those of DbType::Pack (DataLoss naming the
+// damaged file; NotFound when no database is there; Unimplemented for a type
+// whose databases are not files, such as "memory"; LevelDB:
+// FailedPrecondition for a database without its JOBGRAPH_FILES).
+absl::StatusOr<std::string> PackCheckpointDb(const DbType& type,
+                                             const std::string& path);
+
+// The same with the type registered as `db_type` (NotFound listing the known
+// types if there is none).
+absl::StatusOr<std::string> PackCheckpointDb(absl::string_view db_type,
+                                             const std::string& path);
+
+// Installs `packed`, what PackCheckpointDb returned on another machine, as
+// the checkpoint database of `type` at `path`, by the steps of
+// CopyCheckpointDb, with type.Unpack(packed, temporary) for the copy (which
+// checks `packed` against the list of files it carries, DataLoss when it is
+// damaged, and makes the database durable) and failpoint
+// "transfer.before_install" between it and Install. As with
+// CopyCheckpointDb, a database already at `path` is replaced atomically and
+// durably (the old one is deleted, for LevelDB by the background deleter);
+// anything at `path` that the type may not replace is FailedPrecondition
+// naming it, before anything is written. On any error the temporary database
+// is removed (best effort) and `path` holds what it held before (or the new
+// database, when only making Install's change durable failed). Errors name
+// the path. Returns the bytes written (DbType::Unpack: for LevelDB, the sizes
+// of the database's files, as CopyCheckpointDb counts them).
+absl::StatusOr<int64_t> InstallPackedCheckpointDb(const DbType& type,
+                                                  absl::string_view packed,
+                                                  const std::string& path);
+
+// The same with the type registered as `db_type` (NotFound listing the known
+// types if there is none).
+absl::StatusOr<int64_t> InstallPackedCheckpointDb(absl::string_view db_type,
+                                                  absl::string_view packed,
+                                                  const std::string& path);
 
 // Whether `basename` (a name inside a checkpoint directory) has the form of
 // the temporary databases of WriteCheckpointDb and CopyCheckpointDb: a

@@ -132,6 +132,12 @@ inline constexpr FailpointInfo kKnownFailpoints[] = {
     {"flush.before_commit",
      "flush: every copy in place in the shared directory, before the shared "
      "commit log lists the epoch"},
+    // A database that came from another host (a partner copy, or a resume's
+    // fetch; checkpoint/tier/host_tiers.h) is complete and durable under its
+    // temporary name, not in place yet.
+    {"transfer.before_install",
+     "transfer: a database from another host written under its temporary "
+     "name, before its rename"},
 };
 
 enum class FailpointAction {

@@ -41,7 +41,8 @@ TEST_F(FailpointTest, KnownNamesListEveryFailpointInPathOrder) {
                   "save.after_rename", "commit.before_commit_log",
                   "commit.after_commit_log_tmp", "commit.after_commit_log",
                   "retention.after_commit_log", "retention.mid_delete",
-                  "flush.after_copy", "flush.before_commit"));
+                  "flush.after_copy", "flush.before_commit",
+                  "transfer.before_install"));
   for (const FailpointInfo& info : kKnownFailpoints) {
     EXPECT_TRUE(Failpoints::IsKnown(info.name)) << info.name;
     EXPECT_FALSE(info.where.empty()) << info.name;
@@ -90,7 +91,7 @@ TEST_F(FailpointTest, UnknownNamesAreRejectedWithTheKnownList) {
             "commit.before_commit_log, "
             "commit.after_commit_log_tmp, commit.after_commit_log, "
             "retention.after_commit_log, retention.mid_delete, "
-            "flush.after_copy, flush.before_commit");
+            "flush.after_copy, flush.before_commit, transfer.before_install");
   EXPECT_EQ(Failpoints::Disable("nope").code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(Failpoints::EnabledSpec(), "");
