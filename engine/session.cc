@@ -80,6 +80,15 @@ absl::StatusOr<Tensor> Session::Fetch(const TaskOutput& output) const {
   return FetchBlob(output.node(), output.blobs()[0]);
 }
 
+absl::StatusOr<std::vector<std::string>> Session::AllToAll(
+    std::vector<std::string> to_each) const {
+  if (to_each.size() != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "AllToAll needs one piece per rank (1 rank), got ", to_each.size()));
+  }
+  return to_each;
+}
+
 absl::Status AgreeOnStatus(const Session& session, const absl::Status& local) {
   if (session.num_ranks() == 1) return local;
   JG_ASSIGN_OR_RETURN(std::vector<int64_t> failed,

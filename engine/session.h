@@ -152,6 +152,15 @@ class Session {
       std::vector<int64_t> values, int root) const {
     return values;
   }
+  // Collective: sends `to_each[r]` to rank r (to_each has num_ranks()
+  // elements) and returns what every rank sent this one, by sending rank.
+  // Sizes are 64-bit: a piece may exceed 2 GiB. InvalidArgument, naming the
+  // count, when `to_each` does not have num_ranks() elements; that is checked
+  // before any exchange, so ranks that all pass the same wrong count all get
+  // it, while a wrong count on some ranks only is a program error (the others
+  // wait for them). One rank: `to_each` back.
+  virtual absl::StatusOr<std::vector<std::string>> AllToAll(
+      std::vector<std::string> to_each) const;
   // Runs the tasks of `group` that are on nodes this rank hosts and returns
   // this rank's outcome, without agreeing on it with the other ranks: for a
   // caller that folds the outcome into an agreement of its own (a

@@ -4,6 +4,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "engine/counter.h"
 #include "engine/net_builder.h"
 #include "engine/test_ops.h"
@@ -152,6 +153,29 @@ TEST(LocalSession, SnapshotBlobsIsFrozenAgainstLaterRuns) {
             absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(session.SnapshotBlobs("m", {"x"}).status().code(),
             absl::StatusCode::kNotFound);
+}
+
+// One rank: the one piece is this rank's own, returned as it is.
+TEST(LocalSession, AllToAllReturnsTheOnePiece) {
+  LocalSession session;
+  const std::string big(3 << 20, 'x');
+  absl::StatusOr<std::vector<std::string>> got = session.AllToAll({big});
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_EQ(got->size(), 1u);
+  EXPECT_TRUE((*got)[0] == big);
+  got = session.AllToAll({""});
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_THAT(*got, ElementsAre(""));
+}
+
+TEST(LocalSession, AllToAllNeedsExactlyOnePiece) {
+  LocalSession session;
+  for (size_t count : {0, 2, 5}) {
+    absl::StatusOr<std::vector<std::string>> got =
+        session.AllToAll(std::vector<std::string>(count, "p"));
+    EXPECT_EQ(got.status().code(), absl::StatusCode::kInvalidArgument) << count;
+    EXPECT_THAT(got.status().message(), HasSubstr(absl::StrCat("got ", count)));
+  }
 }
 
 }  // namespace

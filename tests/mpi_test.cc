@@ -1020,6 +1020,22 @@ TEST(MpiTest, Caffe2PortPassesOnEveryRankCount) {
   }
 }
 
+TEST(MpiTest, AllToAllPassesOnEveryRankCount) {
+  for (int ranks : {1, 2, 4}) {
+    // All of its tests, whichever shard of this test runs it.
+    ChildRun run = Mpirun(ranks, RunfilesPath("tests/mpi_all_to_all"),
+                          {"--gtest_color=no"},
+                          {"GTEST_TOTAL_SHARDS=1", "GTEST_SHARD_INDEX=0"});
+    EXPECT_TRUE(run.exited_ok()) << ranks << ": " << run.Describe();
+    // Every rank ran all three tests.
+    int passed = 0;
+    for (const std::string& line : run.lines) {
+      passed += line == "[  PASSED  ] 3 tests.";
+    }
+    EXPECT_EQ(passed, ranks) << run.Describe();
+  }
+}
+
 TEST(MpiTest, LatestFallsBackWhenOneRanksDatabaseIsDamaged) {
   const std::string dir = NewTempDir("damaged");
   ASSERT_EQ(

@@ -2,6 +2,7 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
@@ -130,6 +131,107 @@ absl::StatusOr<std::vector<std::string>> AllGatherOn(MPI_Comm comm,
   return result;
 }
 
+// AllToAll's bytes per pair of ranks per round: well under MPI's int counts,
+// and small enough that a round's packed buffers stay a bounded multiple of
+// it however large the pieces are.
+constexpr int64_t kAllToAllRoundBytes = int64_t{512} << 20;
+
+// Session::AllToAll over `comm`, of which this process is rank `rank`, in
+// rounds of at most `round_bytes` (>= 1) per pair of ranks.
+absl::StatusOr<std::vector<std::string>> AllToAllOn(
+    MPI_Comm comm, int rank, std::vector<std::string> to_each,
+    int64_t round_bytes) {
+  int size = 0;
+  MPI_Comm_size(comm, &size);
+  // Before any MPI call, so that ranks which all pass the same wrong count
+  // all return this error instead of some waiting in a collective.
+  if (to_each.size() != static_cast<size_t>(size)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("AllToAll needs one piece per rank (", size,
+                     " ranks), got ", to_each.size()));
+  }
+  std::vector<int64_t> send_sizes(size);
+  for (int r = 0; r < size; ++r) {
+    send_sizes[r] = static_cast<int64_t>(to_each[r].size());
+  }
+  std::vector<int64_t> recv_sizes(size);
+  JG_RETURN_IF_ERROR(
+      CheckMpi(MPI_Alltoall(send_sizes.data(), 1, MPI_INT64_T,
+                            recv_sizes.data(), 1, MPI_INT64_T, comm),
+               "MPI_Alltoall"));
+  std::vector<std::string> received(size);
+  // This rank's own piece needs no MPI: it takes no part in the rounds.
+  received[rank] = std::move(to_each[rank]);
+  send_sizes[rank] = 0;
+  recv_sizes[rank] = 0;
+
+  // A round packs one chunk per peer after another, and MPI's displacements
+  // into the packed buffer are ints too: so the chunks of all peers together
+  // must stay within INT_MAX.
+  const int64_t chunk =
+      std::max<int64_t>(1, std::min<int64_t>(round_bytes, INT_MAX / size));
+  // Every pair's size is some rank's send size, so the maximum over all
+  // ranks gives every rank the same number of rounds, as MPI_Alltoallv (a
+  // collective) needs.
+  int64_t local_rounds = 0;
+  for (int r = 0; r < size; ++r) {
+    local_rounds = std::max(local_rounds, (send_sizes[r] + chunk - 1) / chunk);
+  }
+  int64_t rounds = 0;
+  JG_RETURN_IF_ERROR(CheckMpi(
+      MPI_Allreduce(&local_rounds, &rounds, 1, MPI_INT64_T, MPI_MAX, comm),
+      "MPI_Allreduce"));
+  if (rounds == 0) return received;
+
+  // The first round is the largest: its totals size the packed buffers,
+  // allocated once and left uninitialized (every byte sent is written).
+  int64_t send_capacity = 0;
+  int64_t recv_capacity = 0;
+  for (int r = 0; r < size; ++r) {
+    send_capacity += std::min(send_sizes[r], chunk);
+    recv_capacity += std::min(recv_sizes[r], chunk);
+    received[r].reserve(recv_sizes[r]);
+  }
+  std::unique_ptr<char[]> send_buffer(new char[send_capacity]);
+  std::unique_ptr<char[]> recv_buffer(new char[recv_capacity]);
+  std::vector<int> send_counts(size);
+  std::vector<int> send_offsets(size);
+  std::vector<int> recv_counts(size);
+  std::vector<int> recv_offsets(size);
+  for (int64_t round = 0; round < rounds; ++round) {
+    const int64_t start = round * chunk;
+    int send_total = 0;
+    int recv_total = 0;
+    for (int r = 0; r < size; ++r) {
+      send_counts[r] = static_cast<int>(
+          std::clamp<int64_t>(send_sizes[r] - start, 0, chunk));
+      send_offsets[r] = send_total;
+      if (send_counts[r] > 0) {
+        std::memcpy(send_buffer.get() + send_total, to_each[r].data() + start,
+                    send_counts[r]);
+        send_total += send_counts[r];
+        if (start + send_counts[r] == send_sizes[r]) {
+          // Packed in full: free it now rather than after the last round.
+          std::string().swap(to_each[r]);
+        }
+      }
+      recv_counts[r] = static_cast<int>(
+          std::clamp<int64_t>(recv_sizes[r] - start, 0, chunk));
+      recv_offsets[r] = recv_total;
+      recv_total += recv_counts[r];
+    }
+    JG_RETURN_IF_ERROR(CheckMpi(
+        MPI_Alltoallv(send_buffer.get(), send_counts.data(),
+                      send_offsets.data(), MPI_BYTE, recv_buffer.get(),
+                      recv_counts.data(), recv_offsets.data(), MPI_BYTE, comm),
+        "MPI_Alltoallv"));
+    for (int r = 0; r < size; ++r) {
+      received[r].append(recv_buffer.get() + recv_offsets[r], recv_counts[r]);
+    }
+  }
+  return received;
+}
+
 }  // namespace
 
 bool StartedByMpiLauncher() {
@@ -234,6 +336,7 @@ MpiSession::MpiSession(std::vector<std::string> nodes,
       node_ranks_(ranks.begin(), ranks.end()),
       rank_(rank),
       size_(size),
+      all_to_all_round_bytes_(kAllToAllRoundBytes),
       comms_(std::move(comms)) {}
 
 MpiSession::~MpiSession() = default;
@@ -250,6 +353,17 @@ bool MpiSession::HostsNode(absl::string_view node) const {
 absl::StatusOr<std::vector<std::string>> MpiSession::AllGather(
     std::string value) const {
   return AllGatherOn(comms_->world, value);
+}
+
+absl::StatusOr<std::vector<std::string>> MpiSession::AllToAll(
+    std::vector<std::string> to_each) const {
+  return AllToAllOn(comms_->world, rank_, std::move(to_each),
+                    all_to_all_round_bytes_);
+}
+
+void MpiSession::SetAllToAllRoundBytesForTesting(int64_t bytes) {
+  CHECK_GE(bytes, 1);
+  all_to_all_round_bytes_ = bytes;
 }
 
 absl::StatusOr<std::vector<int64_t>> MpiSession::AllReduceSum(

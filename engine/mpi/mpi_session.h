@@ -14,8 +14,8 @@
 //                       keep a "finished" position).
 //   FetchBlob(node, b)  the rank hosting `node` sends the tensor to all, so
 //                       stop conditions read the same everywhere.
-//   AllGather, Broadcast, AllReduceSum, ReduceSumToRoot, BroadcastInts
-//                       (session.h) over all ranks.
+//   AllGather, Broadcast, AllReduceSum, ReduceSumToRoot, BroadcastInts,
+//   AllToAll            (session.h) over all ranks.
 //
 // Collective operators (Allreduce, Broadcast, Barrier) exchange between
 // ranks inside a Run. A group that uses them and fails on one rank cannot be
@@ -95,6 +95,19 @@ class MpiSession : public Session {
       std::vector<int64_t> values, int root) const override;
   absl::StatusOr<std::vector<int64_t>> BroadcastInts(
       std::vector<int64_t> values, int root) const override;
+  // The sizes first (one MPI_Alltoall, and an MPI_Allreduce for the number
+  // of rounds), then the bytes in rounds of MPI_Alltoallv, each moving at
+  // most a fixed number of bytes per pair of ranks, since MPI counts and
+  // displacements are ints. The piece for this rank itself is moved, not
+  // sent.
+  absl::StatusOr<std::vector<std::string>> AllToAll(
+      std::vector<std::string> to_each) const override;
+
+  // Lowers the bytes AllToAll moves per pair of ranks in one round (512 MiB
+  // by default), so that a test can take the multi-round path with small
+  // pieces. `bytes` >= 1, and the same on every rank: the ranks would
+  // otherwise disagree on the rounds.
+  void SetAllToAllRoundBytesForTesting(int64_t bytes);
 
   // The rank that hosts `node`; -1 for a node the session does not know.
   int RankOf(absl::string_view node) const;
@@ -116,6 +129,8 @@ class MpiSession : public Session {
   const std::map<std::string, int, std::less<>> node_ranks_;
   const int rank_;
   const int size_;
+  // AllToAll's bytes per pair of ranks per round.
+  int64_t all_to_all_round_bytes_;
   std::unique_ptr<Comms> comms_;
   LocalSession local_;
 };
