@@ -5,6 +5,7 @@
 #define JOBGRAPH_CHECKPOINT_CHECKPOINT_STATS_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -42,6 +43,16 @@ struct CheckpointStats {
   // A restore: the directory its databases were read from (with a local
   // tier, CheckpointOptions::local_directory's or `directory`).
   std::string read_from;
+  // A restore of a job on several hosts with local tiers: the bytes of the
+  // database files read from the local tier of the host that runs the
+  // node, fetched from another host's local tier (over MPI), and read
+  // from the shared directory, summed over the ranks.
+  struct TierBytes {
+    int64_t local = 0;
+    int64_t partner = 0;
+    int64_t shared = 0;
+  };
+  std::optional<TierBytes> tier_bytes;
 };
 
 // What a save records.

@@ -63,11 +63,12 @@ absl::StatusOr<std::optional<int64_t>> Checkpointer::Start(
   // committed without its database.
   Coordinator& coordinator = impl_->Pipeline(session).coordinator();
   JG_RETURN_IF_ERROR(coordinator.CheckPlacement(impl_->NodeNames()));
-  if (impl_->tiered() && coordinator.spans_processes()) {
+  if (impl_->on_hosts() && impl_->options_.async) {
     return absl::InvalidArgumentError(absl::StrCat(
         "CheckpointOptions.local_directory '", impl_->options_.local_directory,
-        "' is set, but a local tier is not supported yet for a job on several "
-        "processes (MpiSession); run without it"));
+        "' is set with asynchronous saves on several processes (MpiSession), "
+        "which is not supported yet; drop --async_checkpoint or the local "
+        "tier"));
   }
   return impl_->ChooseStart(&session, resume);
 }
@@ -120,6 +121,12 @@ absl::Status Checkpointer::FlushToShared() { return impl_->FlushToShared(); }
 
 absl::Status Checkpointer::Impl::FlushToShared() {
   WaitForSaves();
+  if (on_hosts()) {
+    if (!hosts_committed_.has_value() || hosts_committed_ == hosts_flushed_) {
+      return absl::OkStatus();
+    }
+    return FlushHosts(*host_session_, *hosts_committed_);
+  }
   if (flusher_ == nullptr || !locked_) return absl::OkStatus();
   return DrainToShared();
 }
@@ -214,10 +221,26 @@ void Checkpointer::Impl::StartPipeline(const Session* session) {
   for (const NodeState& state : nodes_) {
     nodes.push_back({state.node, state.file_name});
   }
+  hosts_.reset();
+  host_tiers_.reset();
+  if (tiered() && session != nullptr && session->num_ranks() > 1) {
+    // Every rank starts a run's pipeline at the same point: collective.
+    const absl::Status set_up = SetUpHosts(*session);
+    CHECK(set_up.ok()) << set_up;
+  }
   pipeline_ = std::make_unique<SavePipeline>(
-      pipeline_options_, std::move(nodes), NewSessionCoordinator(session),
+      pipeline_options_, std::move(nodes),
+      on_hosts()
+          ? NewSessionCoordinator(session, HostCoordinatorOptions(*session))
+          : NewSessionCoordinator(session),
       queue_.get());
   if (!tiered()) return;
+  if (on_hosts()) {
+    // Synchronous saves only (Start refuses others): the partner copies
+    // run before each commit, the flushes after it, on the job's thread.
+    if (!options_.async) pipeline_->SetCommitHooks(HostCommitHooks(*session));
+    return;
+  }
   FlushRequest flush;
   flush.local = local_dir_;
   flush.shared = options_.directory;
@@ -261,6 +284,14 @@ void Checkpointer::Impl::EndPipeline() {
   if (pipeline_ == nullptr) return;
   pipeline_->Drain();
   KeepOutcomes();
+  if (on_hosts()) {
+    // Collective, as the pipeline's Drain: every rank ends the run here.
+    absl::Status ended = EndHosts();
+    LOG_IF(ERROR, !ended.ok()) << ended.message();
+    hosts_committed_.reset();
+    hosts_flushed_.reset();
+    shared_locks_.clear();
+  }
   // A run that never held its nodes' locks (refused at Start: another run
   // holds them) must not touch either directory.
   if (flusher_ != nullptr && locked_) {
@@ -381,7 +412,8 @@ absl::StatusOr<std::optional<int64_t>> Checkpointer::Impl::ChooseStart(
   ResumeChoiceHooks hooks;
   hooks.read_log = [&]() -> absl::StatusOr<CommitLogRead> {
     absl::StatusOr<CommitLogRead> read =
-        coordinator.ShareCommitLog([&] { return ReadStartLog(); });
+        on_hosts() ? ReadHostLogs(*session)
+                   : coordinator.ShareCommitLog([&] { return ReadStartLog(); });
     if (read.ok()) start_log_ = *read;
     return read;
   };
@@ -418,7 +450,9 @@ absl::StatusOr<std::optional<int64_t>> Checkpointer::Impl::ChooseStart(
   }
   first_flush_sync_ = false;
   shared_newest_.reset();
-  if (tiered() && !tiers_.has_value()) {
+  if (on_hosts()) {
+    JG_RETURN_IF_ERROR(StartOnHosts(*session, usable));
+  } else if (tiered() && !tiers_.has_value()) {
     // A start from scratch need not read the logs; the first commit's
     // flush depends on them (the hook in StartPipeline).
     ReadStartLog().IgnoreError();
@@ -460,10 +494,13 @@ absl::StatusOr<std::optional<int64_t>> Checkpointer::Impl::ChooseStart(
     }
   }
   if (usable.ok() && coordinator.commits()) {
-    // Like a directory that cannot be created: each save tries again.
-    for (const std::string& dir :
-         tiered() ? std::vector<std::string>{local_dir_, options_.directory}
-                  : std::vector<std::string>{options_.directory}) {
+    // Like a directory that cannot be created: each save tries again. On
+    // several hosts each leader commits its host's log, rank 0 the shared.
+    std::vector<std::string> dirs = {WriteDir()};
+    if (tiered() && (!on_hosts() || session->rank() == 0)) {
+      dirs.push_back(options_.directory);
+    }
+    for (const std::string& dir : dirs) {
       absl::Status created = CreateCommitLogIfMissing(dir, options_.db_type);
       LOG_IF(WARNING, !created.ok()) << created.message();
     }
@@ -474,7 +511,11 @@ absl::StatusOr<std::optional<int64_t>> Checkpointer::Impl::ChooseStart(
 absl::Status Checkpointer::Impl::LockNodes() {
   JG_RETURN_IF_ERROR(pipeline_->LockNodes());
   // A flush writes the shared directory: no other run of the job may.
-  if (tiered()) JG_RETURN_IF_ERROR(flusher_->Lock());
+  if (on_hosts()) {
+    JG_RETURN_IF_ERROR(LockSharedNodes());
+  } else if (tiered()) {
+    JG_RETURN_IF_ERROR(flusher_->Lock());
+  }
   locked_ = true;
   return absl::OkStatus();
 }

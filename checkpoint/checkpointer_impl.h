@@ -18,10 +18,12 @@
 #include "absl/strings/string_view.h"
 #include "checkpoint/checkpointer.h"
 #include "checkpoint/commit/commit_log.h"
+#include "checkpoint/commit/node_lock.h"
 #include "checkpoint/pipeline/coordinator.h"
 #include "checkpoint/pipeline/save_pipeline.h"
 #include "checkpoint/pipeline/save_queue.h"
 #include "checkpoint/tier/flusher.h"
+#include "checkpoint/tier/host_tiers.h"
 #include "checkpoint/tier/tier_log.h"
 #include "engine/operator.h"
 #include "engine/session.h"
@@ -112,6 +114,9 @@ class Checkpointer::Impl {
   // damage, a missing database included when the epoch is `committed`.
   absl::Status Stage(Session& session, int64_t epoch, bool with_blob_lists,
                      bool committed, const std::string& dir);
+  // Stage with each node's database read from `dirs[i]` (nodes_ order).
+  absl::Status Stage(Session& session, int64_t epoch, bool with_blob_lists,
+                     bool committed, const std::vector<std::string>& dirs);
   // Stage from the first of `epoch`'s copies (ReadDirs) that loads: a
   // damaged local copy is logged and the next copy tried.
   absl::Status StageFromCopies(Session& session, int64_t epoch,
@@ -138,6 +143,49 @@ class Checkpointer::Impl {
   absl::Status FlushToShared();
   // Applies keep_local to the local tier, keeping the flusher's pins.
   absl::Status RetireLocal();
+
+  // --- checkpointer_hosts.cc: local tiers of a job on several hosts
+  // (an MpiSession with CheckpointOptions::local_directory; see
+  // tier/host_tiers.h). Every call marked collective runs on every rank.
+
+  bool on_hosts() const { return hosts_.has_value(); }
+  // Collective: which rank runs on which host, and which nodes each runs.
+  absl::Status SetUpHosts(const Session& session);
+  // The pipeline's coordinator and hooks for the hosts' tiers.
+  SessionCoordinatorOptions HostCoordinatorOptions(
+      const Session& session) const;
+  SavePipeline::CommitHooks HostCommitHooks(const Session& session);
+  // Collective (the hook before each commit): the host leaders send the
+  // databases of their host's nodes of `record.epoch` to their partner
+  // host's leader, which installs them in its local tier.
+  absl::Status CopyToPartner(const Session& session, const SaveRecord& record);
+  // The nodes whose databases this host's local tier holds.
+  std::vector<std::string> HeldNodes() const;
+  // Collective: every host's commit log and the shared one, merged
+  // (host_tiers_).
+  absl::StatusOr<CommitLogRead> ReadHostLogs(const Session& session);
+  // Collective: stages `epoch` from the nearest verified copy of each
+  // node's database (this host's local tier, another host's over MPI, the
+  // shared directory).
+  absl::Status StageFromHosts(Session& session, int64_t epoch,
+                              bool with_blob_lists, bool committed);
+  // Collective: copies committed local `epoch` to the shared directory,
+  // each rank its own nodes' databases, and commits it there.
+  absl::Status FlushHosts(const Session& session, int64_t epoch);
+  // Collective: after a save of `record` that committed, the flush it is
+  // due (the run's first commit, every shared_every-th epoch, a
+  // preemption checkpoint, the mark).
+  absl::Status FlushHostsIfDue(const Session& session,
+                               const SaveRecord& record);
+  // Collective: the end of a run: the newest committed epoch flushed, and
+  // keep_local applied to this host's tier.
+  absl::Status EndHosts();
+  // The shared directory's locks of the nodes this rank runs.
+  absl::Status LockSharedNodes();
+  // Collective: the rest of ChooseStart on hosts: the logs read (if the
+  // choice did not), what the shared directory holds of the history, and
+  // the epochs the merge ignored taken out of the hosts' logs.
+  absl::Status StartOnHosts(const Session& session, const absl::Status& usable);
 
   std::string DbPathOf(const NodeState& state, int64_t epoch) const;
   // NodeState::file_name of every node: the names in the commit log.
@@ -188,6 +236,24 @@ class Checkpointer::Impl {
   // history past the shared log's newest epoch (see the commit hook).
   bool first_flush_sync_ = false;
   std::optional<int64_t> shared_newest_;
+  // On hosts (on_hosts()): the map of ranks to hosts; per node (nodes_
+  // order) its rank and host; the merged logs of the last ReadHostLogs; the
+  // session of the run; the newest epoch committed and flushed by it (the
+  // flushed one is kept in the local tiers: tier/host_tiers.h needs it).
+  std::optional<HostMap> hosts_;
+  std::vector<int> node_rank_;
+  std::vector<int> node_host_;
+  std::optional<HostTieredLog> host_tiers_;
+  const Session* host_session_ = nullptr;
+  std::optional<int64_t> hosts_committed_;
+  std::optional<int64_t> hosts_flushed_;
+  bool hosts_flush_next_ = true;
+  std::vector<std::unique_ptr<NodeLock>> shared_locks_;
+  // Per node: the directory the last StageFromHosts read it from; the
+  // bytes per tier.
+  std::vector<std::string> staged_dirs_;
+  CheckpointStats::TierBytes staged_tier_bytes_;
+
   // Outcomes of ended runs that nobody took, oldest first (bounded).
   std::vector<SaveOutcome> unclaimed_;
 };

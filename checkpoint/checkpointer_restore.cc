@@ -1,6 +1,7 @@
 // The Checkpointer's restore path: blob names, staging, Restore and LoadBlobs
 // (see checkpointer.h).
 
+#include <algorithm>
 #include <atomic>
 #include <utility>
 
@@ -84,6 +85,9 @@ absl::Status Checkpointer::Impl::StageFromCopies(Session& session,
                                                  int64_t epoch,
                                                  bool with_blob_lists,
                                                  bool committed) {
+  if (on_hosts()) {
+    return StageFromHosts(session, epoch, with_blob_lists, committed);
+  }
   const std::vector<std::string> dirs = ReadDirs(epoch);
   absl::Status status;
   for (size_t i = 0; i < dirs.size(); ++i) {
@@ -101,6 +105,14 @@ absl::Status Checkpointer::Impl::StageFromCopies(Session& session,
 absl::Status Checkpointer::Impl::Stage(Session& session, int64_t epoch,
                                        bool with_blob_lists, bool committed,
                                        const std::string& dir) {
+  return Stage(session, epoch, with_blob_lists, committed,
+               std::vector<std::string>(nodes_.size(), dir));
+}
+
+absl::Status Checkpointer::Impl::Stage(Session& session, int64_t epoch,
+                                       bool with_blob_lists, bool committed,
+                                       const std::vector<std::string>& dirs) {
+  CHECK_EQ(dirs.size(), nodes_.size());
   // Names this load in every workspace it stages into (the marker), so that
   // a Restore commits only blobs of this load, never those an earlier one
   // left in another session; unique in the process.
@@ -115,15 +127,17 @@ absl::Status Checkpointer::Impl::Stage(Session& session, int64_t epoch,
   // can be committed.
   DropStaged(session);
   TaskGroup group("checkpoint_load", GLOBAL);
-  for (const NodeState& state : nodes_) {
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    const NodeState& state = nodes_[i];
     Task& task = group.NewTask(Node(state.node), {.name = "checkpoint_load"});
-    task.net().Op("Load", {}, {},
-                  {MakeArg("db", CheckpointDbPath(dir, state.file_name, epoch)),
-                   MakeArg("db_type", options_.db_type),
-                   MakeArg("absolute_path", 1), MakeArg("load_all", 1),
-                   MakeArg("add_prefix", std::string(kStagedBlobPrefix)),
-                   MakeArg("expected_node", state.file_name),
-                   MakeArg("expected_epoch", epoch)});
+    task.net().Op(
+        "Load", {}, {},
+        {MakeArg("db", CheckpointDbPath(dirs[i], state.file_name, epoch)),
+         MakeArg("db_type", options_.db_type), MakeArg("absolute_path", 1),
+         MakeArg("load_all", 1),
+         MakeArg("add_prefix", std::string(kStagedBlobPrefix)),
+         MakeArg("expected_node", state.file_name),
+         MakeArg("expected_epoch", epoch)});
     task.net().Op("GivenTensorStringFill", {},
                   {BlobRef(std::string(kStagedBlobPrefix))},
                   {MakeArg("values", std::vector<std::string>{stage}),
@@ -141,7 +155,12 @@ absl::Status Checkpointer::Impl::Stage(Session& session, int64_t epoch,
     }
   }
   if (status.ok()) {
-    staged_ = Staged{epoch, dir, stage, std::move(lists)};
+    // One directory, or (on hosts) each node's own: the report says which.
+    const bool one_dir =
+        std::all_of(dirs.begin(), dirs.end(),
+                    [&](const std::string& d) { return d == dirs.front(); });
+    staged_ = Staged{epoch, one_dir ? dirs.front() : std::string(), stage,
+                     std::move(lists)};
     return status;
   }
   DropStaged(session);
@@ -195,7 +214,8 @@ absl::StatusOr<CheckpointStats> Checkpointer::Impl::Restore(Session& session,
   // The log as it is now (the run may have committed since Start); with
   // tiers, both logs merged, which also renews where each epoch's copies
   // are.
-  absl::StatusOr<CommitLogRead> read = ReadStartLog();
+  absl::StatusOr<CommitLogRead> read =
+      on_hosts() ? ReadHostLogs(session) : ReadStartLog();
   const CommittedEpoch* entry =
       read.ok() ? FindCommittedEpoch(read->log, epoch, FileNames()) : nullptr;
   // What Start(session, ...) staged is used if every node of this session
@@ -236,7 +256,9 @@ absl::StatusOr<CheckpointStats> Checkpointer::Impl::Restore(Session& session,
   stats.num_dbs = static_cast<int>(nodes_.size());
   if (entry != nullptr) stats.bytes = entry->total_bytes();
   stats.read_from = read_from;
-  if (tiered()) {
+  if (on_hosts()) {
+    stats.tier_bytes = staged_tier_bytes_;
+  } else if (tiered()) {
     LOG(INFO) << "epoch " << epoch << ": read " << stats.bytes << " bytes from "
               << (read_from == local_dir_ ? "the local tier "
                                           : "the shared directory ")
@@ -254,7 +276,10 @@ absl::StatusOr<bool> Checkpointer::Impl::LoadBlobs(
   // With a local tier, the nearest copy of the epoch as a resume counts
   // them (both logs merged), else the shared directory.
   std::string dir = options_.directory;
-  if (tiered() && ReadStartLog().ok()) dir = ReadDirs(epoch).front();
+  // (On several hosts: the shared directory, which every rank reads.)
+  if (tiered() && !on_hosts() && ReadStartLog().ok()) {
+    dir = ReadDirs(epoch).front();
+  }
   // Unlike Caffe2, every node's database is checked before anything is
   // loaded, so a missing one leaves every workspace untouched.
   TaskGroup check("checkpoint_db_exists", GLOBAL);

@@ -26,10 +26,17 @@ absl::StatusOr<CheckpointStats> Checkpointer::Impl::SaveEpoch(Session& session,
   }
   std::vector<std::vector<std::string>> blobs;
   for (const NodeState& state : nodes_) blobs.push_back(state.blobs);
-  absl::StatusOr<CheckpointStats> saved = Pipeline(session).Save(
-      &session, {.kind = SaveKind::kEpoch, .epoch = epoch, .full = full},
-      blobs);
+  const SaveRecord record{
+      .kind = SaveKind::kEpoch, .epoch = epoch, .full = full};
+  absl::StatusOr<CheckpointStats> saved =
+      Pipeline(session).Save(&session, record, blobs);
   KeepOutcomes();
+  if (saved.ok() && on_hosts()) {
+    // The epoch is committed on two hosts; a flush that fails is tried
+    // again with the next commit, and at the end of the run.
+    absl::Status flushed = FlushHostsIfDue(session, record);
+    LOG_IF(ERROR, !flushed.ok()) << flushed.message();
+  }
   return saved;
 }
 
@@ -79,14 +86,18 @@ absl::StatusOr<CheckpointStats> Checkpointer::Impl::SavePreempted(
                        position.root_blob().end());
   }
   // The run ends here: the checkpoint must be committed before it does.
-  absl::StatusOr<CheckpointStats> saved = Pipeline(session).Save(
-      &session,
-      {.kind = SaveKind::kPreemption, .epoch = epoch, .preemption = preemption},
-      blobs, /*wait=*/true);
+  const SaveRecord record{
+      .kind = SaveKind::kPreemption, .epoch = epoch, .preemption = preemption};
+  absl::StatusOr<CheckpointStats> saved =
+      Pipeline(session).Save(&session, record, blobs, /*wait=*/true);
   KeepOutcomes();
   // A preempted run may not come back to this host: it exits only once
   // the checkpoint is in the shared directory.
-  if (saved.ok() && tiered()) JG_RETURN_IF_ERROR(DrainToShared());
+  if (saved.ok() && on_hosts()) {
+    JG_RETURN_IF_ERROR(FlushHostsIfDue(session, record));
+  } else if (saved.ok() && tiered()) {
+    JG_RETURN_IF_ERROR(DrainToShared());
+  }
   return saved;
 }
 
@@ -98,13 +109,20 @@ absl::Status Checkpointer::Impl::MarkLoopFinished(
                       "Checkpointer::MarkLoopFinished outside a run (call "
                       "Start first)"));
   }
-  absl::StatusOr<CheckpointStats> saved = pipeline_->Save(
-      /*session=*/nullptr,
-      {.kind = SaveKind::kLoopFinished,
-       .epoch = epoch,
-       .preemption = preemption},
-      {}, /*wait=*/true);
+  const SaveRecord record{.kind = SaveKind::kLoopFinished,
+                          .epoch = epoch,
+                          .preemption = preemption};
+  absl::StatusOr<CheckpointStats> saved =
+      pipeline_->Save(/*session=*/nullptr, record, {}, /*wait=*/true);
   KeepOutcomes();
+  if (saved.ok() && on_hosts()) {
+    // The mark reaches the shared log with the epoch (flushed first if it
+    // was not).
+    if (hosts_committed_ != hosts_flushed_ && hosts_committed_.has_value()) {
+      JG_RETURN_IF_ERROR(FlushHosts(*host_session_, *hosts_committed_));
+    }
+    return FlushHostsIfDue(*host_session_, record);
+  }
   if (saved.ok() && tiered()) return DrainToShared();
   return saved.status();
 }

@@ -42,6 +42,12 @@ std::string EpochMetricsJson(const EpochStats& stats,
   if (stats.resumed_from.has_value() && !stats.resumed_tier.empty()) {
     absl::StrAppend(&json, ",\"resumed_tier\":\"", stats.resumed_tier,
                     "\",\"resumed_bytes\":", stats.resumed_bytes);
+    if (stats.resumed_tier_bytes.has_value()) {
+      const CheckpointStats::TierBytes& t = *stats.resumed_tier_bytes;
+      absl::StrAppend(&json, ",\"resumed_file_bytes\":{\"local\":", t.local,
+                      ",\"partner\":", t.partner, ",\"shared\":", t.shared,
+                      "}");
+    }
   }
   absl::StrAppend(&json, "}");
   return json;

@@ -9,7 +9,11 @@
 // for a run that started from scratch, and a resumed run's lines say where
 // the resume read its databases and how many bytes
 // ("resumed_tier":"local" for a local tier, "shared" for the checkpoint
-// directory; "resumed_bytes"); "save_referenced_bytes" is the part
+// directory, "mixed" for both; "resumed_bytes"; with local tiers on
+// several hosts also "resumed_file_bytes":{"local":N,"partner":N,
+// "shared":N}, the database files' bytes read from the tier of the host
+// that runs each node, fetched from another host's, and read from the
+// shared directory); "save_referenced_bytes" is the part
 // of "save_bytes" an incremental save referred to instead of writing. Lines
 // are appended, so the runs of a job that is interrupted and resumed build
 // one file; each line is written with a single write(2) and is complete once

@@ -345,10 +345,22 @@ absl::StatusOr<int64_t> JobRunner::Train(Session& session) {
         restored.read_from != checkpointer_->options().directory;
     stats_.resumed_tier = from_local ? "local" : "shared";
     stats_.resumed_bytes = restored.bytes;
-    LOG(INFO) << "resumed from epoch " << *resume << " of "
-              << (from_local ? restored.read_from
-                             : checkpointer_->options().directory)
-              << (from_local ? " (the local tier)" : "")
+    std::string where =
+        from_local ? absl::StrCat(restored.read_from, " (the local tier)")
+                   : checkpointer_->options().directory;
+    if (restored.tier_bytes.has_value()) {
+      const CheckpointStats::TierBytes& t = *restored.tier_bytes;
+      stats_.resumed_tier_bytes = t;
+      stats_.resumed_tier = t.shared == 0              ? "local"
+                            : t.local + t.partner == 0 ? "shared"
+                                                       : "mixed";
+      where = absl::StrCat("the hosts' local tiers (", t.local,
+                           " bytes on the host that runs the node, ", t.partner,
+                           " fetched from another host) and ",
+                           checkpointer_->options().directory, " (", t.shared,
+                           " bytes)");
+    }
+    LOG(INFO) << "resumed from epoch " << *resume << " of " << where
               << (continue_init    ? " (in the middle of init)"
                   : continue_epoch ? " (in the middle of the epoch)"
                   : loop_finished ? " (after the last epoch: download and exit)"
@@ -385,6 +397,7 @@ absl::StatusOr<int64_t> JobRunner::Train(Session& session) {
       epoch_stats.resumed_from = resume;
       epoch_stats.resumed_tier = stats_.resumed_tier;
       epoch_stats.resumed_bytes = stats_.resumed_bytes;
+      epoch_stats.resumed_tier_bytes = stats_.resumed_tier_bytes;
       epoch_stats.continued = first && continue_epoch;
       const absl::Time start = absl::Now();
       absl::Status ran =

@@ -83,6 +83,11 @@ struct EpochStats {
   // and the bytes read there.
   std::string resumed_tier;
   int64_t resumed_bytes = 0;
+  // With local tiers on several hosts: the bytes of database files read
+  // from the hosts' own tiers, fetched from other hosts', and read from
+  // the shared directory (then resumed_tier is "local", "shared" or, for
+  // both, "mixed").
+  std::optional<CheckpointStats::TierBytes> resumed_tier_bytes;
   // The run stopped in this epoch on a preemption; the other fields cover
   // the part that ran and the preemption checkpoint.
   bool preempted = false;
@@ -117,6 +122,7 @@ struct JobRunStats {
   std::optional<int64_t> resumed_from;
   std::string resumed_tier;
   int64_t resumed_bytes = 0;
+  std::optional<CheckpointStats::TierBytes> resumed_tier_bytes;
   std::vector<EpochStats> epochs;  // epoch 0 (the init save) included
   // Every save's outcome, in the order they ended (a background save's
   // after the epochs that followed it).

@@ -494,6 +494,7 @@ absl::Status CommitEpoch(CommitLogUpdate update, const std::string& db_type,
   CommittedEpoch entry;
   entry.set_epoch(commit.epoch);
   for (const std::string& node : commit.nodes) entry.add_node(node);
+  for (const std::string& node : commit.held_nodes) entry.add_held_node(node);
   entry.set_total_bytes(commit.total_bytes);
   entry.set_save_micros(commit.save_micros);
   entry.set_referenced_bytes(commit.referenced_bytes);
@@ -665,6 +666,13 @@ std::string CommittedEpochList(const CommitLog& log,
     if (own.Owns(e)) epochs.push_back(e.epoch());
   }
   return epochs.empty() ? "none" : absl::StrJoin(epochs, ", ");
+}
+
+std::vector<std::string> HeldNodes(const CommittedEpoch& entry) {
+  if (entry.held_node().empty()) {
+    return {entry.node().begin(), entry.node().end()};
+  }
+  return {entry.held_node().begin(), entry.held_node().end()};
 }
 
 }  // namespace jobgraph

@@ -209,6 +209,9 @@ struct EpochCommit {
   // the time of the commit it copies, so that both logs name the same
   // commit.
   std::optional<int64_t> committed_unix_micros;
+  // CommittedEpoch.held_node: in a host's local tier of a job on several
+  // hosts, the nodes whose databases the directory holds. Empty: all.
+  std::vector<std::string> held_nodes;
   // Applied to the log in the same write, after the commit's own edit: the
   // Checkpointer's retention (RetireEpochs), so that an epoch is listed and
   // the epochs it retires are unlisted at once. It may take entries out of
@@ -227,6 +230,11 @@ absl::Status CommitEpoch(const std::string& dir, const std::string& db_type,
 // CommitEpoch through an update begun (and perhaps prepared) ahead.
 absl::Status CommitEpoch(CommitLogUpdate update, const std::string& db_type,
                          const EpochCommit& commit);
+
+// The nodes whose databases the directory of `entry`'s log holds: its
+// held_node (a host's local tier of a job on several hosts), else all of
+// its nodes.
+std::vector<std::string> HeldNodes(const CommittedEpoch& entry);
 
 // Takes the entry of `epoch` of the job of `nodes` out of the commit log of
 // `dir`, if it has one, and every entry of the job that references it

@@ -1,5 +1,7 @@
 #include "checkpoint/pipeline/coordinator.h"
 
+#include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -45,9 +47,14 @@ class LocalCoordinator : public Coordinator {
   }
   CommitRound AgreeAndCommit(
       const WriteReport& write,
+      const std::function<absl::Status()>& before_commit,
       const std::function<absl::Status(const WriteTotals&)>& commit) override {
     const absl::Time agreed_at = absl::Now();
     if (!write.status.ok()) return {write.status, absl::OkStatus(), agreed_at};
+    if (before_commit) {
+      absl::Status ready = before_commit();
+      if (!ready.ok()) return {ready, absl::OkStatus(), agreed_at};
+    }
     WriteTotals totals{write.bytes, write.tallies};
     absl::Status committed = commit(totals);
     return {std::move(totals), std::move(committed), agreed_at};
@@ -59,9 +66,18 @@ class LocalCoordinator : public Coordinator {
 // anyway), so it is a CHECK failure, never a status.
 class SessionCoordinator : public Coordinator {
  public:
-  explicit SessionCoordinator(const Session* session) : session_(*session) {}
+  SessionCoordinator(const Session* session, SessionCoordinatorOptions options)
+      : session_(*session), committers_(std::move(options.committers)) {
+    if (committers_.empty()) {
+      committers_.assign(session_.num_ranks(), false);
+      committers_[kCommitter] = true;
+    }
+    CHECK_EQ(committers_.size(), static_cast<size_t>(session_.num_ranks()));
+    CHECK(committers_[kCommitter]) << "rank 0 must commit";
+    several_ = std::count(committers_.begin(), committers_.end(), true) > 1;
+  }
 
-  bool commits() const override { return session_.rank() == kCommitter; }
+  bool commits() const override { return committers_[session_.rank()]; }
   bool spans_processes() const override { return true; }
   bool Hosts(absl::string_view node) const override {
     return session_.HostsNode(node);
@@ -91,9 +107,24 @@ class SessionCoordinator : public Coordinator {
 
   absl::StatusOr<int64_t> AgreeWithCommitter(const absl::Status& local,
                                              int64_t value) override {
+    if (several_) {
+      // The largest of the committers' values: each slot is one rank's.
+      std::vector<int64_t> values(1 + session_.num_ranks(), 0);
+      values[0] = local.ok() ? 0 : 1;
+      values[1 + session_.rank()] = value;
+      const std::vector<int64_t> sums = Sum(std::move(values), "an agreement");
+      if (sums[0] > 0) return FirstFailure(local);
+      std::optional<int64_t> largest;
+      for (int r = 0; r < session_.num_ranks(); ++r) {
+        if (committers_[r])
+          largest = std::max(largest.value_or(sums[1 + r]), sums[1 + r]);
+      }
+      return *largest;
+    }
     // The failures and the committer's value in one small all-reduce.
     const std::vector<int64_t> sums =
-        Sum({local.ok() ? 0 : 1, commits() ? value : 0}, "an agreement");
+        Sum({local.ok() ? 0 : 1, session_.rank() == kCommitter ? value : 0},
+            "an agreement");
     if (sums[0] > 0) return FirstFailure(local);
     return sums[1];
   }
@@ -153,14 +184,19 @@ class SessionCoordinator : public Coordinator {
       }
     }
     if (round.commit.has_value()) {
-      settled.commit = CommitterStatus(sums[2], commit);
+      settled.commit =
+          several_ ? AgreeCommits(commit) : CommitterStatus(sums[2], commit);
     }
     return settled;
   }
 
   CommitRound AgreeAndCommit(
       const WriteReport& write,
+      const std::function<absl::Status()>& before_commit,
       const std::function<absl::Status(const WriteTotals&)>& commit) override {
+    if (several_ || before_commit) {
+      return AgreeAndCommitEverywhere(write, before_commit, commit);
+    }
     // The failures, the bytes and the tallies reach the committer alone; it
     // commits if no process failed, and its outcome (the failed writes, the
     // totals, its commit's code) reaches every process.
@@ -241,7 +277,60 @@ class SessionCoordinator : public Coordinator {
     return shared;
   }
 
+  // AgreeAndCommit where every process must know the writes' outcome
+  // before the commit: `before_commit` runs on each, or several commit.
+  CommitRound AgreeAndCommitEverywhere(
+      const WriteReport& write,
+      const std::function<absl::Status()>& before_commit,
+      const std::function<absl::Status(const WriteTotals&)>& commit) {
+    std::vector<int64_t> values = {write.status.ok() ? 0 : 1,
+                                   write.status.ok() ? write.bytes : 0};
+    AppendTallies(write, &values);
+    const std::vector<int64_t> sums =
+        Sum(std::move(values), "a checkpoint's writes");
+    CommitRound round{WriteTotals{sums[1], std::vector<int64_t>(
+                                               sums.begin() + 2, sums.end())},
+                      absl::OkStatus(), absl::Now()};
+    if (sums[0] > 0) {
+      round.write = FirstFailure(write.status);
+      return round;
+    }
+    const absl::Status ready =
+        before_commit ? before_commit() : absl::OkStatus();
+    // Whether every process is ready, and the commit time every committer
+    // records, in one exchange.
+    absl::StatusOr<int64_t> time =
+        AgreeWithRankZero(ready, absl::ToUnixMicros(absl::Now()));
+    if (!time.ok()) {
+      round.write = time.status();
+      return round;
+    }
+    round.write->commit_unix_micros = *time;
+    const absl::Status committed =
+        commits() ? commit(*round.write) : absl::OkStatus();
+    round.commit = AgreeCommits(committed);
+    return round;
+  }
+
+  // Agree, and rank 0's `value` on every process.
+  absl::StatusOr<int64_t> AgreeWithRankZero(const absl::Status& local,
+                                            int64_t value) {
+    const std::vector<int64_t> sums =
+        Sum({local.ok() ? 0 : 1, session_.rank() == kCommitter ? value : 0},
+            "an agreement");
+    if (sums[0] > 0) return FirstFailure(local);
+    return sums[1];
+  }
+
+  // Collective: the first failure among the committers' `status` (the
+  // others pass OK).
+  absl::Status AgreeCommits(const absl::Status& status) {
+    return AgreeOnStatus(session_, commits() ? status : absl::OkStatus());
+  }
+
   const Session& session_;
+  std::vector<bool> committers_;
+  bool several_ = false;
 };
 
 }  // namespace
@@ -250,11 +339,12 @@ std::unique_ptr<Coordinator> NewLocalCoordinator() {
   return std::make_unique<LocalCoordinator>();
 }
 
-std::unique_ptr<Coordinator> NewSessionCoordinator(const Session* session) {
+std::unique_ptr<Coordinator> NewSessionCoordinator(
+    const Session* session, SessionCoordinatorOptions options) {
   if (session == nullptr || session->num_ranks() <= 1) {
     return NewLocalCoordinator();
   }
-  return std::make_unique<SessionCoordinator>(session);
+  return std::make_unique<SessionCoordinator>(session, std::move(options));
 }
 
 }  // namespace jobgraph

@@ -10,7 +10,9 @@
 //                                 every exchange is a local function call;
 //   NewSessionCoordinator(s)      the ranks of a Session (MpiSession): rank r
 //                                 hosts the nodes the session places there,
-//                                 rank 0 commits, and every exchange is a
+//                                 rank 0 commits (or, with local tiers on
+//                                 several hosts, each host's leader in its
+//                                 host's log), and every exchange is a
 //                                 collective over the session's ranks.
 //
 // The exchanges marked "Collective" must be called by every process in the
@@ -56,6 +58,10 @@ struct WriteReport {
 struct WriteTotals {
   int64_t bytes = 0;
   std::vector<int64_t> tallies;
+  // With several committers (SessionCoordinatorOptions): the commit time
+  // they all record (CommittedEpoch.committed_unix_micros), so that their
+  // logs name the same commit. Unset: each records its own now.
+  std::optional<int64_t> commit_unix_micros;
 };
 
 // One exchange of the save pipeline. A process brings the report of the
@@ -125,17 +131,34 @@ class Coordinator {
   // `commit(totals)` when every write succeeded; the outcome then reaches
   // every process. Two exchanges at the committer's centre (a reduce to it,
   // a broadcast from it) where Settle twice takes two all-reduces.
+  //
+  // `before_commit` (may be null) runs on every process once every write
+  // succeeded, before any commit, and may itself be collective (a local
+  // tier's partner copies): its first failure is the save's, as a failed
+  // write's is, and nothing is committed.
   virtual CommitRound AgreeAndCommit(
       const WriteReport& write,
+      const std::function<absl::Status()>& before_commit,
       const std::function<absl::Status(const WriteTotals& totals)>& commit) = 0;
 };
 
 // One process that does everything itself.
 std::unique_ptr<Coordinator> NewLocalCoordinator();
 
+struct SessionCoordinatorOptions {
+  // The ranks that commit, each in its own directory (a host's local tier:
+  // checkpoint/tier/host_tiers.h), by rank; rank 0 must be one. Empty (the
+  // default): rank 0 alone. With several, AgreeAndCommit gives them one
+  // commit time (WriteTotals::commit_unix_micros), AgreeWithCommitter the
+  // largest of their values, and the commit statuses are agreed as the
+  // first failure of any of them.
+  std::vector<bool> committers;
+};
+
 // The ranks of `session` (borrowed; must outlive the coordinator). With one
 // rank it behaves as NewLocalCoordinator().
-std::unique_ptr<Coordinator> NewSessionCoordinator(const Session* session);
+std::unique_ptr<Coordinator> NewSessionCoordinator(
+    const Session* session, SessionCoordinatorOptions options = {});
 
 }  // namespace jobgraph
 

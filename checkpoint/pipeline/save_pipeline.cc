@@ -472,6 +472,8 @@ void SavePipeline::Commit(Flight& flight) {
   }
   // The save's own time: without its waits for epoch boundaries.
   commit.save_micros = MicrosSince(flight.start) - flight.parked_micros;
+  commit.committed_unix_micros = flight.agreed->commit_unix_micros;
+  if (hooks_.held_nodes) commit.held_nodes = hooks_.held_nodes();
   if (record.kind == SaveKind::kPreemption)
     commit.preemption = record.preemption;
   // The epochs that retention retires leave the log in the commit's own
@@ -562,8 +564,12 @@ bool SavePipeline::Settle(bool snapshot_follows) {
       // The commit follows in this call: agreeing, committing and sharing
       // are one exchange centred on the committer.
       Flight& flight = *agreeing;
+      std::function<absl::Status()> before_commit;
+      if (hooks_.before_commit) {
+        before_commit = [&] { return hooks_.before_commit(flight.record); };
+      }
       CommitRound round = coordinator_->AgreeAndCommit(
-          flight.written, [&](const WriteTotals& totals) {
+          flight.written, before_commit, [&](const WriteTotals& totals) {
             flight.agreed = totals;
             Commit(flight);
             return flight.committed;
@@ -574,6 +580,9 @@ bool SavePipeline::Settle(bool snapshot_follows) {
       Shared(flight, std::move(round.commit));
       progressed = true;
     } else if (agreeing != nullptr || sharing != nullptr) {
+      CHECK(!hooks_.before_commit)
+          << "a commit hook that runs before the commit needs synchronous "
+             "saves";
       SettleRound round;
       if (agreeing != nullptr) round.write = agreeing->written;
       if (sharing != nullptr) round.commit = sharing->committed;

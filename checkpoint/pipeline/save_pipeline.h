@@ -106,6 +106,15 @@ class SavePipeline {
     // Epochs that a commit's retention must keep besides those the
     // pipeline keeps itself; called in the thread that commits.
     std::function<std::vector<int64_t>()> pinned;
+    // Runs on every process once every process's write of a synchronous
+    // save succeeded, before the commit, on the job's thread; may be
+    // collective (a local tier's partner copies, checkpoint/tier/
+    // host_tiers.h). Its first failure fails the save before any commit.
+    // Not for asynchronous saves.
+    std::function<absl::Status(const SaveRecord& record)> before_commit;
+    // The nodes whose databases the committing directory holds
+    // (CommittedEpoch.held_node), when not all.
+    std::function<std::vector<std::string>()> held_nodes;
   };
   void SetCommitHooks(CommitHooks hooks) { hooks_ = std::move(hooks); }
 

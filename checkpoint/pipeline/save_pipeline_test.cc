@@ -82,10 +82,16 @@ class RecordingCoordinator : public Coordinator {
   }
   CommitRound AgreeAndCommit(
       const WriteReport& write,
+      const std::function<absl::Status()>& before_commit,
       const std::function<absl::Status(const WriteTotals&)>& commit) override {
     rounds_.push_back(absl::StrCat("w", write.bytes, "=c"));
     if (!write.status.ok()) {
       return {write.status, absl::OkStatus(), absl::Now()};
+    }
+    if (before_commit) {
+      if (absl::Status ready = before_commit(); !ready.ok()) {
+        return {ready, absl::OkStatus(), absl::Now()};
+      }
     }
     WriteTotals totals{write.bytes, write.tallies};
     absl::Status committed = commit(totals);
@@ -786,9 +792,10 @@ class TallyCountingCoordinator : public RecordingCoordinator {
   }
   CommitRound AgreeAndCommit(
       const WriteReport& write,
+      const std::function<absl::Status()>& before_commit,
       const std::function<absl::Status(const WriteTotals&)>& commit) override {
     lengths_.push_back(write.tallies.size());
-    return RecordingCoordinator::AgreeAndCommit(write, commit);
+    return RecordingCoordinator::AgreeAndCommit(write, before_commit, commit);
   }
 
  private:

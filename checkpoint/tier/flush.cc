@@ -32,7 +32,7 @@ absl::StatusOr<std::optional<CommittedEpoch>> FindEntry(
 
 }  // namespace
 
-absl::StatusOr<FlushResult> FlushEpoch(const FlushRequest& request) {
+absl::StatusOr<FlushBegun> BeginFlush(const FlushRequest& request) {
   const int64_t epoch = request.epoch;
   JG_ASSIGN_OR_RETURN(std::optional<CommittedEpoch> entry,
                       FindEntry(request.local, epoch, request.nodes));
@@ -53,15 +53,16 @@ absl::StatusOr<FlushResult> FlushEpoch(const FlushRequest& request) {
   JG_RETURN_IF_ERROR(CreateCommitLogIfMissing(request.shared, request.db_type));
   JG_ASSIGN_OR_RETURN(std::optional<CommittedEpoch> there,
                       FindEntry(request.shared, epoch, request.nodes));
-  FlushResult result;
-  if (there.has_value() && SameCommit(*entry, *there)) {
-    result.already_there = true;
+  FlushBegun begun;
+  begun.entry = *std::move(entry);
+  if (there.has_value() && SameCommit(begun.entry, *there)) {
+    begun.already_there = true;
     // Only the mark after the last epoch can have changed since.
-    if (entry->has_preemption() && !there->has_preemption()) {
+    if (begun.entry.has_preemption() && !there->has_preemption()) {
       JG_RETURN_IF_ERROR(MarkEpochLoopFinished(
-          request.shared, epoch, request.nodes, entry->preemption()));
+          request.shared, epoch, request.nodes, begun.entry.preemption()));
     }
-    return result;
+    return begun;
   }
   // The shared log must not list the epoch while its databases are being
   // replaced, nor, once the epoch is gone from it, the job's later epochs,
@@ -76,22 +77,34 @@ absl::StatusOr<FlushResult> FlushEpoch(const FlushRequest& request) {
                                   return e.epoch() >= epoch && own.Owns(e);
                                 }).empty();
                       }));
-  for (const std::string& node : request.nodes) {
+  return begun;
+}
+
+absl::StatusOr<int64_t> CopyFlushedNodes(const FlushRequest& request,
+                                         absl::Span<const std::string> nodes) {
+  int64_t copied = 0;
+  for (const std::string& node : nodes) {
     JG_ASSIGN_OR_RETURN(
         int64_t bytes,
-        CopyCheckpointDb(request.db_type,
-                         CheckpointDbPath(request.local, node, epoch),
-                         CheckpointDbPath(request.shared, node, epoch)));
-    result.bytes_copied += bytes;
+        CopyCheckpointDb(
+            request.db_type,
+            CheckpointDbPath(request.local, node, request.epoch),
+            CheckpointDbPath(request.shared, node, request.epoch)));
+    copied += bytes;
   }
+  return copied;
+}
+
+absl::Status CommitFlush(const FlushRequest& request, const FlushBegun& begun) {
   JG_RETURN_IF_ERROR(Failpoint("flush.before_commit"));
+  const CommittedEpoch& entry = begun.entry;
   EpochCommit commit;
-  commit.epoch = epoch;
+  commit.epoch = request.epoch;
   commit.nodes = request.nodes;
-  commit.total_bytes = entry->total_bytes();
-  commit.save_micros = entry->save_micros();
-  commit.committed_unix_micros = entry->committed_unix_micros();
-  if (entry->has_preemption()) commit.preemption = entry->preemption();
+  commit.total_bytes = entry.total_bytes();
+  commit.save_micros = entry.save_micros();
+  commit.committed_unix_micros = entry.committed_unix_micros();
+  if (entry.has_preemption()) commit.preemption = entry.preemption();
   std::vector<CommittedEpoch> retired;
   commit.also = [&](CommitLog& log) {
     retired = RetireEpochs(log, request.retention, request.nodes);
@@ -101,8 +114,19 @@ absl::StatusOr<FlushResult> FlushEpoch(const FlushRequest& request) {
   absl::Status deleted =
       DeleteRetired(request.shared, retired, /*background=*/false).status();
   LOG_IF(ERROR, !deleted.ok())
-      << "epoch " << epoch << " is flushed to " << request.shared
+      << "epoch " << request.epoch << " is flushed to " << request.shared
       << ", but retention failed there: " << deleted;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<FlushResult> FlushEpoch(const FlushRequest& request) {
+  JG_ASSIGN_OR_RETURN(FlushBegun begun, BeginFlush(request));
+  FlushResult result;
+  result.already_there = begun.already_there;
+  if (begun.already_there) return result;
+  JG_ASSIGN_OR_RETURN(result.bytes_copied,
+                      CopyFlushedNodes(request, request.nodes));
+  JG_RETURN_IF_ERROR(CommitFlush(request, begun));
   return result;
 }
 

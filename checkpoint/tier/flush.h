@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "checkpoint/checkpoint_options.h"
 #include "checkpoint/tier/tier_log.h"
 
@@ -56,6 +57,28 @@ struct FlushResult {
 // the shared log); the copy's and the commit's errors otherwise, naming the
 // path.
 absl::StatusOr<FlushResult> FlushEpoch(const FlushRequest& request);
+
+// FlushEpoch's steps, for a flush whose copies run in several processes
+// (a job on several hosts: each copies the databases of the nodes it
+// runs). The caller runs BeginFlush and CommitFlush in one of them, and
+// CopyFlushedNodes in each, for every node once, in between.
+struct FlushBegun {
+  // The local tier's entry of the epoch.
+  CommittedEpoch entry;
+  // The shared log lists the same commit already (and has been given the
+  // local entry's mark, if it gained one): nothing is left to do.
+  bool already_there = false;
+};
+// Steps 1-3 up to the copies: the shared log no longer lists the epoch or
+// the job's later ones unless `already_there`. Errors as FlushEpoch's.
+absl::StatusOr<FlushBegun> BeginFlush(const FlushRequest& request);
+// Copies `nodes`' databases of the epoch (CopyCheckpointDb); returns their
+// bytes.
+absl::StatusOr<int64_t> CopyFlushedNodes(const FlushRequest& request,
+                                         absl::Span<const std::string> nodes);
+// Commits `begun.entry` in the shared log (its nodes, bytes, commit time
+// and mark; not its held_node) with `request.retention`.
+absl::Status CommitFlush(const FlushRequest& request, const FlushBegun& begun);
 
 // Takes the epochs of the job of `nodes` that `merged` ignored (stale
 // ones, TieredLog::ignored_local) out of the commit log of the local tier

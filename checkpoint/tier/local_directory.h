@@ -12,6 +12,8 @@
 namespace jobgraph {
 
 // This machine's host name (gethostname(2)); "localhost" if it has none.
+// The environment variable JOBGRAPH_HOST_NAME, when set and not empty,
+// overrides it: ranks on one machine can stand for several hosts.
 std::string HostName();
 
 // `pattern` with "%h" replaced by `host` and "%%" by "%". InvalidArgument

@@ -42,6 +42,9 @@ namespace {
 struct TierCopy {
   std::string tier;  // "shared" or "local"
   std::string dir;
+  // A host's local tier of a job on several hosts: the nodes whose
+  // databases it holds (CommittedEpoch.held_node); empty: all.
+  std::vector<std::string> held;
 };
 
 // One row of `list`: an epoch's committed databases, its databases that are
@@ -191,7 +194,8 @@ EpochRow CommittedRow(const CheckpointDir& dir, const std::string& db_type,
   row.time_unix_micros = e.committed_unix_micros();
   if (e.has_preemption()) row.preemption = e.preemption();
   row.entry = &e;
-  for (const std::string& node : e.node()) {
+  // A host's local tier holds some of the epoch's databases (HeldNodes).
+  for (const std::string& node : HeldNodes(e)) {
     const std::string path = CheckpointDbPath(dir.path, node, e.epoch());
     row.nodes.push_back(node);
     row.paths.push_back(path);
@@ -310,7 +314,10 @@ void AddTiers(const CheckpointDir& shared, std::vector<LocalTier>& tiers,
           tier.dir.commit_log, row.entry->epoch(), tier.nodes);
       if (copy != nullptr && tier.view.Holds(copy->epoch()) &&
           SameCommit(*copy, *row.entry)) {
-        row.tiers.push_back({"local", tier.dir.path});
+        row.tiers.push_back(
+            {"local",
+             tier.dir.path,
+             {copy->held_node().begin(), copy->held_node().end()}});
       }
     }
     for (const auto& [epoch, dirs] : tier.view.merged.copies) {
@@ -323,26 +330,36 @@ void AddTiers(const CheckpointDir& shared, std::vector<LocalTier>& tiers,
           std::find_if(rows->begin(), rows->end(), [&](const EpochRow& row) {
             return row.local_only && SameCommit(*row.entry, *entry);
           });
+      const std::vector<std::string> held(entry->held_node().begin(),
+                                          entry->held_node().end());
       if (same != rows->end()) {
-        same->tiers.push_back({"local", tier.dir.path});
+        same->tiers.push_back({"local", tier.dir.path, held});
         continue;
       }
       EpochRow row = CommittedRow(tier.dir, tier.db_type, *entry);
       row.local_only = true;
-      row.tiers.push_back({"local", tier.dir.path});
+      row.tiers.push_back({"local", tier.dir.path, held});
       rows->push_back(std::move(row));
     }
   }
 }
 
-// The TIERS cell: "shared,local:/dev/shm/ckpt", or "-".
+// The TIERS cell: "shared,local:/dev/shm/ckpt", or "-"; a host's tier
+// of a job on several hosts with the nodes it holds:
+// "local:/dev/shm/ckpt-h1[trainer_0,trainer_3]".
 std::string TiersCell(const EpochRow& row) {
   if (row.tiers.empty()) return "-";
   std::vector<std::string> names;
   for (const TierCopy& copy : row.tiers) {
-    names.push_back(copy.tier == "shared"
-                        ? copy.tier
-                        : absl::StrCat(copy.tier, ":", Printable(copy.dir)));
+    std::string name = copy.tier == "shared"
+                           ? copy.tier
+                           : absl::StrCat(copy.tier, ":", Printable(copy.dir));
+    if (!copy.held.empty()) {
+      std::vector<std::string> held;
+      for (const std::string& node : copy.held) held.push_back(Printable(node));
+      absl::StrAppend(&name, "[", absl::StrJoin(held, ","), "]");
+    }
+    names.push_back(std::move(name));
   }
   return absl::StrJoin(names, ",");
 }
@@ -525,6 +542,7 @@ void PrintListJson(const CheckpointDir& dir, const std::string& db_type,
         json.BeginObject();
         json.Field("tier", copy.tier);
         json.Field("dir", copy.dir);
+        if (!copy.held.empty()) json.StringArray("held_nodes", copy.held);
         json.EndObject();
       }
       json.EndArray();

@@ -117,7 +117,8 @@ int Verify(const VerifyOptions& options, std::ostream& out, std::ostream& err) {
     for (const CommittedEpoch& e : dir->commit_log.epoch()) {
       if (options.epoch.has_value() && e.epoch() != *options.epoch) continue;
       std::vector<DbCheck> checks;
-      for (const std::string& node : e.node()) {
+      // A host's local tier holds some of the epoch's databases.
+      for (const std::string& node : HeldNodes(e)) {
         checks.push_back(CheckDb(verifier, dir->path, node, e.epoch()));
         ++counts[checks.back().status];
         ++databases;

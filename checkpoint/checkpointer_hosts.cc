@@ -1,0 +1,601 @@
+// The Checkpointer's local tiers on several hosts (an MpiSession with
+// CheckpointOptions::local_directory): the hosts' map, the partner copies
+// before each commit, the resume from the nearest copy of each node's
+// database, and the flush to the shared directory (tier/host_tiers.h).
+//
+// Everything here that exchanges runs on the job's thread, at points every
+// rank reaches in the same order; the saves are synchronous (Start refuses
+// asynchronous ones with these tiers).
+
+#include <algorithm>
+#include <filesystem>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "checkpoint/checkpointer.h"
+#include "checkpoint/checkpointer_impl.h"
+#include "checkpoint/commit/checkpoint_paths.h"
+#include "checkpoint/commit/commit_log.h"
+#include "checkpoint/commit/retention.h"
+#include "checkpoint/commit/verify.h"
+#include "checkpoint/ops/save_load_ops.h"
+#include "checkpoint/tier/flush.h"
+#include "checkpoint/tier/local_directory.h"
+#include "checkpoint/util/file_util.h"
+#include "engine/collectives.h"
+#include "engine/status_macros.h"
+#include "glog/logging.h"
+#include "proto/jobgraph.pb.h"
+
+namespace jobgraph {
+namespace {
+
+// The bytes of the files under `path` (a database), 0 if unreadable: for
+// the restore's report only.
+int64_t FileBytes(const std::string& path) {
+  std::error_code error;
+  int64_t bytes = 0;
+  for (auto it = std::filesystem::recursive_directory_iterator(path, error);
+       !error && it != std::filesystem::recursive_directory_iterator();
+       it.increment(error)) {
+    if (it->is_regular_file(error)) {
+      bytes += static_cast<int64_t>(it->file_size(error));
+    }
+  }
+  return bytes;
+}
+
+// Where fetched copies of other hosts' databases wait to be loaded: a
+// directory of this rank's own in the local tier, emptied by every restore.
+std::string FetchDir(const std::string& local, int rank) {
+  return JoinPath(local, absl::StrCat(".fetched-rank", rank));
+}
+
+SharedCommitLog ToProto(const absl::StatusOr<CommitLogRead>& read) {
+  SharedCommitLog proto;
+  if (read.ok()) {
+    *proto.mutable_damage() = StatusToProto(read->damage);
+    *proto.mutable_log() = read->log;
+  } else {
+    *proto.mutable_error() = StatusToProto(read.status());
+  }
+  return proto;
+}
+
+}  // namespace
+
+absl::Status Checkpointer::Impl::SetUpHosts(const Session& session) {
+  // What each rank says of itself: its host, then the nodes it runs.
+  std::string mine;
+  AppendPiece(&mine, HostName());
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    if (session.HostsNode(nodes_[i].node))
+      AppendPiece(&mine, std::to_string(i));
+  }
+  JG_ASSIGN_OR_RETURN(std::vector<std::string> all, session.AllGather(mine));
+  std::vector<std::string> host_of_rank;
+  node_rank_.assign(nodes_.size(), -1);
+  for (size_t rank = 0; rank < all.size(); ++rank) {
+    absl::string_view in = all[rank];
+    absl::string_view piece;
+    CHECK(ConsumePiece(&in, &piece)) << "rank " << rank << "'s host";
+    host_of_rank.emplace_back(piece);
+    while (ConsumePiece(&in, &piece)) {
+      const size_t node = std::stoul(std::string(piece));
+      CHECK_LT(node, nodes_.size());
+      node_rank_[node] = static_cast<int>(rank);
+    }
+  }
+  hosts_ = MakeHostMap(host_of_rank);
+  node_host_.clear();
+  for (int rank : node_rank_) {
+    node_host_.push_back(rank < 0 ? -1 : hosts_->host_of_rank[rank]);
+  }
+  host_session_ = &session;
+  LOG_IF(WARNING, hosts_->num_hosts() < 2 && session.rank() == 0)
+      << "the job runs on one host (" << hosts_->hosts[0]
+      << "): its local tier has no partner copies on another host, so a "
+         "lost host loses what was not flushed to "
+      << options_.directory;
+  return absl::OkStatus();
+}
+
+SessionCoordinatorOptions Checkpointer::Impl::HostCoordinatorOptions(
+    const Session& session) const {
+  SessionCoordinatorOptions options;
+  for (int rank = 0; rank < session.num_ranks(); ++rank) {
+    options.committers.push_back(hosts_->IsLeader(rank));
+  }
+  return options;
+}
+
+SavePipeline::CommitHooks Checkpointer::Impl::HostCommitHooks(
+    const Session& session) {
+  SavePipeline::CommitHooks hooks;
+  hooks.before_commit = [this, &session](const SaveRecord& record) {
+    return CopyToPartner(session, record);
+  };
+  hooks.held_nodes = [this] { return HeldNodes(); };
+  hooks.pinned = [this] {
+    // What the shared directory holds of this history stays in the local
+    // tiers: a resume checks them against it.
+    std::vector<int64_t> pinned;
+    if (hosts_flushed_.has_value()) pinned.push_back(*hosts_flushed_);
+    return pinned;
+  };
+  return hooks;
+}
+
+std::vector<std::string> Checkpointer::Impl::HeldNodes() const {
+  const int mine = hosts_->host_of_rank[host_session_->rank()];
+  const int source = hosts_->PartnerSourceOf(mine);
+  std::vector<std::string> held;
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    if (node_host_[i] == mine || node_host_[i] == source) {
+      held.push_back(nodes_[i].file_name);
+    }
+  }
+  return held;
+}
+
+absl::Status Checkpointer::Impl::CopyToPartner(const Session& session,
+                                               const SaveRecord& record) {
+  // The mark writes no database; one host has no partner.
+  if (record.kind == SaveKind::kLoopFinished || hosts_->num_hosts() < 2) {
+    return absl::OkStatus();
+  }
+  const int rank = session.rank();
+  const int host = hosts_->host_of_rank[rank];
+  const bool leader = hosts_->IsLeader(rank);
+  // Each host's nodes, in order: round k moves every host's k-th node's
+  // database, so that a host holds one packed database at a time.
+  std::vector<std::vector<size_t>> by_host(hosts_->num_hosts());
+  for (size_t i = 0; i < nodes_.size(); ++i)
+    by_host[node_host_[i]].push_back(i);
+  size_t rounds = 0;
+  for (const std::vector<size_t>& nodes : by_host) {
+    rounds = std::max(rounds, nodes.size());
+  }
+  const int partner_leader = hosts_->leader[hosts_->PartnerOf(host)];
+  const int source = hosts_->PartnerSourceOf(host);
+  absl::Status status;  // this rank's first failure; it goes on exchanging
+  for (size_t k = 0; k < rounds; ++k) {
+    std::vector<std::string> to_each(session.num_ranks());
+    if (leader && status.ok() && k < by_host[host].size()) {
+      // Checked against what its writer recorded as it is read.
+      const std::string& name = nodes_[by_host[host][k]].file_name;
+      absl::StatusOr<std::string> packed = PackCheckpointDb(
+          options_.db_type, CheckpointDbPath(local_dir_, name, record.epoch));
+      if (packed.ok()) {
+        AppendPiece(&to_each[partner_leader], name);
+        AppendPiece(&to_each[partner_leader], *packed);
+      } else {
+        status = Annotate(packed.status(),
+                          absl::StrCat("cannot copy epoch ", record.epoch,
+                                       " to the partner host ",
+                                       hosts_->hosts[hosts_->PartnerOf(host)]));
+      }
+    }
+    JG_ASSIGN_OR_RETURN(std::vector<std::string> received,
+                        session.AllToAll(std::move(to_each)));
+    if (!leader || !status.ok()) continue;
+    absl::string_view in = received[hosts_->leader[source]];
+    absl::string_view name;
+    absl::string_view packed;
+    if (!ConsumePiece(&in, &name) || !ConsumePiece(&in, &packed)) continue;
+    absl::StatusOr<int64_t> installed = InstallPackedCheckpointDb(
+        options_.db_type, packed,
+        CheckpointDbPath(local_dir_, std::string(name), record.epoch));
+    if (!installed.ok()) {
+      status = Annotate(
+          installed.status(),
+          absl::StrCat("cannot keep host ", hosts_->hosts[source],
+                       "'s copy of node '", name, "' of epoch ", record.epoch));
+    }
+  }
+  return status;
+}
+
+absl::StatusOr<CommitLogRead> Checkpointer::Impl::ReadHostLogs(
+    const Session& session) {
+  // Each host's leader reads its host's log; rank 0 also the shared one.
+  const int rank = session.rank();
+  std::string mine;
+  if (hosts_->IsLeader(rank)) {
+    AppendPiece(
+        &mine,
+        ToProto(ReadCommitLogWithFallback(local_dir_)).SerializeAsString());
+  } else {
+    AppendPiece(&mine, "");
+  }
+  if (rank == 0) {
+    AppendPiece(&mine, ToProto(ReadCommitLogWithFallback(options_.directory))
+                           .SerializeAsString());
+  }
+  JG_ASSIGN_OR_RETURN(std::vector<std::string> all, session.AllGather(mine));
+  std::vector<HostLogRead> hosts;
+  TierLogRead shared{options_.directory, std::nullopt};
+  absl::Status shared_error;
+  for (int r = 0; r < static_cast<int>(all.size()); ++r) {
+    absl::string_view in = all[r];
+    absl::string_view piece;
+    CHECK(ConsumePiece(&in, &piece));
+    auto parse = [&](absl::string_view bytes) -> absl::StatusOr<CommitLogRead> {
+      SharedCommitLog proto;
+      if (!proto.ParseFromString(std::string(bytes))) {
+        return absl::DataLossError(
+            absl::StrCat("the commit log rank ", r, " read arrived damaged"));
+      }
+      if (proto.has_error()) return StatusFromProto(proto.error());
+      CommitLogRead read;
+      read.damage = StatusFromProto(proto.damage());
+      read.log = std::move(*proto.mutable_log());
+      return read;
+    };
+    if (hosts_->IsLeader(r)) {
+      HostLogRead host{hosts_->hosts[hosts_->host_of_rank[r]], std::nullopt};
+      absl::StatusOr<CommitLogRead> read = parse(piece);
+      if (read.ok()) {
+        host.read = *std::move(read);
+      } else if (!absl::IsNotFound(read.status())) {
+        // The shared directory and the other hosts still hold the rest.
+        LOG_IF(WARNING, rank == 0)
+            << "ignoring the local tier of host " << host.host << ": "
+            << read.status().message();
+      }
+      hosts.push_back(std::move(host));
+    }
+    if (r == 0) {
+      CHECK(ConsumePiece(&in, &piece));
+      absl::StatusOr<CommitLogRead> read = parse(piece);
+      if (read.ok()) {
+        shared.read = *std::move(read);
+      } else if (!absl::IsNotFound(read.status())) {
+        shared_error = read.status();
+      }
+    }
+  }
+  JG_RETURN_IF_ERROR(shared_error);
+  const bool any =
+      shared.read.has_value() ||
+      std::any_of(hosts.begin(), hosts.end(),
+                  [](const HostLogRead& h) { return h.read.has_value(); });
+  if (!any) {
+    return absl::NotFoundError(absl::StrCat(
+        "neither the local tiers of hosts ", absl::StrJoin(hosts_->hosts, ", "),
+        " (", options_.local_directory, ") nor the shared directory ",
+        options_.directory, " has a commit log"));
+  }
+  host_tiers_ = MergeHostLogs(hosts, shared, FileNames());
+  return host_tiers_->log;
+}
+
+absl::Status Checkpointer::Impl::StageFromHosts(Session& session, int64_t epoch,
+                                                bool with_blob_lists,
+                                                bool committed) {
+  const int rank = session.rank();
+  // Each node's sources, nearest first: the local tier of the host that
+  // runs it, the other hosts that hold it (from the next host on), the
+  // shared directory. -1 stands for the shared directory.
+  std::vector<std::vector<int>> sources(nodes_.size());
+  std::map<std::string, std::vector<std::string>> holders;
+  if (host_tiers_.has_value()) {
+    auto it = host_tiers_->holders.find(epoch);
+    if (it != host_tiers_->holders.end()) holders = it->second;
+  }
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    const std::vector<std::string>& held = holders[nodes_[i].file_name];
+    const int home = node_host_[i];
+    for (int k = 0; k < hosts_->num_hosts(); ++k) {
+      const int h = (home + k) % hosts_->num_hosts();
+      if (std::find(held.begin(), held.end(), hosts_->hosts[h]) != held.end()) {
+        sources[i].push_back(h);
+      }
+    }
+    if (!host_tiers_.has_value() || host_tiers_->InShared(epoch) ||
+        sources[i].empty()) {
+      // An epoch the merge did not list (an explicit resume of one that is
+      // not committed) is looked for where a run without tiers would.
+      sources[i].push_back(-1);
+    }
+  }
+  const std::string fetch_dir = FetchDir(local_dir_, rank);
+  if (absl::Status removed = RemoveRecursively(fetch_dir);
+      !removed.ok() && !absl::IsNotFound(removed)) {
+    LOG(WARNING) << removed.message();
+  }
+  // A fetch that cannot be installed counts as a failed source.
+  if (absl::Status made = PrepareCheckpointDirectory(fetch_dir); !made.ok()) {
+    LOG(WARNING) << made.message();
+  }
+  std::vector<size_t> next(nodes_.size(), 0);
+  std::vector<std::string> dirs(nodes_.size());
+  // Bytes per node and where from (0 local, 1 another host, 2 shared).
+  std::vector<int64_t> bytes(nodes_.size(), 0);
+  std::vector<int> tier(nodes_.size(), -1);
+  std::vector<bool> done(nodes_.size(), false);
+  while (true) {
+    // One round: each unresolved node tries its next source. 1 = resolved,
+    // 2 = that source failed (a damaged or missing copy), per node.
+    std::vector<int64_t> outcome(nodes_.size(), 0);
+    std::vector<std::string> to_each(session.num_ranks());
+    std::vector<std::string> errors(nodes_.size());
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+      if (done[i]) continue;
+      const int source = sources[i][next[i]];
+      const std::string& name = nodes_[i].file_name;
+      if (source == -1 || source == node_host_[i]) {
+        if (node_rank_[i] != rank) continue;
+        const std::string dir = source == -1 ? options_.directory : local_dir_;
+        const std::string path = CheckpointDbPath(dir, name, epoch);
+        absl::Status checked;
+        if (source != -1) {
+          // A damaged local copy is passed over for the next one; the
+          // shared copy, the last, is checked by the load itself.
+          checked = VerifyCheckpointDb(options_.db_type, path, name, epoch,
+                                       VerifyDepth::kValues)
+                        .status();
+        }
+        if (checked.ok()) {
+          dirs[i] = dir;
+          bytes[i] = FileBytes(path);
+          tier[i] = source == -1 ? 2 : 0;
+          outcome[i] = 1;
+        } else {
+          errors[i] = std::string(checked.message());
+          outcome[i] = 2;
+        }
+      } else if (hosts_->leader[source] == rank) {
+        // This host holds another host's node: its leader sends it.
+        std::string& out = to_each[node_rank_[i]];
+        AppendPiece(&out, std::to_string(i));
+        absl::StatusOr<std::string> packed = PackCheckpointDb(
+            options_.db_type, CheckpointDbPath(local_dir_, name, epoch));
+        AppendPiece(&out, packed.ok() ? "1" : "0");
+        AppendPiece(&out, packed.ok() ? *packed
+                                      : std::string(packed.status().message()));
+      }
+    }
+    JG_ASSIGN_OR_RETURN(std::vector<std::string> received,
+                        session.AllToAll(std::move(to_each)));
+    for (int from = 0; from < static_cast<int>(received.size()); ++from) {
+      absl::string_view in = received[from];
+      absl::string_view index;
+      absl::string_view ok;
+      absl::string_view body;
+      while (ConsumePiece(&in, &index) && ConsumePiece(&in, &ok) &&
+             ConsumePiece(&in, &body)) {
+        const size_t i = std::stoul(std::string(index));
+        CHECK_LT(i, nodes_.size());
+        const std::string& name = nodes_[i].file_name;
+        absl::Status installed;
+        if (ok == "1") {
+          installed = InstallPackedCheckpointDb(
+                          options_.db_type, body,
+                          CheckpointDbPath(fetch_dir, name, epoch))
+                          .status();
+        } else {
+          installed = absl::DataLossError(body);
+        }
+        if (installed.ok()) {
+          dirs[i] = fetch_dir;
+          bytes[i] = static_cast<int64_t>(body.size());
+          tier[i] = 1;
+          outcome[i] = 1;
+        } else {
+          errors[i] = std::string(installed.message());
+          outcome[i] = 2;
+        }
+      }
+    }
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+      if (!errors[i].empty()) {
+        const int source = sources[i][next[i]];
+        LOG(WARNING) << "node '" << nodes_[i].node << "' of epoch " << epoch
+                     << ": the copy in "
+                     << (source == -1 ? options_.directory
+                                      : "the local tier of host " +
+                                            hosts_->hosts[source])
+                     << " cannot be used, trying the next: " << errors[i];
+      }
+    }
+    JG_ASSIGN_OR_RETURN(std::vector<int64_t> agreed,
+                        session.AllReduceSum(std::move(outcome)));
+    bool pending = false;
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+      if (done[i]) continue;
+      if (agreed[i] == 1) {
+        done[i] = true;
+        continue;
+      }
+      CHECK_EQ(agreed[i], 2) << "node '" << nodes_[i].node << "' had no source";
+      if (++next[i] == sources[i].size()) {
+        return absl::DataLossError(absl::StrCat(
+            "committed epoch ", epoch,
+            " is damaged: no copy of the database "
+            "of node '",
+            nodes_[i].node, "' verifies (the local tiers of hosts ",
+            absl::StrJoin(holders[nodes_[i].file_name], ", "),
+            host_tiers_.has_value() && host_tiers_->InShared(epoch)
+                ? absl::StrCat(" and ", options_.directory)
+                : std::string(),
+            ")"));
+      }
+      pending = true;
+    }
+    if (!pending) break;
+  }
+  // Where each node's database came from, told by rank 0 for all.
+  CheckpointStats::TierBytes sum;
+  std::string lines;
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    if (node_rank_[i] != rank) continue;
+    const std::string host = hosts_->hosts[hosts_->host_of_rank[rank]];
+    const std::string from =
+        tier[i] == 0 ? absl::StrCat("its own host's local tier ", dirs[i])
+        : tier[i] == 1
+            ? absl::StrCat("host ", hosts_->hosts[sources[i][next[i]]],
+                           "'s local tier, over MPI")
+            : absl::StrCat("the shared directory ", dirs[i]);
+    AppendPiece(&lines, absl::StrCat("node '", nodes_[i].node, "' (rank ", rank,
+                                     ", host ", host, ") of epoch ", epoch,
+                                     ": ", bytes[i], " bytes from ", from));
+    (tier[i] == 0   ? sum.local
+     : tier[i] == 1 ? sum.partner
+                    : sum.shared) += bytes[i];
+  }
+  JG_ASSIGN_OR_RETURN(std::vector<std::string> told, session.AllGather(lines));
+  if (rank == 0) {
+    for (const std::string& of_rank : told) {
+      absl::string_view in = of_rank;
+      absl::string_view line;
+      while (ConsumePiece(&in, &line)) LOG(INFO) << line;
+    }
+  }
+  JG_ASSIGN_OR_RETURN(
+      std::vector<int64_t> totals,
+      session.AllReduceSum({sum.local, sum.partner, sum.shared}));
+  absl::Status staged = Stage(session, epoch, with_blob_lists, committed, dirs);
+  if (!staged.ok()) return staged;
+  staged_tier_bytes_ = {totals[0], totals[1], totals[2]};
+  return absl::OkStatus();
+}
+
+absl::Status Checkpointer::Impl::LockSharedNodes() {
+  if (!shared_locks_.empty()) return absl::OkStatus();
+  std::vector<std::unique_ptr<NodeLock>> locks;
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    if (node_rank_[i] != host_session_->rank()) continue;
+    JG_ASSIGN_OR_RETURN(
+        std::unique_ptr<NodeLock> lock,
+        NodeLock::Acquire(options_.directory, nodes_[i].file_name));
+    locks.push_back(std::move(lock));
+  }
+  shared_locks_ = std::move(locks);
+  return absl::OkStatus();
+}
+
+absl::Status Checkpointer::Impl::StartOnHosts(const Session& session,
+                                              const absl::Status& usable) {
+  // A run's first commit is flushed before its save returns: the shared
+  // log then names this run's history, which the hosts' logs are checked
+  // against at the next resume (tier/host_tiers.h), whatever epoch it
+  // resumed from.
+  hosts_flush_next_ = true;
+  hosts_committed_.reset();
+  hosts_flushed_.reset();
+  // Every rank takes the same branch: the choice read the logs everywhere
+  // or nowhere.
+  if (!host_tiers_.has_value()) ReadHostLogs(session).IgnoreError();
+  if (!host_tiers_.has_value()) return absl::OkStatus();
+  if (!host_tiers_->in_shared.empty()) {
+    hosts_flushed_ = host_tiers_->in_shared.back();
+  }
+  absl::Status dropped;
+  const int rank = session.rank();
+  if (usable.ok() && hosts_->IsLeader(rank)) {
+    auto it =
+        host_tiers_->ignored.find(hosts_->hosts[hosts_->host_of_rank[rank]]);
+    if (it != host_tiers_->ignored.end()) {
+      // Never again taken for part of the history (tier/host_tiers.h).
+      TieredLog ignored;
+      ignored.ignored_local = it->second;
+      dropped =
+          DropIgnoredLocalEpochs(local_dir_, ignored, FileNames()).status();
+      if (dropped.ok()) {
+        LOG(INFO) << "dropped epochs " << absl::StrJoin(it->second, ", ")
+                  << " of the local tier " << local_dir_
+                  << ": not the job's history, or incomplete";
+      }
+    }
+  }
+  return Annotate(pipeline_->coordinator().Agree(dropped),
+                  "cannot take the epochs that are not the job's history out "
+                  "of the hosts' local tiers (a later resume could take them "
+                  "for it); fix the directory or remove it");
+}
+
+absl::Status Checkpointer::Impl::FlushHosts(const Session& session,
+                                            int64_t epoch) {
+  FlushRequest request;
+  request.local = local_dir_;
+  request.shared = options_.directory;
+  request.db_type = options_.db_type;
+  request.nodes = FileNames();
+  request.epoch = epoch;
+  request.retention = options_.retention;
+  // Rank 0 (host 0's leader, which commits there too) begins: the shared
+  // log stops listing the epoch and those after it.
+  absl::StatusOr<FlushBegun> begun = absl::UnknownError("not rank 0");
+  absl::Status local;
+  if (session.rank() == 0) {
+    begun = BeginFlush(request);
+    local = begun.status();
+  }
+  JG_ASSIGN_OR_RETURN(int64_t there,
+                      pipeline_->coordinator().AgreeWithCommitter(
+                          local, begun.ok() && begun->already_there ? 1 : 0));
+  if (there == 0) {
+    std::vector<std::string> mine;
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+      if (node_rank_[i] == session.rank()) mine.push_back(nodes_[i].file_name);
+    }
+    absl::StatusOr<int64_t> copied = CopyFlushedNodes(request, mine);
+    JG_RETURN_IF_ERROR(pipeline_->coordinator().Agree(copied.status()));
+    JG_RETURN_IF_ERROR(pipeline_->coordinator().Agree(
+        session.rank() == 0 ? CommitFlush(request, *begun) : absl::OkStatus()));
+    if (session.rank() == 0) {
+      LOG(INFO) << "epoch " << epoch << " flushed to " << options_.directory;
+    }
+  }
+  hosts_flushed_ = epoch;
+  return absl::OkStatus();
+}
+
+absl::Status Checkpointer::Impl::FlushHostsIfDue(const Session& session,
+                                                 const SaveRecord& record) {
+  hosts_committed_ = record.epoch;
+  const bool due = hosts_flush_next_ || record.kind != SaveKind::kEpoch ||
+                   record.epoch % options_.shared_every == 0;
+  if (!due) return absl::OkStatus();
+  absl::Status flushed = FlushHosts(session, record.epoch);
+  if (flushed.ok()) {
+    hosts_flush_next_ = false;
+    return flushed;
+  }
+  hosts_flush_next_ = true;
+  return absl::FailedPreconditionError(absl::StrCat(
+      "epoch ", record.epoch, " is committed in the hosts' local tiers (",
+      options_.local_directory, ") but cannot be flushed to ",
+      options_.directory, ": ", flushed.message()));
+}
+
+absl::Status Checkpointer::Impl::EndHosts() {
+  const Session& session = *host_session_;
+  absl::Status status;
+  if (hosts_committed_.has_value() && hosts_committed_ != hosts_flushed_) {
+    status = FlushHosts(session, *hosts_committed_);
+  }
+  if (hosts_->IsLeader(session.rank()) && hosts_committed_.has_value()) {
+    // keep_local, keeping what the shared directory holds of this history.
+    std::vector<int64_t> pinned;
+    if (hosts_flushed_.has_value()) pinned.push_back(*hosts_flushed_);
+    std::vector<CommittedEpoch> retired;
+    absl::Status retire = UpdateCommitLog(
+        local_dir_, /*is_commit=*/false,
+        [&](CommitLog& log) -> absl::StatusOr<bool> {
+          retired = RetireEpochs(log, pipeline_options_.retention, FileNames(),
+                                 pinned);
+          return !retired.empty();
+        });
+    if (retire.ok()) {
+      retire = DeleteRetired(local_dir_, retired, /*background=*/true).status();
+    }
+    LOG_IF(ERROR, !retire.ok()) << retire.message();
+  }
+  return status;
+}
+
+}  // namespace jobgraph

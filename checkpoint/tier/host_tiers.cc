@@ -1,0 +1,170 @@
+#include "checkpoint/tier/host_tiers.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_join.h"
+#include "glog/logging.h"
+
+namespace jobgraph {
+namespace {
+
+// The job's entries of `read`, by epoch (the log keeps one per epoch of a
+// job; the last wins).
+std::map<int64_t, const CommittedEpoch*> JobEntries(
+    const std::optional<CommitLogRead>& read,
+    absl::Span<const std::string> nodes) {
+  std::map<int64_t, const CommittedEpoch*> entries;
+  if (!read.has_value()) return entries;
+  const JobNodes own(nodes);
+  for (const CommittedEpoch& entry : read->log.epoch()) {
+    if (own.Owns(entry)) entries[entry.epoch()] = &entry;
+  }
+  return entries;
+}
+
+}  // namespace
+
+HostMap MakeHostMap(absl::Span<const std::string> host_of_rank) {
+  HostMap map;
+  for (size_t rank = 0; rank < host_of_rank.size(); ++rank) {
+    auto it = std::find(map.hosts.begin(), map.hosts.end(), host_of_rank[rank]);
+    if (it == map.hosts.end()) {
+      map.hosts.push_back(host_of_rank[rank]);
+      map.leader.push_back(static_cast<int>(rank));
+      it = map.hosts.end() - 1;
+    }
+    map.host_of_rank.push_back(static_cast<int>(it - map.hosts.begin()));
+  }
+  return map;
+}
+
+bool HostTieredLog::InShared(int64_t epoch) const {
+  return std::find(in_shared.begin(), in_shared.end(), epoch) !=
+         in_shared.end();
+}
+
+HostTieredLog MergeHostLogs(absl::Span<const HostLogRead> hosts,
+                            const TierLogRead& shared,
+                            absl::Span<const std::string> nodes) {
+  const std::map<int64_t, const CommittedEpoch*> shared_entries =
+      JobEntries(shared.read, nodes);
+  HostTieredLog merged;
+  bool have_header = shared.read.has_value();
+  if (shared.read.has_value()) {
+    merged.log.log.set_format_version(shared.read->log.format_version());
+    merged.log.log.set_db_type(shared.read->log.db_type());
+    merged.log.damage = shared.read->damage;
+  }
+  const CommittedEpoch* shared_newest =
+      shared_entries.empty() ? nullptr : shared_entries.rbegin()->second;
+  if (shared_newest != nullptr) merged.newest_listed = shared_newest->epoch();
+
+  // Per epoch, the entries that count: (host index, entry).
+  std::map<int64_t, std::vector<std::pair<size_t, const CommittedEpoch*>>>
+      counted;
+  for (size_t h = 0; h < hosts.size(); ++h) {
+    const HostLogRead& host = hosts[h];
+    if (!host.read.has_value()) continue;
+    if (!have_header) {
+      merged.log.log.set_format_version(host.read->log.format_version());
+      merged.log.log.set_db_type(host.read->log.db_type());
+      have_header = true;
+    }
+    LOG_IF(WARNING, !host.read->damage.ok())
+        << "the commit log of host " << host.host
+        << "'s local tier is damaged, using its previous copy: "
+        << host.read->damage.message();
+    const std::map<int64_t, const CommittedEpoch*> entries =
+        JobEntries(host.read, nodes);
+    bool continues = shared_newest == nullptr;
+    if (!continues) {
+      auto it = entries.find(shared_newest->epoch());
+      continues =
+          it != entries.end() && SameCommit(*it->second, *shared_newest);
+    }
+    for (const auto& [epoch, entry] : entries) {
+      auto in_shared = shared_entries.find(epoch);
+      const bool same = in_shared != shared_entries.end() &&
+                        SameCommit(*entry, *in_shared->second);
+      if (!same && (in_shared != shared_entries.end() || !continues)) {
+        merged.ignored[host.host].push_back(epoch);
+        continue;
+      }
+      counted[epoch].push_back({h, entry});
+      merged.newest_listed =
+          std::max(merged.newest_listed.value_or(epoch), epoch);
+    }
+  }
+
+  std::map<int64_t, const CommittedEpoch*> epochs;
+  for (const auto& [epoch, entry] : shared_entries) epochs[epoch] = entry;
+  for (const auto& [epoch, entries] : counted) {
+    if (epochs.count(epoch) > 0) continue;
+    // Not in the shared directory: the newest commit among the hosts'.
+    const CommittedEpoch* newest = nullptr;
+    for (const auto& [h, entry] : entries) {
+      if (newest == nullptr ||
+          entry->committed_unix_micros() > newest->committed_unix_micros()) {
+        newest = entry;
+      }
+    }
+    epochs[epoch] = newest;
+  }
+
+  for (const auto& [epoch, commit] : epochs) {
+    std::map<std::string, std::vector<std::string>> holders;
+    CommittedEpoch chosen = *commit;
+    for (const auto& [h, entry] : counted[epoch]) {
+      if (!SameCommit(*entry, *commit)) {
+        merged.ignored[hosts[h].host].push_back(epoch);
+        continue;
+      }
+      // The mark after the last epoch reaches the shared log only with the
+      // next flush: a host's mark wins, as the local tier's does
+      // (tier_log.h).
+      if (!chosen.has_preemption() && entry->has_preemption()) {
+        *chosen.mutable_preemption() = entry->preemption();
+      }
+      if (entry->held_node().empty()) {
+        for (const std::string& node : nodes) {
+          holders[node].push_back(hosts[h].host);
+        }
+      } else {
+        for (const std::string& node : entry->held_node()) {
+          if (std::find(nodes.begin(), nodes.end(), node) != nodes.end()) {
+            holders[node].push_back(hosts[h].host);
+          }
+        }
+      }
+    }
+    const bool in_shared = shared_entries.count(epoch) > 0;
+    bool complete = in_shared;
+    if (!complete) {
+      complete = std::all_of(
+          nodes.begin(), nodes.end(),
+          [&](const std::string& node) { return holders.count(node) > 0; });
+    }
+    if (!complete) {
+      for (const auto& [h, entry] : counted[epoch]) {
+        merged.ignored[hosts[h].host].push_back(epoch);
+      }
+      continue;
+    }
+    if (in_shared) merged.in_shared.push_back(epoch);
+    merged.holders[epoch] = std::move(holders);
+    chosen.clear_held_node();
+    *merged.log.log.add_epoch() = std::move(chosen);
+  }
+  for (auto& [host, ignored] : merged.ignored) {
+    std::sort(ignored.begin(), ignored.end());
+    ignored.erase(std::unique(ignored.begin(), ignored.end()), ignored.end());
+    LOG(WARNING) << "ignoring epochs " << absl::StrJoin(ignored, ", ")
+                 << " of host " << host << "'s local tier: they are not "
+                 << "the history of the shared directory " << shared.dir
+                 << ", or not every node's database is held by a host";
+  }
+  return merged;
+}
+
+}  // namespace jobgraph

@@ -1,0 +1,281 @@
+// Local tiers of a job on several hosts (tier/host_tiers.h), from outside:
+// sum_pipeline under `mpirun`, each rank standing for a host of its own
+// (JOBGRAPH_HOST_NAME, so that `--local_checkpoint_dir=.../local-%h` gives
+// each its own tier). A host is lost by killing its rank with SIGKILL on a
+// logged event (mpirun then ends the whole job) and wiping its local tier;
+// the job is run again on the hosts that remain. The result must equal an
+// uninterrupted run's every time, and what the resume read from each tier
+// must be what the partner layout allows: nothing from the shared
+// directory when one host was lost, the lost nodes' databases from it when
+// both copies were.
+//
+// The real thing, with hosts as Linux namespaces, is
+// tools/cluster/tier_cluster_test.sh.
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "checkpoint/commit/commit_log.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/subprocess.h"
+
+namespace jobgraph {
+namespace testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+const char kMpirun[] = "/usr/bin/mpirun";
+
+std::string SumPipeline() { return RunfilesPath("examples/sum_pipeline"); }
+std::string Ckpt() { return RunfilesPath("tools/ckpt"); }
+
+// A script that runs its arguments as a rank standing for host word
+// (rank + 1) of $JG_TEST_HOSTS.
+std::string HostWrapper() {
+  static const std::string* path = [] {
+    auto* p = new std::string(NewTempDir("host_wrapper") + "/as_host.sh");
+    std::ofstream out(*p);
+    out << "#!/bin/sh\n"
+           "i=0\n"
+           "for h in $JG_TEST_HOSTS; do\n"
+           "  [ \"$i\" = \"$OMPI_COMM_WORLD_RANK\" ] && "
+           "export JOBGRAPH_HOST_NAME=$h\n"
+           "  i=$((i+1))\n"
+           "done\n"
+           "exec \"$@\"\n";
+    out.close();
+    ::chmod(p->c_str(), 0755);
+    return p;
+  }();
+  return *path;
+}
+
+struct Dirs {
+  std::string root;
+  std::string shared() const { return root + "/shared"; }
+  std::string local(const std::string& host) const {
+    return root + "/local-" + host;
+  }
+  std::string pattern() const { return root + "/local-%h"; }
+  std::string metrics() const { return root + "/metrics.jsonl"; }
+};
+
+// mpirun of sum_pipeline on `hosts` (one rank each) with local tiers.
+std::pair<std::vector<std::string>, std::vector<std::string>> JobOn(
+    const std::vector<std::string>& hosts, const Dirs& dirs,
+    const std::vector<std::string>& extra) {
+  std::vector<std::string> args = {"--allow-run-as-root",
+                                   "--oversubscribe",
+                                   "-np",
+                                   absl::StrCat(hosts.size()),
+                                   "-x",
+                                   "JG_TEST_HOSTS",
+                                   HostWrapper(),
+                                   SumPipeline(),
+                                   "--nodes=4",
+                                   "--checkpoint_dir=" + dirs.shared(),
+                                   "--local_checkpoint_dir=" + dirs.pattern(),
+                                   "--metrics_out=" + dirs.metrics()};
+  args.insert(args.end(), extra.begin(), extra.end());
+  std::vector<std::string> env = OpenMpiTempEnv();
+  env.push_back("JG_TEST_HOSTS=" + absl::StrJoin(hosts, " "));
+  env.push_back("ASAN_OPTIONS=fast_unwind_on_malloc=0");
+  env.push_back("LSAN_OPTIONS=use_tls=0");
+  return {args, env};
+}
+
+ChildRun RunOn(const std::vector<std::string>& hosts, const Dirs& dirs,
+               const std::vector<std::string>& extra) {
+  auto [args, env] = JobOn(hosts, dirs, extra);
+  return RunBinary(kMpirun, args, env);
+}
+
+// The pids of the ranks mpirun `pid` started, by rank.
+std::vector<pid_t> RankPids(pid_t mpirun) {
+  std::ifstream children(
+      absl::StrCat("/proc/", mpirun, "/task/", mpirun, "/children"));
+  std::vector<pid_t> by_rank;
+  pid_t child = 0;
+  while (children >> child) {
+    std::ifstream environ(absl::StrCat("/proc/", child, "/environ"));
+    std::stringstream text;
+    text << environ.rdbuf();
+    for (absl::string_view var : absl::StrSplit(text.str(), '\0')) {
+      int rank = 0;
+      if (absl::ConsumePrefix(&var, "OMPI_COMM_WORLD_RANK=") &&
+          absl::SimpleAtoi(var, &rank) && rank >= 0) {
+        if (by_rank.size() <= static_cast<size_t>(rank)) {
+          by_rank.resize(rank + 1, 0);
+        }
+        by_rank[rank] = child;
+      }
+    }
+  }
+  return by_rank;
+}
+
+// Runs the job on four hosts h0..h3 and kills host `lost`'s rank once rank
+// 0 logs the end of epoch 3 (mpirun then ends the job).
+ChildRun RunFourHostsAndLoseOne(const Dirs& dirs, int lost,
+                                const std::vector<std::string>& extra) {
+  auto [args, env] = JobOn({"h0", "h1", "h2", "h3"}, dirs, extra);
+  return RunBinaryWithHookAt(
+      kMpirun, args, env, "epoch 3: ", 1, [&](pid_t mpirun) {
+        const std::vector<pid_t> ranks = RankPids(mpirun);
+        ASSERT_GT(ranks.size(), static_cast<size_t>(lost));
+        ::kill(ranks[lost], SIGKILL);
+      });
+}
+
+// The result of an uninterrupted run (one process) resumed from `epoch`:
+// the 4 epochs of the job, or, from the last, one more that reads nothing.
+std::string ExpectedResult(int64_t resumed_from) {
+  return absl::StrCat("result: epochs=", resumed_from >= 4 ? 5 : 4,
+                      " totals=145,145,145,145");
+}
+
+// "resumed_from" of a metrics line, or -1.
+int64_t ResumedFrom(const std::string& json) {
+  const std::string key = "\"resumed_from\":";
+  const size_t at = json.find(key);
+  if (at == std::string::npos) return -1;
+  const size_t start = at + key.size();
+  const size_t end = json.find_first_of(",}", start);
+  int64_t value = -1;
+  if (!absl::SimpleAtoi(json.substr(start, end - start), &value)) return -1;
+  return value;
+}
+
+// The last line of the metrics file.
+std::string LastMetrics(const Dirs& dirs) {
+  std::ifstream in(dirs.metrics());
+  std::string line;
+  std::string last;
+  while (std::getline(in, line)) last = line;
+  return last;
+}
+
+// `"key":<integer>` of the object `"resumed_file_bytes":{...}` in `json`.
+int64_t ResumedBytes(const std::string& json, const std::string& key) {
+  const size_t at = json.find("\"resumed_file_bytes\":{");
+  if (at == std::string::npos) return -1;
+  const size_t k = json.find("\"" + key + "\":", at);
+  if (k == std::string::npos) return -1;
+  int64_t value = -1;
+  const size_t start = k + key.size() + 3;
+  const size_t end = json.find_first_of(",}", start);
+  if (!absl::SimpleAtoi(json.substr(start, end - start), &value)) return -1;
+  return value;
+}
+
+void ExpectSharedDirectoryVerifies(const Dirs& dirs) {
+  ChildRun verify = RunBinary(Ckpt(), {"verify", dirs.shared()});
+  EXPECT_TRUE(verify.exited_ok()) << verify.Describe();
+}
+
+TEST(MpiTierTest, ALostHostIsRecoveredFromItsPartnerWithoutTheSharedDirectory) {
+  Dirs dirs{NewTempDir("lost_one")};
+  // Flushed at the run's first commit only: later epochs live in the
+  // hosts' local tiers and their partners'.
+  ChildRun first =
+      RunFourHostsAndLoseOne(dirs, /*lost=*/1, {"--shared_every=100"});
+  ASSERT_FALSE(first.exited_ok()) << first.Describe();
+  ExpectSharedDirectoryVerifies(dirs);
+  std::filesystem::remove_all(dirs.local("h1"));
+
+  // The survivors, in another order: nodes land on other hosts than their
+  // databases, which come over MPI from whichever host holds them.
+  ChildRun second = RunOn({"h3", "h0", "h2"}, dirs,
+                          {"--shared_every=100", "--resume_from_epoch=latest"});
+  ASSERT_TRUE(second.exited_ok()) << second.Describe();
+  const std::string metrics = LastMetrics(dirs);
+  EXPECT_EQ(second.Result().value_or("(none)"),
+            ExpectedResult(ResumedFrom(metrics)));
+  EXPECT_THAT(second.log, HasSubstr("'s local tier, over MPI"));
+  EXPECT_EQ(ResumedBytes(metrics, "shared"), 0) << metrics;
+  EXPECT_GT(ResumedBytes(metrics, "partner"), 0) << metrics;
+  EXPECT_GT(ResumedBytes(metrics, "local"), 0) << metrics;
+  EXPECT_THAT(metrics, HasSubstr("\"resumed_tier\":\"local\""));
+  ExpectSharedDirectoryVerifies(dirs);
+}
+
+TEST(MpiTierTest, TwoLostPartnersFallBackToTheSharedDirectory) {
+  Dirs dirs{NewTempDir("lost_two")};
+  ChildRun first =
+      RunFourHostsAndLoseOne(dirs, /*lost=*/2, {"--shared_every=2"});
+  ASSERT_FALSE(first.exited_ok()) << first.Describe();
+  // Node trainer_1's databases were on h1 and its partner h2: both gone.
+  std::filesystem::remove_all(dirs.local("h1"));
+  std::filesystem::remove_all(dirs.local("h2"));
+  ChildRun second = RunOn({"h0", "h3"}, dirs,
+                          {"--shared_every=2", "--resume_from_epoch=latest"});
+  ASSERT_TRUE(second.exited_ok()) << second.Describe();
+  const std::string metrics = LastMetrics(dirs);
+  EXPECT_EQ(second.Result().value_or("(none)"),
+            ExpectedResult(ResumedFrom(metrics)));
+  EXPECT_GT(ResumedBytes(metrics, "shared"), 0) << metrics;
+  EXPECT_THAT(second.log, HasSubstr("from the shared directory"));
+  ExpectSharedDirectoryVerifies(dirs);
+}
+
+TEST(MpiTierTest, ADamagedLocalCopyIsSkippedForThePartnersCopy) {
+  Dirs dirs{NewTempDir("damaged")};
+  ChildRun first = RunOn({"h0", "h1"}, dirs, {"--shared_every=100"});
+  ASSERT_TRUE(first.exited_ok()) << first.Describe();
+  EXPECT_EQ(first.Result().value_or("(none)"), ExpectedResult(0));
+  // Every table of trainer_0's newest database in h0's tier, damaged.
+  const std::string db = dirs.local("h0") + "/trainer_0.4";
+  int damaged = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(db)) {
+    if (entry.path().extension() != ".ldb") continue;
+    std::fstream file(entry.path(),
+                      std::ios::in | std::ios::out | std::ios::binary);
+    file.seekp(10);
+    file.put('\x5a');
+    ++damaged;
+  }
+  ASSERT_GT(damaged, 0);
+  // The shared directory's copy of epoch 4 goes too: the partner's must
+  // be the one read.
+  std::filesystem::remove_all(dirs.shared());
+  ChildRun second = RunOn({"h0", "h1"}, dirs,
+                          {"--shared_every=100", "--resume_from_epoch=4"});
+  ASSERT_TRUE(second.exited_ok()) << second.Describe();
+  EXPECT_THAT(second.log,
+              HasSubstr("node 'trainer_0' of epoch 4: the copy in the local "
+                        "tier of host h0 cannot be used, trying the next"));
+  EXPECT_THAT(second.log, HasSubstr("node 'trainer_0' of epoch 4: "));
+  EXPECT_THAT(second.log, HasSubstr("from host h1's local tier, over MPI"));
+  EXPECT_EQ(second.Result().value_or("(none)"), ExpectedResult(4));
+  const std::string metrics = LastMetrics(dirs);
+  EXPECT_EQ(ResumedBytes(metrics, "shared"), 0) << metrics;
+}
+
+TEST(MpiTierTest, AsynchronousSavesWithLocalTiersAreRefusedOnEveryRank) {
+  Dirs dirs{NewTempDir("async")};
+  ChildRun run = RunOn({"h0", "h1"}, dirs, {"--async_checkpoint"});
+  EXPECT_FALSE(run.exited_ok());
+  EXPECT_THAT(run.log,
+              HasSubstr("is set with asynchronous saves on several processes "
+                        "(MpiSession), which is not supported yet"));
+  EXPECT_THAT(run.log, Not(HasSubstr("result:")));
+}
+
+}  // namespace
+}  // namespace testing
+}  // namespace jobgraph
