@@ -118,6 +118,7 @@ SavePipeline::CommitHooks Checkpointer::Impl::HostCommitHooks(
     return CopyToPartner(session, record);
   };
   hooks.held_nodes = [this] { return HeldNodes(); };
+  hooks.host = hosts_->hosts[hosts_->host_of_rank[session.rank()]];
   hooks.pinned = [this] {
     // What the shared directory holds of this history stays in the local
     // tiers: a resume checks them against it.
@@ -461,6 +462,13 @@ absl::Status Checkpointer::Impl::StageFromHosts(Session& session, int64_t epoch,
   if (!staged.ok()) return staged;
   staged_tier_bytes_ = {totals[0], totals[1], totals[2]};
   return absl::OkStatus();
+}
+
+void Checkpointer::Impl::DropFetched(const Session& session) {
+  absl::Status removed =
+      RemoveRecursively(FetchDir(local_dir_, session.rank()));
+  LOG_IF(WARNING, !removed.ok() && !absl::IsNotFound(removed))
+      << removed.message();
 }
 
 absl::Status Checkpointer::Impl::LockSharedNodes() {

@@ -180,6 +180,9 @@ class Checkpointer::Impl {
   // Collective: the end of a run: the newest committed epoch flushed, and
   // keep_local applied to this host's tier.
   absl::Status EndHosts();
+  // Removes what the last StageFromHosts fetched from other hosts (once
+  // it is restored, or given up).
+  void DropFetched(const Session& session);
   // The shared directory's locks of the nodes this rank runs.
   absl::Status LockSharedNodes();
   // Collective: the rest of ChooseStart on hosts: the logs read (if the

@@ -495,6 +495,7 @@ absl::Status CommitEpoch(CommitLogUpdate update, const std::string& db_type,
   entry.set_epoch(commit.epoch);
   for (const std::string& node : commit.nodes) entry.add_node(node);
   for (const std::string& node : commit.held_nodes) entry.add_held_node(node);
+  if (!commit.host.empty()) entry.set_host(commit.host);
   entry.set_total_bytes(commit.total_bytes);
   entry.set_save_micros(commit.save_micros);
   entry.set_referenced_bytes(commit.referenced_bytes);

@@ -212,6 +212,8 @@ struct EpochCommit {
   // CommittedEpoch.held_node: in a host's local tier of a job on several
   // hosts, the nodes whose databases the directory holds. Empty: all.
   std::vector<std::string> held_nodes;
+  // CommittedEpoch.host: the host of that local tier.
+  std::string host;
   // Applied to the log in the same write, after the commit's own edit: the
   // Checkpointer's retention (RetireEpochs), so that an epoch is listed and
   // the epochs it retires are unlisted at once. It may take entries out of

@@ -474,6 +474,7 @@ void SavePipeline::Commit(Flight& flight) {
   commit.save_micros = MicrosSince(flight.start) - flight.parked_micros;
   commit.committed_unix_micros = flight.agreed->commit_unix_micros;
   if (hooks_.held_nodes) commit.held_nodes = hooks_.held_nodes();
+  commit.host = hooks_.host;
   if (record.kind == SaveKind::kPreemption)
     commit.preemption = record.preemption;
   // The epochs that retention retires leave the log in the commit's own

@@ -113,8 +113,10 @@ class SavePipeline {
     // Not for asynchronous saves.
     std::function<absl::Status(const SaveRecord& record)> before_commit;
     // The nodes whose databases the committing directory holds
-    // (CommittedEpoch.held_node), when not all.
+    // (CommittedEpoch.held_node), when not all, and the host whose local
+    // tier it is (CommittedEpoch.host).
     std::function<std::vector<std::string>()> held_nodes;
+    std::string host;
   };
   void SetCommitHooks(CommitHooks hooks) { hooks_ = std::move(hooks); }
 

@@ -154,6 +154,7 @@ HostTieredLog MergeHostLogs(absl::Span<const HostLogRead> hosts,
     if (in_shared) merged.in_shared.push_back(epoch);
     merged.holders[epoch] = std::move(holders);
     chosen.clear_held_node();
+    chosen.clear_host();
     *merged.log.log.add_epoch() = std::move(chosen);
   }
   for (auto& [host, ignored] : merged.ignored) {

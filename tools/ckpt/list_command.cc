@@ -43,8 +43,10 @@ struct TierCopy {
   std::string tier;  // "shared" or "local"
   std::string dir;
   // A host's local tier of a job on several hosts: the nodes whose
-  // databases it holds (CommittedEpoch.held_node); empty: all.
+  // databases it holds (CommittedEpoch.held_node; empty: all), and the
+  // host (CommittedEpoch.host).
   std::vector<std::string> held;
+  std::string host;
 };
 
 // One row of `list`: an epoch's committed databases, its databases that are
@@ -317,7 +319,8 @@ void AddTiers(const CheckpointDir& shared, std::vector<LocalTier>& tiers,
         row.tiers.push_back(
             {"local",
              tier.dir.path,
-             {copy->held_node().begin(), copy->held_node().end()}});
+             {copy->held_node().begin(), copy->held_node().end()},
+             copy->host()});
       }
     }
     for (const auto& [epoch, dirs] : tier.view.merged.copies) {
@@ -333,20 +336,20 @@ void AddTiers(const CheckpointDir& shared, std::vector<LocalTier>& tiers,
       const std::vector<std::string> held(entry->held_node().begin(),
                                           entry->held_node().end());
       if (same != rows->end()) {
-        same->tiers.push_back({"local", tier.dir.path, held});
+        same->tiers.push_back({"local", tier.dir.path, held, entry->host()});
         continue;
       }
       EpochRow row = CommittedRow(tier.dir, tier.db_type, *entry);
       row.local_only = true;
-      row.tiers.push_back({"local", tier.dir.path, held});
+      row.tiers.push_back({"local", tier.dir.path, held, entry->host()});
       rows->push_back(std::move(row));
     }
   }
 }
 
 // The TIERS cell: "shared,local:/dev/shm/ckpt", or "-"; a host's tier
-// of a job on several hosts with the nodes it holds:
-// "local:/dev/shm/ckpt-h1[trainer_0,trainer_3]".
+// of a job on several hosts with its host and the nodes it holds:
+// "local:/dev/shm/ckpt@h1[trainer_0,trainer_3]".
 std::string TiersCell(const EpochRow& row) {
   if (row.tiers.empty()) return "-";
   std::vector<std::string> names;
@@ -354,6 +357,7 @@ std::string TiersCell(const EpochRow& row) {
     std::string name = copy.tier == "shared"
                            ? copy.tier
                            : absl::StrCat(copy.tier, ":", Printable(copy.dir));
+    if (!copy.host.empty()) absl::StrAppend(&name, "@", Printable(copy.host));
     if (!copy.held.empty()) {
       std::vector<std::string> held;
       for (const std::string& node : copy.held) held.push_back(Printable(node));
@@ -543,6 +547,7 @@ void PrintListJson(const CheckpointDir& dir, const std::string& db_type,
         json.Field("tier", copy.tier);
         json.Field("dir", copy.dir);
         if (!copy.held.empty()) json.StringArray("held_nodes", copy.held);
+        if (!copy.host.empty()) json.Field("host", copy.host);
         json.EndObject();
       }
       json.EndArray();
