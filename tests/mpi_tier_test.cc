@@ -266,6 +266,36 @@ TEST(MpiTierTest, ADamagedLocalCopyIsSkippedForThePartnersCopy) {
   EXPECT_EQ(ResumedBytes(metrics, "shared"), 0) << metrics;
 }
 
+TEST(MpiTierTest,
+     PreemptedRunExitsOnlyOnceTheSharedDirectoryHasItThenRequeued) {
+  Dirs dirs{NewTempDir("preempted")};
+  // mpirun forwards SIGUSR1 to every rank: the mid-epoch state is committed
+  // on the hosts, flushed to the shared directory, and only then does every
+  // rank exit 75.
+  auto [args, env] = JobOn({"h0", "h1", "h2"}, dirs,
+                           {"--shared_every=100", "--record_delay_ms=20"});
+  ChildRun run =
+      RunBinarySignalledAt(kMpirun, args, "record done", 5, SIGUSR1, env);
+  EXPECT_EQ(run.exit_code(), 75) << run.Describe();
+  absl::StatusOr<CommitLog> log = ReadCommitLog(dirs.shared());
+  ASSERT_TRUE(log.ok()) << log.status();
+  ASSERT_GT(log->epoch_size(), 0);
+  const CommittedEpoch& newest = log->epoch(log->epoch_size() - 1);
+  EXPECT_TRUE(newest.has_preemption()) << CommittedEpochList(*log);
+  EXPECT_EQ(newest.held_node_size(), 0);
+  ExpectSharedDirectoryVerifies(dirs);
+  // Requeued on other hosts, whose tiers are empty: the shared directory.
+  ChildRun requeued = RunOn(
+      {"g0", "g1"}, dirs, {"--shared_every=100", "--resume_from_epoch=latest"});
+  ASSERT_TRUE(requeued.exited_ok()) << requeued.Describe();
+  EXPECT_EQ(requeued.Result().value_or("(none)"), ExpectedResult(0));
+  const std::string metrics = LastMetrics(dirs);
+  EXPECT_EQ(ResumedFrom(metrics), newest.epoch()) << metrics;
+  EXPECT_EQ(ResumedBytes(metrics, "local"), 0) << metrics;
+  EXPECT_EQ(ResumedBytes(metrics, "partner"), 0) << metrics;
+  EXPECT_GT(ResumedBytes(metrics, "shared"), 0) << metrics;
+}
+
 TEST(MpiTierTest, AsynchronousSavesWithLocalTiersAreRefusedOnEveryRank) {
   Dirs dirs{NewTempDir("async")};
   ChildRun run = RunOn({"h0", "h1"}, dirs, {"--async_checkpoint"});
