@@ -291,6 +291,7 @@ void Checkpointer::Impl::EndPipeline() {
     hosts_committed_.reset();
     hosts_flushed_.reset();
     shared_locks_.clear();
+    host_session_ = nullptr;  // the run's session may go now
   }
   // A run that never held its nodes' locks (refused at Start: another run
   // holds them) must not touch either directory.
@@ -414,6 +415,10 @@ absl::StatusOr<std::optional<int64_t>> Checkpointer::Impl::ChooseStart(
     absl::StatusOr<CommitLogRead> read =
         on_hosts() ? ReadHostLogs(*session)
                    : coordinator.ShareCommitLog([&] { return ReadStartLog(); });
+    if (read.ok() && on_hosts() && resume.kind == ResumeFrom::Kind::kEpoch) {
+      // Every rank merged the same logs: the same answer everywhere.
+      JG_RETURN_IF_ERROR(CheckHostsHold(resume.epoch));
+    }
     if (read.ok()) start_log_ = *read;
     return read;
   };

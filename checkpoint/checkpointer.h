@@ -151,7 +151,9 @@ class Checkpointer {
   // every save, copies the newest epoch committed in the local tier to the
   // shared directory unless it is there already, and waits for every copy.
   // FailedPrecondition naming both directories (and `ckpt flush`) when the
-  // last copy failed. OK without a local tier or outside a run.
+  // last copy failed. OK without a local tier or outside a run. With local
+  // tiers on several hosts (MpiSession) it is collective: every rank calls
+  // it.
   absl::Status FlushToShared();
 
   // Ends the run: waits for every save, releases the nodes' locks (also

@@ -47,10 +47,11 @@ int64_t FileBytes(const std::string& path) {
   return bytes;
 }
 
-// Where fetched copies of other hosts' databases wait to be loaded: a
-// directory of this rank's own in the local tier, emptied by every restore.
-std::string FetchDir(const std::string& local, int rank) {
-  return JoinPath(local, absl::StrCat(".fetched-rank", rank));
+// Where fetched copies of other hosts' databases wait to be loaded, in
+// the host's local tier: emptied by the host's leader when the logs are
+// read for a resume, and once the resume is restored.
+std::string FetchDir(const std::string& local) {
+  return JoinPath(local, ".fetched");
 }
 
 SharedCommitLog ToProto(const absl::StatusOr<CommitLogRead>& read) {
@@ -121,9 +122,11 @@ SavePipeline::CommitHooks Checkpointer::Impl::HostCommitHooks(
   hooks.host = hosts_->hosts[hosts_->host_of_rank[session.rank()]];
   hooks.pinned = [this] {
     // What the shared directory holds of this history stays in the local
-    // tiers: a resume checks them against it.
+    // tiers (a resume checks them against it), and so does the newest
+    // commit until it is flushed (the end of the run copies it).
     std::vector<int64_t> pinned;
     if (hosts_flushed_.has_value()) pinned.push_back(*hosts_flushed_);
+    if (hosts_committed_.has_value()) pinned.push_back(*hosts_committed_);
     return pinned;
   };
   return hooks;
@@ -205,6 +208,9 @@ absl::StatusOr<CommitLogRead> Checkpointer::Impl::ReadHostLogs(
   const int rank = session.rank();
   std::string mine;
   if (hosts_->IsLeader(rank)) {
+    // What an earlier resume fetched goes before this one fetches (the
+    // gather below tells the host's other ranks it is gone).
+    DropFetched(session);
     AppendPiece(
         &mine,
         ToProto(ReadCommitLogWithFallback(local_dir_)).SerializeAsString());
@@ -246,6 +252,12 @@ absl::StatusOr<CommitLogRead> Checkpointer::Impl::ReadHostLogs(
             << "ignoring the local tier of host " << host.host << ": "
             << read.status().message();
       }
+      if (host.read.has_value() && !host.read->damage.ok()) {
+        LOG_IF(WARNING, rank == 0)
+            << "the commit log of host " << host.host
+            << "'s local tier is damaged, using its previous copy: "
+            << host.read->damage.message();
+      }
       hosts.push_back(std::move(host));
     }
     if (r == 0) {
@@ -270,7 +282,35 @@ absl::StatusOr<CommitLogRead> Checkpointer::Impl::ReadHostLogs(
         options_.directory, " has a commit log"));
   }
   host_tiers_ = MergeHostLogs(hosts, shared, FileNames());
+  if (rank == 0) {
+    for (const auto& [host, epochs] : host_tiers_->ignored) {
+      LOG(WARNING) << "ignoring epochs " << absl::StrJoin(epochs, ", ")
+                   << " of host " << host << "'s local tier: not the history "
+                   << "of the shared directory " << options_.directory
+                   << " (another commit of the epoch, or an older history)";
+    }
+    for (const auto& [epoch, missing] : host_tiers_->incomplete) {
+      LOG(WARNING) << "epoch " << epoch << " cannot be assembled: no host of "
+                   << "this run holds the database of node(s) '"
+                   << absl::StrJoin(missing, "', '")
+                   << "', and the shared directory does not have it";
+    }
+  }
   return host_tiers_->log;
+}
+
+absl::Status Checkpointer::Impl::CheckHostsHold(int64_t epoch) const {
+  if (!host_tiers_.has_value()) return absl::OkStatus();
+  auto it = host_tiers_->incomplete.find(epoch);
+  if (it == host_tiers_->incomplete.end()) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "cannot resume from epoch ", epoch,
+      ": it is committed in the local tiers (", options_.local_directory,
+      ") of hosts that are not all in this run: no host here (",
+      absl::StrJoin(hosts_->hosts, ", "), ") holds the database of node(s) '",
+      absl::StrJoin(it->second, "', '"), "', and ", options_.directory,
+      " does not have the epoch; run on the hosts that hold them too, or "
+      "resume from another epoch"));
 }
 
 absl::Status Checkpointer::Impl::StageFromHosts(Session& session, int64_t epoch,
@@ -302,11 +342,7 @@ absl::Status Checkpointer::Impl::StageFromHosts(Session& session, int64_t epoch,
       sources[i].push_back(-1);
     }
   }
-  const std::string fetch_dir = FetchDir(local_dir_, rank);
-  if (absl::Status removed = RemoveRecursively(fetch_dir);
-      !removed.ok() && !absl::IsNotFound(removed)) {
-    LOG(WARNING) << removed.message();
-  }
+  const std::string fetch_dir = FetchDir(local_dir_);
   // A fetch that cannot be installed counts as a failed source.
   if (absl::Status made = PrepareCheckpointDirectory(fetch_dir); !made.ok()) {
     LOG(WARNING) << made.message();
@@ -319,10 +355,13 @@ absl::Status Checkpointer::Impl::StageFromHosts(Session& session, int64_t epoch,
   std::vector<bool> done(nodes_.size(), false);
   while (true) {
     // One round: each unresolved node tries its next source. 1 = resolved,
-    // 2 = that source failed (a damaged or missing copy), per node.
+    // 2 = that source failed (a damaged or missing copy), 0 = its turn
+    // comes later (a leader sends one database a round, so that it holds
+    // one packed database at a time), per node.
     std::vector<int64_t> outcome(nodes_.size(), 0);
     std::vector<std::string> to_each(session.num_ranks());
     std::vector<std::string> errors(nodes_.size());
+    bool sent = false;
     for (size_t i = 0; i < nodes_.size(); ++i) {
       if (done[i]) continue;
       const int source = sources[i][next[i]];
@@ -348,8 +387,9 @@ absl::Status Checkpointer::Impl::StageFromHosts(Session& session, int64_t epoch,
           errors[i] = std::string(checked.message());
           outcome[i] = 2;
         }
-      } else if (hosts_->leader[source] == rank) {
+      } else if (hosts_->leader[source] == rank && !sent) {
         // This host holds another host's node: its leader sends it.
+        sent = true;
         std::string& out = to_each[node_rank_[i]];
         AppendPiece(&out, std::to_string(i));
         absl::StatusOr<std::string> packed = PackCheckpointDb(
@@ -411,7 +451,12 @@ absl::Status Checkpointer::Impl::StageFromHosts(Session& session, int64_t epoch,
         done[i] = true;
         continue;
       }
-      CHECK_EQ(agreed[i], 2) << "node '" << nodes_[i].node << "' had no source";
+      if (agreed[i] == 0) {  // not sent yet
+        pending = true;
+        continue;
+      }
+      CHECK_EQ(agreed[i], 2)
+          << "node '" << nodes_[i].node << "' had two outcomes";
       if (++next[i] == sources[i].size()) {
         return absl::DataLossError(absl::StrCat(
             "committed epoch ", epoch,
@@ -465,8 +510,8 @@ absl::Status Checkpointer::Impl::StageFromHosts(Session& session, int64_t epoch,
 }
 
 void Checkpointer::Impl::DropFetched(const Session& session) {
-  absl::Status removed =
-      RemoveRecursively(FetchDir(local_dir_, session.rank()));
+  if (!hosts_->IsLeader(session.rank())) return;
+  absl::Status removed = RemoveRecursively(FetchDir(local_dir_));
   LOG_IF(WARNING, !removed.ok() && !absl::IsNotFound(removed))
       << removed.message();
 }
@@ -515,7 +560,7 @@ absl::Status Checkpointer::Impl::StartOnHosts(const Session& session,
       if (dropped.ok()) {
         LOG(INFO) << "dropped epochs " << absl::StrJoin(it->second, ", ")
                   << " of the local tier " << local_dir_
-                  << ": not the job's history, or incomplete";
+                  << ": not the job's history";
       }
     }
   }
@@ -534,6 +579,7 @@ absl::Status Checkpointer::Impl::FlushHosts(const Session& session,
   request.nodes = FileNames();
   request.epoch = epoch;
   request.retention = options_.retention;
+  request.copied_by_hosts = true;
   // Rank 0 (host 0's leader, which commits there too) begins: the shared
   // log stops listing the epoch and those after it.
   absl::StatusOr<FlushBegun> begun = absl::UnknownError("not rank 0");
@@ -581,12 +627,15 @@ absl::Status Checkpointer::Impl::FlushHostsIfDue(const Session& session,
 }
 
 absl::Status Checkpointer::Impl::EndHosts() {
+  // A run that committed nothing has nothing to flush or retire (and its
+  // session may be gone).
+  if (!hosts_committed_.has_value()) return absl::OkStatus();
   const Session& session = *host_session_;
   absl::Status status;
   if (hosts_committed_.has_value() && hosts_committed_ != hosts_flushed_) {
     status = FlushHosts(session, *hosts_committed_);
   }
-  if (hosts_->IsLeader(session.rank()) && hosts_committed_.has_value()) {
+  if (hosts_->IsLeader(session.rank())) {
     // keep_local, keeping what the shared directory holds of this history.
     std::vector<int64_t> pinned;
     if (hosts_flushed_.has_value()) pinned.push_back(*hosts_flushed_);

@@ -183,6 +183,10 @@ class Checkpointer::Impl {
   // Removes what the last StageFromHosts fetched from other hosts (once
   // it is restored, or given up).
   void DropFetched(const Session& session);
+  // FailedPrecondition naming the nodes and the hosts' tiers when the
+  // merged logs list `epoch` as incomplete (its holders are not in this
+  // run).
+  absl::Status CheckHostsHold(int64_t epoch) const;
   // The shared directory's locks of the nodes this rank runs.
   absl::Status LockSharedNodes();
   // Collective: the rest of ChooseStart on hosts: the logs read (if the

@@ -57,6 +57,10 @@ std::string HostWrapper() {
            "export JOBGRAPH_HOST_NAME=$h\n"
            "  i=$((i+1))\n"
            "done\n"
+           // A failpoint on one host only.
+           "[ -n \"$JG_TEST_FAILPOINT\" ] && "
+           "[ \"$JOBGRAPH_HOST_NAME\" = \"$JG_TEST_FAILPOINT_HOST\" ] && "
+           "export JOBGRAPH_FAILPOINT=$JG_TEST_FAILPOINT\n"
            "exec \"$@\"\n";
     out.close();
     ::chmod(p->c_str(), 0755);
@@ -75,16 +79,27 @@ struct Dirs {
   std::string metrics() const { return root + "/metrics.jsonl"; }
 };
 
+// A failpoint (checkpoint/util/failpoint.h) on the rank of one host.
+struct HostFailpoint {
+  std::string host;
+  std::string spec;  // "name:action"
+};
+
 // mpirun of sum_pipeline on `hosts` (one rank each) with local tiers.
 std::pair<std::vector<std::string>, std::vector<std::string>> JobOn(
     const std::vector<std::string>& hosts, const Dirs& dirs,
-    const std::vector<std::string>& extra) {
+    const std::vector<std::string>& extra,
+    const HostFailpoint& failpoint = {}) {
   std::vector<std::string> args = {"--allow-run-as-root",
                                    "--oversubscribe",
                                    "-np",
                                    absl::StrCat(hosts.size()),
                                    "-x",
                                    "JG_TEST_HOSTS",
+                                   "-x",
+                                   "JG_TEST_FAILPOINT",
+                                   "-x",
+                                   "JG_TEST_FAILPOINT_HOST",
                                    HostWrapper(),
                                    SumPipeline(),
                                    "--nodes=4",
@@ -94,14 +109,17 @@ std::pair<std::vector<std::string>, std::vector<std::string>> JobOn(
   args.insert(args.end(), extra.begin(), extra.end());
   std::vector<std::string> env = OpenMpiTempEnv();
   env.push_back("JG_TEST_HOSTS=" + absl::StrJoin(hosts, " "));
+  env.push_back("JG_TEST_FAILPOINT=" + failpoint.spec);
+  env.push_back("JG_TEST_FAILPOINT_HOST=" + failpoint.host);
   env.push_back("ASAN_OPTIONS=fast_unwind_on_malloc=0");
   env.push_back("LSAN_OPTIONS=use_tls=0");
   return {args, env};
 }
 
 ChildRun RunOn(const std::vector<std::string>& hosts, const Dirs& dirs,
-               const std::vector<std::string>& extra) {
-  auto [args, env] = JobOn(hosts, dirs, extra);
+               const std::vector<std::string>& extra,
+               const HostFailpoint& failpoint = {}) {
+  auto [args, env] = JobOn(hosts, dirs, extra, failpoint);
   return RunBinary(kMpirun, args, env);
 }
 
@@ -129,11 +147,13 @@ std::vector<pid_t> RankPids(pid_t mpirun) {
   return by_rank;
 }
 
-// Runs the job on four hosts h0..h3 and kills host `lost`'s rank once rank
-// 0 logs the end of epoch 3 (mpirun then ends the job).
+// Runs the job on `hosts` (four by default) and kills host `lost`'s rank
+// once rank 0 logs the end of epoch 3 (mpirun then ends the job).
 ChildRun RunFourHostsAndLoseOne(const Dirs& dirs, int lost,
-                                const std::vector<std::string>& extra) {
-  auto [args, env] = JobOn({"h0", "h1", "h2", "h3"}, dirs, extra);
+                                const std::vector<std::string>& extra,
+                                const std::vector<std::string>& hosts = {
+                                    "h0", "h1", "h2", "h3"}) {
+  auto [args, env] = JobOn(hosts, dirs, extra);
   return RunBinaryWithHookAt(
       kMpirun, args, env, "epoch 3: ", 1, [&](pid_t mpirun) {
         const std::vector<pid_t> ranks = RankPids(mpirun);
@@ -294,6 +314,73 @@ TEST(MpiTierTest,
   EXPECT_EQ(ResumedBytes(metrics, "local"), 0) << metrics;
   EXPECT_EQ(ResumedBytes(metrics, "partner"), 0) << metrics;
   EXPECT_GT(ResumedBytes(metrics, "shared"), 0) << metrics;
+}
+
+// Found by review: a run that resumed from further back without one host,
+// and died before its first flush, left the shared directory as it was;
+// that host still holds the epochs of the history the run abandoned, and
+// they must not follow the run's newer commit.
+TEST(MpiTierTest, AnAbandonedHistoryOnAnAbsentHostIsNotResumed) {
+  Dirs dirs{NewTempDir("abandoned")};
+  // Run A on h0, h1: killed after epoch 3; the shared directory has 0.
+  // The tiers keep 3 epochs, so that epoch 1 is there to go back to.
+  const std::vector<std::string> tiers = {"--shared_every=100",
+                                          "--keep_local=3"};
+  ChildRun a = RunFourHostsAndLoseOne(dirs, /*lost=*/1, tiers, {"h0", "h1"});
+  ASSERT_FALSE(a.exited_ok()) << a.Describe();
+  // Run B on h0, h2 goes back to epoch 1, commits epoch 2 on its hosts and
+  // dies in that commit's flush, before the shared log lists it.
+  std::vector<std::string> args = tiers;
+  args.push_back("--resume_from_epoch=1");
+  ChildRun b =
+      RunOn({"h0", "h2"}, dirs, args, {"h0", "flush.before_commit:crash"});
+  ASSERT_FALSE(b.exited_ok()) << b.Describe();
+  ASSERT_THAT(b.log, HasSubstr("failpoint flush.before_commit: killing the "
+                               "process with SIGKILL"));
+  // C on all three: B's epoch 2 is the newest of the history; A's epoch 3
+  // on h1 is older than it.
+  args = tiers;
+  args.push_back("--resume_from_epoch=latest");
+  ChildRun c = RunOn({"h0", "h1", "h2"}, dirs, args);
+  ASSERT_TRUE(c.exited_ok()) << c.Describe();
+  const std::string metrics = LastMetrics(dirs);
+  EXPECT_EQ(ResumedFrom(metrics), 2) << metrics;
+  EXPECT_EQ(c.Result().value_or("(none)"), ExpectedResult(2));
+  EXPECT_THAT(c.log, HasSubstr("of host h1's local tier: not the history"));
+}
+
+// Found by review: a run on some of the hosts must not take out of their
+// logs the epochs it cannot assemble without the others.
+TEST(MpiTierTest, EpochsIncompleteWithoutAbsentHostsAreKept) {
+  Dirs dirs{NewTempDir("incomplete")};
+  ChildRun a = RunFourHostsAndLoseOne(dirs, /*lost=*/3, {"--shared_every=100"});
+  ASSERT_FALSE(a.exited_ok()) << a.Describe();
+  // Epoch 3 without h2 and h3: trainer_2's databases are on those only.
+  ChildRun explicit_epoch = RunOn(
+      {"h0", "h1"}, dirs, {"--shared_every=100", "--resume_from_epoch=3"});
+  EXPECT_FALSE(explicit_epoch.exited_ok());
+  EXPECT_THAT(explicit_epoch.log,
+              HasSubstr("cannot resume from epoch 3: it is committed in the "
+                        "local tiers"));
+  EXPECT_THAT(explicit_epoch.log,
+              HasSubstr("holds the database of node(s) 'trainer_2'"));
+  // `latest` on h0, h1 goes back to the shared epoch 0, and dies before
+  // it commits anything.
+  ChildRun b = RunOn({"h0", "h1"}, dirs,
+                     {"--shared_every=100", "--resume_from_epoch=latest"},
+                     {"h0", "save.after_snapshot:crash"});
+  ASSERT_FALSE(b.exited_ok()) << b.Describe();
+  ASSERT_THAT(b.log, HasSubstr("failpoint save.after_snapshot: killing"));
+  EXPECT_THAT(b.log, HasSubstr("epoch 3 cannot be assembled"));
+  // With every host back, epoch 3 is there.
+  ChildRun c = RunOn({"h0", "h1", "h2", "h3"}, dirs,
+                     {"--shared_every=100", "--resume_from_epoch=latest"});
+  ASSERT_TRUE(c.exited_ok()) << c.Describe();
+  const std::string metrics = LastMetrics(dirs);
+  EXPECT_GE(ResumedFrom(metrics), 3) << metrics;
+  EXPECT_EQ(c.Result().value_or("(none)"),
+            ExpectedResult(ResumedFrom(metrics)));
+  EXPECT_EQ(ResumedBytes(metrics, "shared"), 0) << metrics;
 }
 
 TEST(MpiTierTest, AsynchronousSavesWithLocalTiersAreRefusedOnEveryRank) {

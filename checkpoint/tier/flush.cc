@@ -1,10 +1,12 @@
 #include "checkpoint/tier/flush.h"
 
 #include <algorithm>
+#include <string>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "checkpoint/commit/checkpoint_paths.h"
 #include "checkpoint/commit/commit_log.h"
 #include "checkpoint/commit/retention.h"
@@ -40,6 +42,17 @@ absl::StatusOr<FlushBegun> BeginFlush(const FlushRequest& request) {
     return absl::NotFoundError(
         absl::StrCat("epoch ", epoch, " is not committed in the local tier ",
                      request.local, ": nothing to flush"));
+  }
+  if (!request.copied_by_hosts &&
+      HeldNodes(*entry).size() < request.nodes.size()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("epoch ", epoch, " in ", request.local,
+                     " holds the databases of "
+                     "node(s) '",
+                     absl::StrJoin(HeldNodes(*entry), "', '"), "' only (host ",
+                     entry->host(),
+                     "'s part of a job on several hosts); the job flushes "
+                     "it when it runs on its hosts again"));
   }
   if (entry->referenced_epoch_size() > 0) {
     return absl::FailedPreconditionError(absl::StrCat(

@@ -41,6 +41,10 @@ struct FlushRequest {
   int64_t epoch = 0;
   // Applied to the shared commit log in the flush's commit.
   RetentionOptions retention;
+  // The epoch's databases are copied by the hosts that hold them (a job on
+  // several hosts: CopyFlushedNodes in each), so the local entry may hold
+  // some nodes only. Otherwise such an entry is FailedPrecondition.
+  bool copied_by_hosts = false;
 };
 
 struct FlushResult {

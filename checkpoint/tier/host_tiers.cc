@@ -71,10 +71,6 @@ HostTieredLog MergeHostLogs(absl::Span<const HostLogRead> hosts,
       merged.log.log.set_db_type(host.read->log.db_type());
       have_header = true;
     }
-    LOG_IF(WARNING, !host.read->damage.ok())
-        << "the commit log of host " << host.host
-        << "'s local tier is damaged, using its previous copy: "
-        << host.read->damage.message();
     const std::map<int64_t, const CommittedEpoch*> entries =
         JobEntries(host.read, nodes);
     bool continues = shared_newest == nullptr;
@@ -112,7 +108,20 @@ HostTieredLog MergeHostLogs(absl::Span<const HostLogRead> hosts,
     epochs[epoch] = newest;
   }
 
+  // One history's commits are made in epoch order: an epoch that only the
+  // hosts list, committed before an earlier chosen epoch, belongs to a
+  // history that a later run abandoned (it resumed from further back, or
+  // from scratch, without this host, and died before its first flush).
+  std::optional<int64_t> newest_time;
   for (const auto& [epoch, commit] : epochs) {
+    const bool in_shared = shared_entries.count(epoch) > 0;
+    if (!in_shared && newest_time.has_value() &&
+        commit->committed_unix_micros() < *newest_time) {
+      for (const auto& [h, entry] : counted[epoch]) {
+        merged.ignored[hosts[h].host].push_back(epoch);
+      }
+      continue;
+    }
     std::map<std::string, std::vector<std::string>> holders;
     CommittedEpoch chosen = *commit;
     for (const auto& [h, entry] : counted[epoch]) {
@@ -138,20 +147,21 @@ HostTieredLog MergeHostLogs(absl::Span<const HostLogRead> hosts,
         }
       }
     }
-    const bool in_shared = shared_entries.count(epoch) > 0;
-    bool complete = in_shared;
-    if (!complete) {
-      complete = std::all_of(
-          nodes.begin(), nodes.end(),
-          [&](const std::string& node) { return holders.count(node) > 0; });
-    }
-    if (!complete) {
-      for (const auto& [h, entry] : counted[epoch]) {
-        merged.ignored[hosts[h].host].push_back(epoch);
+    if (!in_shared) {
+      std::vector<std::string> missing;
+      for (const std::string& node : nodes) {
+        if (holders.count(node) == 0) missing.push_back(node);
       }
-      continue;
+      if (!missing.empty()) {
+        // Perhaps only for now: the hosts that hold the rest may come back.
+        merged.incomplete[epoch] = std::move(missing);
+        continue;
+      }
     }
     if (in_shared) merged.in_shared.push_back(epoch);
+    newest_time =
+        std::max(newest_time.value_or(commit->committed_unix_micros()),
+                 commit->committed_unix_micros());
     merged.holders[epoch] = std::move(holders);
     chosen.clear_held_node();
     chosen.clear_host();
@@ -160,10 +170,6 @@ HostTieredLog MergeHostLogs(absl::Span<const HostLogRead> hosts,
   for (auto& [host, ignored] : merged.ignored) {
     std::sort(ignored.begin(), ignored.end());
     ignored.erase(std::unique(ignored.begin(), ignored.end()), ignored.end());
-    LOG(WARNING) << "ignoring epochs " << absl::StrJoin(ignored, ", ")
-                 << " of host " << host << "'s local tier: they are not "
-                 << "the history of the shared directory " << shared.dir
-                 << ", or not every node's database is held by a host";
   }
   return merged;
 }

@@ -18,7 +18,11 @@
 // An epoch is a candidate when every node's database is held by some host
 // whose entry counts, or the shared log lists it. Where counted entries of
 // one epoch are different commits (a host that missed a later run), the
-// newest commit is the epoch's.
+// newest commit is the epoch's. One history's commits are made in epoch
+// order: an epoch only the hosts list whose commit is older than an
+// earlier chosen epoch's belongs to an abandoned history (a run resumed
+// from further back, or from scratch, without this host, and died before
+// its first flush) and is stale.
 //
 // Functions and plain structs; thread-compatible.
 
@@ -77,9 +81,14 @@ struct HostTieredLog {
   std::map<int64_t, std::map<std::string, std::vector<std::string>>> holders;
   // The epochs of `log` that the shared directory holds as that commit.
   std::vector<int64_t> in_shared;
-  // Per host: its job's epochs that do not count (stale, or incomplete
-  // across the hosts).
+  // Per host: its job's epochs that are not the job's history (stale: the
+  // host does not continue the shared history, another commit of the
+  // epoch won, or it was committed before an earlier epoch's commit).
   std::map<std::string, std::vector<int64_t>> ignored;
+  // Epochs of the history that no host holds every node's database of,
+  // and the shared directory does not have: the nodes without a copy.
+  // (The hosts that hold them may be missing from this run.)
+  std::map<int64_t, std::vector<std::string>> incomplete;
   // The newest epoch of the job any host's log or the shared log counts,
   // complete or not: a run that resumes from an older one must anchor its
   // history in the shared directory before it relies on a local tier.

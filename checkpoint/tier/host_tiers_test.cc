@@ -190,8 +190,10 @@ TEST(MergeHostLogsTest, TwoAdjacentLostHostsLeaveLocalEpochsIncomplete) {
                   Pair("d", ElementsAre("h1", "h4"))));
   EXPECT_THAT(merged.holders, ElementsAre(Pair(1, _)));
   EXPECT_THAT(merged.in_shared, ElementsAre(1));
-  EXPECT_THAT(merged.ignored, ElementsAre(Pair("h1", ElementsAre(2, 3)),
-                                          Pair("h4", ElementsAre(2, 3))));
+  // Not stale: incomplete while h2 and h3 are away.
+  EXPECT_THAT(merged.ignored, IsEmpty());
+  EXPECT_THAT(merged.incomplete, ElementsAre(Pair(2, ElementsAre("b")),
+                                             Pair(3, ElementsAre("b"))));
   // 3 is listed, though incomplete.
   EXPECT_EQ(merged.newest_listed, 3);
 }
@@ -374,7 +376,8 @@ TEST(MergeHostLogsTest, NewestListedCountsAnIncompleteEpoch) {
       MergeHostLogs(hosts, Shared({Entry(1, 10)}), kNodes);
   EXPECT_THAT(Epochs(merged), ElementsAre(1));
   EXPECT_THAT(merged.holders, ElementsAre(Pair(1, _)));
-  EXPECT_THAT(merged.ignored, ElementsAre(Pair("h1", ElementsAre(2))));
+  EXPECT_THAT(merged.ignored, IsEmpty());
+  EXPECT_THAT(merged.incomplete, ElementsAre(Pair(2, ElementsAre("b", "c"))));
   EXPECT_EQ(merged.newest_listed, 2);
 }
 
@@ -426,6 +429,41 @@ TEST(MergeHostLogsTest, AHostsMarkWins) {
   EXPECT_EQ(merged.log.log.epoch(0).preemption().group(), JOB_GROUP_DOWNLOAD);
   EXPECT_EQ(merged.log.log.epoch(1).preemption().group(), JOB_GROUP_DOWNLOAD);
   EXPECT_THAT(merged.log.log.epoch(1).held_node(), IsEmpty());
+}
+
+// Run A on every host commits epochs 1-3 (shared log: epoch 1). Run B,
+// without host h4, resumes from epoch 1, commits epoch 2 on h1-h3 and dies
+// before its flush. h4 still lists A's epochs 2 and 3 and holds the shared
+// newest epoch 1: A's epoch 3 must not follow B's epoch 2 (found by review).
+TEST(MergeHostLogsTest, AnAbandonedHistoryDoesNotFollowANewerCommit) {
+  std::vector<HostLogRead> hosts;
+  for (int h = 0; h < 3; ++h) {
+    hosts.push_back(
+        {kHosts[h], Log({HostEntry(h, 1, 10), HostEntry(h, 2, 500)})});
+  }
+  // h4 holds every node of A's epoch 3, which would make it complete.
+  hosts.push_back({kHosts[3], Log({HostEntry(3, 1, 10), HostEntry(3, 2, 20),
+                                   Entry(3, 30)})});
+  const HostTieredLog merged =
+      MergeHostLogs(hosts, Shared({Entry(1, 10)}), kNodes);
+  EXPECT_THAT(Epochs(merged), ElementsAre(1, 2));
+  EXPECT_EQ(merged.log.log.epoch(1).committed_unix_micros(), 500);
+  EXPECT_THAT(merged.ignored, ElementsAre(Pair("h4", ElementsAre(2, 3))));
+  EXPECT_THAT(merged.incomplete, IsEmpty());
+}
+
+// A run from scratch without h2 commits its epoch 0 on h1 and h3 (which
+// hold every node between them) and dies before its flush, which had
+// emptied the shared log: h2's epochs of the run before are older.
+TEST(MergeHostLogsTest, ARunFromScratchSupersedesOlderEpochs) {
+  const HostTieredLog merged = MergeHostLogs(
+      {{kHosts[0], Log({Entry(0, 900)})},
+       {kHosts[1], Log({Entry(0, 10), Entry(1, 20), Entry(2, 30)})},
+       {kHosts[2], Log({Entry(0, 900)})}},
+      {"/shared", Log({})}, kNodes);
+  EXPECT_THAT(Epochs(merged), ElementsAre(0));
+  EXPECT_EQ(merged.log.log.epoch(0).committed_unix_micros(), 900);
+  EXPECT_THAT(merged.ignored, ElementsAre(Pair("h2", ElementsAre(0, 1, 2))));
 }
 
 }  // namespace

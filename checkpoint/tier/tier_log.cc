@@ -1,6 +1,9 @@
 #include "checkpoint/tier/tier_log.h"
 
+#include <algorithm>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "glog/logging.h"
 
@@ -76,7 +79,18 @@ TieredLog MergeTierLogs(const TierLogRead& local, const TierLogRead& shared,
     chosen[epoch] = entry;
     merged.copies[epoch];
   }
+  std::vector<int64_t> partial;
   for (const auto& [epoch, entry] : local_entries) {
+    // One host's part of a job on several hosts (host_tiers.h) is no copy
+    // of the epoch for a run in one process; nor is it stale.
+    if (!entry->held_node().empty() &&
+        !std::all_of(nodes.begin(), nodes.end(), [&](const std::string& n) {
+          return std::find(entry->held_node().begin(), entry->held_node().end(),
+                           n) != entry->held_node().end();
+        })) {
+      partial.push_back(epoch);
+      continue;
+    }
     auto shared_it = shared_entries.find(epoch);
     const bool in_shared = shared_it != shared_entries.end();
     const bool same = in_shared && SameCommit(*entry, *shared_it->second);
@@ -86,6 +100,12 @@ TieredLog MergeTierLogs(const TierLogRead& local, const TierLogRead& shared,
     }
     chosen[epoch] = entry;
     merged.copies[epoch].push_back(local.dir);
+  }
+  if (!partial.empty()) {
+    LOG(WARNING) << "the local tier " << local.dir << " holds only some nodes' "
+                 << "databases of epochs " << EpochList(partial)
+                 << " (one host's part of a job on several hosts): a run in "
+                 << "one process does not read them there";
   }
   if (!merged.ignored_local.empty()) {
     LOG(WARNING) << "ignoring epochs " << EpochList(merged.ignored_local)
