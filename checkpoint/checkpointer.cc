@@ -122,10 +122,8 @@ absl::Status Checkpointer::FlushToShared() { return impl_->FlushToShared(); }
 absl::Status Checkpointer::Impl::FlushToShared() {
   WaitForSaves();
   if (on_hosts()) {
-    if (!hosts_committed_.has_value() || hosts_committed_ == hosts_flushed_) {
-      return absl::OkStatus();
-    }
-    return FlushHosts(*host_session_, *hosts_committed_);
+    if (!hosts_committed_.has_value()) return absl::OkStatus();
+    return FlushNewestOnHosts();
   }
   if (flusher_ == nullptr || !locked_) return absl::OkStatus();
   return DrainToShared();
@@ -290,6 +288,9 @@ void Checkpointer::Impl::EndPipeline() {
     LOG_IF(ERROR, !ended.ok()) << ended.message();
     hosts_committed_.reset();
     hosts_flushed_.reset();
+    copier_.reset();
+    hosts_copying_.clear();
+    copied_.clear();
     shared_locks_.clear();
     host_session_ = nullptr;  // the run's session may go now
   }

@@ -127,6 +127,7 @@ SavePipeline::CommitHooks Checkpointer::Impl::HostCommitHooks(
     std::vector<int64_t> pinned;
     if (hosts_flushed_.has_value()) pinned.push_back(*hosts_flushed_);
     if (hosts_committed_.has_value()) pinned.push_back(*hosts_committed_);
+    pinned.insert(pinned.end(), hosts_copying_.begin(), hosts_copying_.end());
     return pinned;
   };
   return hooks;
@@ -539,6 +540,9 @@ absl::Status Checkpointer::Impl::StartOnHosts(const Session& session,
   hosts_flush_next_ = true;
   hosts_committed_.reset();
   hosts_flushed_.reset();
+  copier_.reset();
+  hosts_copying_.clear();
+  copied_.clear();
   // Every rank takes the same branch: the choice read the logs everywhere
   // or nowhere.
   if (!host_tiers_.has_value()) ReadHostLogs(session).IgnoreError();
@@ -568,91 +572,6 @@ absl::Status Checkpointer::Impl::StartOnHosts(const Session& session,
                   "cannot take the epochs that are not the job's history out "
                   "of the hosts' local tiers (a later resume could take them "
                   "for it); fix the directory or remove it");
-}
-
-absl::Status Checkpointer::Impl::FlushHosts(const Session& session,
-                                            int64_t epoch) {
-  FlushRequest request;
-  request.local = local_dir_;
-  request.shared = options_.directory;
-  request.db_type = options_.db_type;
-  request.nodes = FileNames();
-  request.epoch = epoch;
-  request.retention = options_.retention;
-  request.copied_by_hosts = true;
-  // Rank 0 (host 0's leader, which commits there too) begins: the shared
-  // log stops listing the epoch and those after it.
-  absl::StatusOr<FlushBegun> begun = absl::UnknownError("not rank 0");
-  absl::Status local;
-  if (session.rank() == 0) {
-    begun = BeginFlush(request);
-    local = begun.status();
-  }
-  JG_ASSIGN_OR_RETURN(int64_t there,
-                      pipeline_->coordinator().AgreeWithCommitter(
-                          local, begun.ok() && begun->already_there ? 1 : 0));
-  if (there == 0) {
-    std::vector<std::string> mine;
-    for (size_t i = 0; i < nodes_.size(); ++i) {
-      if (node_rank_[i] == session.rank()) mine.push_back(nodes_[i].file_name);
-    }
-    absl::StatusOr<int64_t> copied = CopyFlushedNodes(request, mine);
-    JG_RETURN_IF_ERROR(pipeline_->coordinator().Agree(copied.status()));
-    JG_RETURN_IF_ERROR(pipeline_->coordinator().Agree(
-        session.rank() == 0 ? CommitFlush(request, *begun) : absl::OkStatus()));
-    if (session.rank() == 0) {
-      LOG(INFO) << "epoch " << epoch << " flushed to " << options_.directory;
-    }
-  }
-  hosts_flushed_ = epoch;
-  return absl::OkStatus();
-}
-
-absl::Status Checkpointer::Impl::FlushHostsIfDue(const Session& session,
-                                                 const SaveRecord& record) {
-  hosts_committed_ = record.epoch;
-  const bool due = hosts_flush_next_ || record.kind != SaveKind::kEpoch ||
-                   record.epoch % options_.shared_every == 0;
-  if (!due) return absl::OkStatus();
-  absl::Status flushed = FlushHosts(session, record.epoch);
-  if (flushed.ok()) {
-    hosts_flush_next_ = false;
-    return flushed;
-  }
-  hosts_flush_next_ = true;
-  return absl::FailedPreconditionError(absl::StrCat(
-      "epoch ", record.epoch, " is committed in the hosts' local tiers (",
-      options_.local_directory, ") but cannot be flushed to ",
-      options_.directory, ": ", flushed.message()));
-}
-
-absl::Status Checkpointer::Impl::EndHosts() {
-  // A run that committed nothing has nothing to flush or retire (and its
-  // session may be gone).
-  if (!hosts_committed_.has_value()) return absl::OkStatus();
-  const Session& session = *host_session_;
-  absl::Status status;
-  if (hosts_committed_.has_value() && hosts_committed_ != hosts_flushed_) {
-    status = FlushHosts(session, *hosts_committed_);
-  }
-  if (hosts_->IsLeader(session.rank())) {
-    // keep_local, keeping what the shared directory holds of this history.
-    std::vector<int64_t> pinned;
-    if (hosts_flushed_.has_value()) pinned.push_back(*hosts_flushed_);
-    std::vector<CommittedEpoch> retired;
-    absl::Status retire = UpdateCommitLog(
-        local_dir_, /*is_commit=*/false,
-        [&](CommitLog& log) -> absl::StatusOr<bool> {
-          retired = RetireEpochs(log, pipeline_options_.retention, FileNames(),
-                                 pinned);
-          return !retired.empty();
-        });
-    if (retire.ok()) {
-      retire = DeleteRetired(local_dir_, retired, /*background=*/true).status();
-    }
-    LOG_IF(ERROR, !retire.ok()) << retire.message();
-  }
-  return status;
 }
 
 }  // namespace jobgraph

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -169,17 +170,32 @@ class Checkpointer::Impl {
   // shared directory).
   absl::Status StageFromHosts(Session& session, int64_t epoch,
                               bool with_blob_lists, bool committed);
+  // --- checkpointer_host_flush.cc: their flush to the shared directory.
+
   // Collective: copies committed local `epoch` to the shared directory,
   // each rank its own nodes' databases, and commits it there.
   absl::Status FlushHosts(const Session& session, int64_t epoch);
-  // Collective: after a save of `record` that committed, the flush it is
-  // due (the run's first commit, every shared_every-th epoch, a
-  // preemption checkpoint, the mark).
+  // Collective: after a save of `record` that committed, commits what the
+  // background copies finished, and starts the flush that is due: now for
+  // the run's first commit, a preemption checkpoint and the mark, in the
+  // background for every other shared_every-th epoch.
   absl::Status FlushHostsIfDue(const Session& session,
                                const SaveRecord& record);
+  // Collective: waits for the background copies, commits the newest epoch
+  // they all finished, and flushes the newest committed epoch if that was
+  // not it. FailedPrecondition naming the epoch when it cannot.
+  absl::Status FlushNewestOnHosts();
+  // Collective: commits the newest epoch every rank's copier finished
+  // (waiting for them first with `wait`).
+  absl::Status SettleHostCopies(const Session& session, bool wait);
   // Collective: the end of a run: the newest committed epoch flushed, and
   // keep_local applied to this host's tier.
   absl::Status EndHosts();
+  // The flush of `epoch` on hosts; the nodes this rank copies.
+  FlushRequest HostFlushRequest(int64_t epoch) const;
+  std::vector<std::string> OwnFileNames(const Session& session) const;
+  // The shared log lists `epoch` now.
+  void Flushed(int64_t epoch);
   // Removes what the last StageFromHosts fetched from other hosts (once
   // it is restored, or given up).
   void DropFetched(const Session& session);
@@ -255,6 +271,17 @@ class Checkpointer::Impl {
   std::optional<int64_t> hosts_committed_;
   std::optional<int64_t> hosts_flushed_;
   bool hosts_flush_next_ = true;
+  // The background copies of this rank (checkpointer_host_flush.cc); the
+  // epochs handed to the copiers since the newest flushed (the same on
+  // every rank; kept in the tiers); this rank's finished copies not yet
+  // committed in the shared log.
+  class HostCopier;
+  struct HostCopierDeleter {
+    void operator()(HostCopier* copier) const;
+  };
+  std::unique_ptr<HostCopier, HostCopierDeleter> copier_;
+  std::set<int64_t> hosts_copying_;
+  std::set<int64_t> copied_;
   std::vector<std::unique_ptr<NodeLock>> shared_locks_;
   // Per node: the directory the last StageFromHosts read it from; the
   // bytes per tier.

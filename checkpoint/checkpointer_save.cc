@@ -116,11 +116,8 @@ absl::Status Checkpointer::Impl::MarkLoopFinished(
       pipeline_->Save(/*session=*/nullptr, record, {}, /*wait=*/true);
   KeepOutcomes();
   if (saved.ok() && on_hosts()) {
-    // The mark reaches the shared log with the epoch (flushed first if it
+    // The mark reaches the shared log with its epoch (copied now if it
     // was not).
-    if (hosts_committed_ != hosts_flushed_ && hosts_committed_.has_value()) {
-      JG_RETURN_IF_ERROR(FlushHosts(*host_session_, *hosts_committed_));
-    }
     return FlushHostsIfDue(*host_session_, record);
   }
   if (saved.ok() && tiered()) return DrainToShared();

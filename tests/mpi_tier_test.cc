@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -381,6 +382,45 @@ TEST(MpiTierTest, EpochsIncompleteWithoutAbsentHostsAreKept) {
   EXPECT_EQ(c.Result().value_or("(none)"),
             ExpectedResult(ResumedFrom(metrics)));
   EXPECT_EQ(ResumedBytes(metrics, "shared"), 0) << metrics;
+}
+
+TEST(MpiTierTest, EveryEpochIsFlushedInTheBackgroundAndCommittedInOrder) {
+  Dirs dirs{NewTempDir("background")};
+  ChildRun run = RunOn({"h0", "h1", "h2"}, dirs, {"--shared_every=1"});
+  ASSERT_TRUE(run.exited_ok()) << run.Describe();
+  EXPECT_EQ(run.Result().value_or("(none)"), ExpectedResult(0));
+  // The first commit is flushed before its save returns; the others are
+  // copied in the background and committed at a later save, the last at
+  // the end of the run.
+  EXPECT_THAT(run.log, HasSubstr("epoch 4 flushed to " + dirs.shared() +
+                                 " (copied in the background)"));
+  absl::StatusOr<CommitLog> log = ReadCommitLog(dirs.shared());
+  ASSERT_TRUE(log.ok()) << log.status();
+  std::vector<int64_t> epochs;
+  for (const CommittedEpoch& e : log->epoch()) epochs.push_back(e.epoch());
+  ASSERT_GE(epochs.size(), 2u) << CommittedEpochList(*log);
+  EXPECT_EQ(epochs.front(), 0);
+  EXPECT_EQ(epochs.back(), 4);
+  EXPECT_TRUE(std::is_sorted(epochs.begin(), epochs.end()));
+  ExpectSharedDirectoryVerifies(dirs);
+}
+
+TEST(MpiTierTest, AHostLostDuringABackgroundFlushLeavesTheSharedLogComplete) {
+  Dirs dirs{NewTempDir("lost_in_flush")};
+  // h1's rank dies in its copier, after its second copy to the shared
+  // directory (the first is the synchronous flush of epoch 0).
+  ChildRun run = RunOn({"h0", "h1", "h2"}, dirs, {"--shared_every=1"},
+                       {"h1", "flush.after_copy:crash@3"});
+  ASSERT_FALSE(run.exited_ok()) << run.Describe();
+  ExpectSharedDirectoryVerifies(dirs);
+  std::filesystem::remove_all(dirs.local("h1"));
+  ChildRun again = RunOn({"h0", "h2"}, dirs,
+                         {"--shared_every=1", "--resume_from_epoch=latest"});
+  ASSERT_TRUE(again.exited_ok()) << again.Describe();
+  const std::string metrics = LastMetrics(dirs);
+  EXPECT_EQ(again.Result().value_or("(none)"),
+            ExpectedResult(ResumedFrom(metrics)));
+  ExpectSharedDirectoryVerifies(dirs);
 }
 
 TEST(MpiTierTest, AsynchronousSavesWithLocalTiersAreRefusedOnEveryRank) {
