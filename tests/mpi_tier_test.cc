@@ -124,30 +124,6 @@ ChildRun RunOn(const std::vector<std::string>& hosts, const Dirs& dirs,
   return RunBinary(kMpirun, args, env);
 }
 
-// The pids of the ranks mpirun `pid` started, by rank.
-std::vector<pid_t> RankPids(pid_t mpirun) {
-  std::ifstream children(
-      absl::StrCat("/proc/", mpirun, "/task/", mpirun, "/children"));
-  std::vector<pid_t> by_rank;
-  pid_t child = 0;
-  while (children >> child) {
-    std::ifstream environ(absl::StrCat("/proc/", child, "/environ"));
-    std::stringstream text;
-    text << environ.rdbuf();
-    for (absl::string_view var : absl::StrSplit(text.str(), '\0')) {
-      int rank = 0;
-      if (absl::ConsumePrefix(&var, "OMPI_COMM_WORLD_RANK=") &&
-          absl::SimpleAtoi(var, &rank) && rank >= 0) {
-        if (by_rank.size() <= static_cast<size_t>(rank)) {
-          by_rank.resize(rank + 1, 0);
-        }
-        by_rank[rank] = child;
-      }
-    }
-  }
-  return by_rank;
-}
-
 // Runs the job on `hosts` (four by default) and kills host `lost`'s rank
 // once rank 0 logs the end of epoch 3 (mpirun then ends the job).
 ChildRun RunFourHostsAndLoseOne(const Dirs& dirs, int lost,

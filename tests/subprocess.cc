@@ -495,5 +495,28 @@ uint32_t TestSeed(uint32_t default_seed, const std::string& test_name) {
   return seed;
 }
 
+std::vector<pid_t> RankPids(pid_t mpirun) {
+  std::ifstream children(
+      absl::StrCat("/proc/", mpirun, "/task/", mpirun, "/children"));
+  std::vector<pid_t> by_rank;
+  pid_t child = 0;
+  while (children >> child) {
+    std::ifstream environ(absl::StrCat("/proc/", child, "/environ"));
+    std::stringstream text;
+    text << environ.rdbuf();
+    for (absl::string_view var : absl::StrSplit(text.str(), '\0')) {
+      int rank = 0;
+      if (absl::ConsumePrefix(&var, "OMPI_COMM_WORLD_RANK=") &&
+          absl::SimpleAtoi(var, &rank) && rank >= 0) {
+        if (by_rank.size() <= static_cast<size_t>(rank)) {
+          by_rank.resize(rank + 1, 0);
+        }
+        by_rank[rank] = child;
+      }
+    }
+  }
+  return by_rank;
+}
+
 }  // namespace testing
 }  // namespace jobgraph

@@ -161,6 +161,11 @@ char ProcessState(pid_t pid);
 // under 108 bytes ($TEST_TMPDIR is longer).
 std::vector<std::string> OpenMpiTempEnv();
 
+// The pids of the ranks the mpirun process `mpirun` started on this
+// machine (its children with OMPI_COMM_WORLD_RANK in their environment),
+// indexed by rank; 0 where a rank was not found.
+std::vector<pid_t> RankPids(pid_t mpirun);
+
 // The seed of a randomized test: $JOBGRAPH_TEST_SEED if set (a decimal
 // number), else `default_seed`. Prints it to the test log with how to
 // replay the test, under `test_name`.
