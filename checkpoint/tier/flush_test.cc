@@ -160,6 +160,42 @@ TEST_F(FlushTest, AnEpochNotCommittedLocallyIsNotFound) {
       HasSubstr("epoch 2 is not committed in the local tier " + local_));
 }
 
+TEST_F(FlushTest, OneHostsPartOfAnEpochIsRefusedUnlessHostsCopy) {
+  SaveLocal(1, 1000);
+  // The entry as a host of a job on several hosts commits it: it holds one
+  // node's database (the other node's is on another host).
+  EpochCommit commit;
+  commit.epoch = 1;
+  commit.nodes = kNodes;
+  commit.total_bytes = 8000;
+  commit.committed_unix_micros = 1000;
+  commit.held_nodes = {kNodes[0]};
+  commit.host = "h1";
+  ASSERT_TRUE(CommitEpoch(local_, "leveldb", commit).ok());
+  absl::StatusOr<FlushResult> flushed = FlushEpoch(Request(1));
+  EXPECT_EQ(flushed.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(flushed.status().message(),
+            "epoch 1 in " + local_ + " holds the databases of node(s) '" +
+                kNodes[0] +
+                "' only (host h1's part of a job on several hosts); the job "
+                "flushes it when it runs on its hosts again");
+  EXPECT_FALSE(PathExists(shared_).value());
+  // The hosts copy their own nodes; then the entry is what is committed.
+  FlushRequest request = Request(1);
+  request.copied_by_hosts = true;
+  absl::StatusOr<FlushBegun> begun = BeginFlush(request);
+  ASSERT_TRUE(begun.ok()) << begun.status();
+  EXPECT_FALSE(begun->already_there);
+  ASSERT_TRUE(CopyFlushedNodes(request, kNodes).ok());
+  ASSERT_TRUE(CommitFlush(request, *begun).ok());
+  absl::StatusOr<CommitLog> log = ReadCommitLog(shared_);
+  ASSERT_TRUE(log.ok()) << log.status();
+  ASSERT_EQ(log->epoch_size(), 1);
+  EXPECT_EQ(log->epoch(0).held_node_size(), 0);
+  EXPECT_EQ(log->epoch(0).host(), "");
+  EXPECT_EQ(log->epoch(0).committed_unix_micros(), 1000);
+}
+
 TEST_F(FlushTest, ACrashBeforeTheCommitListsNothingAndARetryFlushes) {
   SaveLocal(1, 1000);
   ASSERT_TRUE(

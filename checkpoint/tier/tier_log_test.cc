@@ -146,5 +146,18 @@ TEST(SameCommitTest, ComparesEpochTimeBytesAndNodes) {
       IsEmpty());
 }
 
+TEST(MergeTierLogsTest, OneHostsPartOfAnEpochIsNoCopy) {
+  // A host's tier of a job on several hosts holds node a of epoch 3 only:
+  // a run in one process neither reads it nor takes it out.
+  CommittedEpoch partial = Entry(3, 30);
+  partial.add_held_node("a");
+  const TieredLog merged =
+      MergeTierLogs({"/local", Log({Entry(2, 20), partial})},
+                    {"/shared", Log({Entry(1, 10), Entry(2, 20)})}, kNodes);
+  EXPECT_THAT(Epochs(merged), ElementsAre(1, 2));
+  EXPECT_THAT(merged.copies.at(2), ElementsAre("/local", "/shared"));
+  EXPECT_THAT(merged.ignored_local, IsEmpty());
+}
+
 }  // namespace
 }  // namespace jobgraph
