@@ -7,35 +7,16 @@
 # leaves nothing behind.
 set -uo pipefail
 
-fail() { echo "FAIL: $*" >&2; exit 1; }
-check() {  # check DESCRIPTION EXPECTED ACTUAL
-  if [[ "$2" != "$3" ]]; then fail "$1: expected '$2', got '$3'"; fi
-  echo "ok: $1"
-}
-
-if [[ $(id -u) -ne 0 ]]; then
-  echo "SKIPPED: tools/cluster needs root (namespaces, a bridge, mounts); running as uid $(id -u)"
-  exit 0
-fi
 runfiles="${TEST_SRCDIR:-$PWD/..}/jobgraph"
-cluster="${runfiles}/tools/cluster/cluster.sh"
-sum_pipeline="${runfiles}/examples/sum_pipeline"
-[[ -x "${cluster}" && -x "${sum_pipeline}" ]] || fail "runfiles missing under ${runfiles}"
+# fail, check, cluster_test_start, cluster_test_tmp, cleanup.
+# shellcheck source-path=SCRIPTDIR source=test_lib.sh
+source "${runfiles}/tools/cluster/test_lib.sh" || exit 1
+# shellcheck disable=SC2119  # no runfiles beyond cluster.sh and sum_pipeline
+cluster_test_start
 
-tmp="$(mktemp -d /tmp/jgcluster_test.XXXXXX)"  # short: Open MPI's sockets
-export JG_CLUSTER_STATE="${tmp}/state"
 # A /24 of its own, so that concurrent runs do not share one.
 export JG_CLUSTER_NET="10.78.$(( ($$ % 200) + 20 ))"
-export TMPDIR="${tmp}" OMPI_MCA_orte_tmpdir_base="${tmp}"
-# Under --config=asan, as tests/mpi_test.cc's MpiEnv says: Open MPI's frames
-# need the slow unwinder, and LeakSanitizer cannot scan ranks' TLS. Other
-# builds ignore these.
-export ASAN_OPTIONS=fast_unwind_on_malloc=0 LSAN_OPTIONS=use_tls=0
-cleanup() {
-  "${cluster}" down
-  rm -rf "${tmp}"
-}
-trap cleanup EXIT
+cluster_test_tmp jgcluster_test
 
 "${cluster}" up 3 || fail "up 3"
 local_dir="${JG_CLUSTER_STATE}/local"

@@ -16,45 +16,27 @@
 #   e. MAX_RUNS and MIN_HOSTS, with stand-ins for mpirun and the probe.
 set -uo pipefail
 
-fail() { echo "FAIL: $*" >&2; exit 1; }
-check() {  # check DESCRIPTION EXPECTED ACTUAL
-  if [[ "$2" != "$3" ]]; then fail "$1: expected '$2', got '$3'"; fi
-  echo "ok: $1"
-}
-
-if [[ $(id -u) -ne 0 ]]; then
-  echo "SKIPPED: tools/cluster needs root (namespaces, a bridge, mounts); running as uid $(id -u)"
-  exit 0
-fi
 runfiles="${TEST_SRCDIR:-$PWD/..}/jobgraph"
-cluster="${runfiles}/tools/cluster/cluster.sh"
-sum_pipeline="${runfiles}/examples/sum_pipeline"
+# fail, check, cluster_test_start, cluster_test_tmp, cleanup.
+# shellcheck source-path=SCRIPTDIR source=test_lib.sh
+source "${runfiles}/tools/cluster/test_lib.sh" || exit 1
 loop="${runfiles}/examples/slurm/sum_pipeline_mpi_loop.sbatch"
-[[ -x "${cluster}" && -x "${sum_pipeline}" && -f "${loop}" ]] || fail "runfiles missing under ${runfiles}"
+cluster_test_start -f "${loop}"
 
 # The loop's settings come from the environment: only the test's count.
 unset RANKS_PER_HOST SPARE_HOSTS MIN_HOSTS MAX_RUNS JOBGRAPH_NODES JOBGRAPH_FLAGS \
   JG_HOSTS JG_PROBE JG_MPIRUN JG_REQUEUE SLURM_JOB_NODELIST SLURM_RESTART_COUNT
 
-tmp="$(mktemp -d /tmp/jgloop_test.XXXXXX)"  # short: Open MPI's sockets
 # A cluster of its own (state, /24, host names), so that it can run beside
 # cluster_test (10.78.x) and beside itself (--runs_per_test).
-export JG_CLUSTER_STATE="${tmp}/state"
 export JG_CLUSTER_PREFIX=ml
-export TMPDIR="${tmp}" OMPI_MCA_orte_tmpdir_base="${tmp}"
-# Under --config=asan, as tests/mpi_test.cc's MpiEnv says: Open MPI's frames
-# need the slow unwinder, and LeakSanitizer cannot scan ranks' TLS. Other
-# builds ignore these.
-export ASAN_OPTIONS=fast_unwind_on_malloc=0 LSAN_OPTIONS=use_tls=0
 declare -A slurmd_pid  # each host's stand-in slurmd (below)
-cleanup() {
+before_down() {  # cleanup's first step
   # Reaped here, before `down` kills them, so that bash does not report them.
   local pid
   for pid in "${slurmd_pid[@]}"; do kill -KILL "${pid}" && wait "${pid}"; done 2>/dev/null
-  "${cluster}" down
-  rm -rf "${tmp}"
 }
-trap cleanup EXIT
+cluster_test_tmp jgloop_test
 
 # The first 10.79.x/24 that no interface has, chosen and taken under a lock,
 # so that two runs never pick the same one.

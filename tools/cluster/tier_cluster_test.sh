@@ -21,42 +21,22 @@
 #      job resumes on the other three.
 set -uo pipefail
 
-fail() { echo "FAIL: $*" >&2; exit 1; }
-check() {  # check DESCRIPTION EXPECTED ACTUAL
-  if [[ "$2" != "$3" ]]; then fail "$1: expected '$2', got '$3'"; fi
-  echo "ok: $1"
-}
-
-if [[ $(id -u) -ne 0 ]]; then
-  echo "SKIPPED: tools/cluster needs root (namespaces, a bridge, mounts); running as uid $(id -u)"
-  exit 0
-fi
 runfiles="${TEST_SRCDIR:-$PWD/..}/jobgraph"
-cluster="${runfiles}/tools/cluster/cluster.sh"
-sum_pipeline="${runfiles}/examples/sum_pipeline"
+# fail, check, cluster_test_start, cluster_test_tmp, cleanup.
+# shellcheck source-path=SCRIPTDIR source=test_lib.sh
+source "${runfiles}/tools/cluster/test_lib.sh" || exit 1
 ckpt="${runfiles}/tools/ckpt"
-[[ -x "${cluster}" && -x "${sum_pipeline}" && -x "${ckpt}" ]] || fail "runfiles missing under ${runfiles}"
+cluster_test_start -x "${ckpt}"
 
 # A host's name must come from its UTS namespace, and a failpoint only from
 # the test (below).
 unset JOBGRAPH_HOST_NAME JOBGRAPH_FAILPOINT
 
-tmp="$(mktemp -d /tmp/jgtier_test.XXXXXX)"  # short: Open MPI's sockets
 # A cluster of its own (state, /24, host names), so that it can run beside
 # cluster_test (10.78.x, jg1..) and mpirun_loop_test (10.79.x, ml1..).
-export JG_CLUSTER_STATE="${tmp}/state"
 export JG_CLUSTER_PREFIX=tc
 export JG_CLUSTER_NET="10.80.$(( ($$ % 200) + 20 ))"
-export TMPDIR="${tmp}" OMPI_MCA_orte_tmpdir_base="${tmp}"
-# Under --config=asan, as tests/mpi_test.cc's MpiEnv says: Open MPI's frames
-# need the slow unwinder, and LeakSanitizer cannot scan ranks' TLS. Other
-# builds ignore these.
-export ASAN_OPTIONS=fast_unwind_on_malloc=0 LSAN_OPTIONS=use_tls=0
-cleanup() {
-  "${cluster}" down
-  rm -rf "${tmp}"
-}
-trap cleanup EXIT
+cluster_test_tmp jgtier_test
 
 "${cluster}" up 4 || fail "up 4"
 local_dir="${JG_CLUSTER_STATE}/local"
