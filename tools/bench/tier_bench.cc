@@ -63,9 +63,50 @@
 //    per run: the page-cache raw file of part 1 evicted the same way and
 //    read back with 4 MiB read()s into a buffer already touched.
 //    local_restore_vs_shared = local / shared cold of the same run (median).
-//    No goal was set. The partner restore (a rank reading a partner node's
-//    copy over MPI) needs partner copies, which jobgraph does not make yet:
-//    the bench says so and measures nothing for it.
+//    No goal was set.
+//
+// 2b. PARTNER RESTORE. A job on two hosts whose first host lost its local
+//    tier (FORMAT.md 3.5): the bench runs itself (--partner_worker,
+//    tier_bench_partner_worker.cc) under `/usr/bin/mpirun -np 2`, the two
+//    ranks standing for hosts hA (rank 0) and hB (rank 1) on this machine
+//    (each sets JOBGRAPH_HOST_NAME, as tests/mpi_tier_test.cc's wrapper
+//    does), with Open MPI's temporary files in the bench's local directory
+//    (tests/subprocess.h OpenMpiTempEnv says why), --bind-to none (each
+//    rank may use every core, as a host of its own would) and
+//    mpi_yield_when_idle (a rank waiting in a collective gives way to the
+//    other). The job's nodes: "trainer_0" on hA holds the state above
+//    (the same bytes: the modification of parts 1 and 2 aside), "trainer_1"
+//    on hB one 4 KiB tensor (every rank must host a node; a small one keeps
+//    hB's own restore out of the figures). The job saves epoch 1 once with
+//    {directory = <shared>/partner, local_directory =
+//    <local>/partner/tier-%h, shared_every = 1}: each host's tier then
+//    holds both nodes' databases (its own and its partner's copy), and the
+//    shared directory too. Then hA's tier is wiped. Each restore runs in
+//    fresh MpiSessions and Checkpointers on both ranks, into fresh memory
+//    (storage pool emptied), after sync + --settle_ms and the shared
+//    directory evicted from the page cache as in part 2 (both restores
+//    read the shared commit log); both ranks pass a barrier, then
+//    Start(latest) + Restore is timed on rank 0, the rank that runs
+//    trainer_0:
+//      partner  hA's tier is absent, so trainer_0's database comes from
+//               hB's tier: hB packs it and sends it over MPI (here shared
+//               memory between two processes, not a network), hA installs
+//               it in its tier and loads it; trainer_1's comes from hB's
+//               own tier;
+//      shared   hB's tier is moved aside too (and put back afterwards):
+//               both nodes' databases come from the shared directory, cold.
+//    CheckpointStats::tier_bytes must say so (the partner restore fetched
+//    at least the state's bytes over MPI and read none from the shared
+//    directory; the shared one read them all from there), and rank 0
+//    compares the restored tensors with the saved ones off the clock. One
+//    partner restore first, untimed (load threads, the ranks' first large
+//    exchange); then they take turns going first. The worker prints its
+//    figures for the bench, which prints them beside part 2's one-process
+//    cold shared restore. partner_restore_vs_shared = partner / shared of
+//    the same run (median). Goal: at most 0.5. Without /usr/bin/mpirun, or
+//    when MPI cannot start two ranks, the bench prints n/a with the reason
+//    (the start of mpirun's standard error) and goes on; a failure once both
+//    ranks run fails the bench.
 //
 // 3. FLUSH OVERHEAD. Per run, one fresh local-tier Checkpointer per
 //    setting (fresh directories, deleted off the clock), --epochs epochs
@@ -101,13 +142,14 @@
 // MB = 1e6 bytes of tensor data; times are wall times; figures are medians
 // over --runs runs with their range. The last line is
 //   tier_bench: local_blocking_vs_shared=<r> local_restore_vs_shared=<r>
-//   flush_epoch_overhead=<r>
+//   partner_restore_vs_shared=<r or n/a> flush_epoch_overhead=<r>
 //
 // Directories: --shared_dir (default: a fresh /var/tmp/jobgraph_tier_bench-
 // XXXXXX; /var/tmp rather than /tmp, which is a tmpfs on some systems) and
 // --local_dir (default /dev/shm/tier_bench-<pid>). Each must not exist or be
 // empty: the bench removes both at the end. It warns when the shared one is
-// a tmpfs or the local one is not.
+// a tmpfs or the local one is not. Parts 1 and 2's files are removed before
+// part 2b, part 2b's before part 3.
 //
 // Run (about 3 minutes at the defaults on these 2-core VMs):
 //   ./tools/bazel run -c opt //tools/bench:tier_bench
@@ -155,7 +197,9 @@ ABSL_FLAG(std::string, shared_dir, "",
 ABSL_FLAG(std::string, local_dir, "",
           "The local tier's parent, a tmpfs (default: "
           "/dev/shm/tier_bench-<pid>). Must not exist or be empty: the bench "
-          "removes it at the end. Needs about 4 x --state_mib of memory.");
+          "removes it at the end. Needs about 4 x --state_mib of memory; "
+          "part 2b up to about 10 x in all (its tiers, and the ranks' copies "
+          "of what they send).");
 ABSL_FLAG(int, state_mib, 512, "MiB of float tensors in the checkpoint.");
 ABSL_FLAG(int, blobs, 8, "Tensors the state is split into.");
 ABSL_FLAG(int, runs, 3, "Measured runs of each part; medians.");
@@ -165,6 +209,14 @@ ABSL_FLAG(int, settle_ms, 1000,
           "Sleep after sync before each timed save, raw write and restore.");
 ABSL_FLAG(int, compute_ms, -1,
           "Part 3: compute per epoch; -1: the median flush of part 1.");
+ABSL_FLAG(bool, partner_worker, false,
+          "Internal: run as a rank of part 2b under mpirun (the bench starts "
+          "them with this and the two flags below).");
+ABSL_FLAG(std::string, partner_shared, "",
+          "Internal, with --partner_worker: the shared checkpoint directory.");
+ABSL_FLAG(std::string, partner_local, "",
+          "Internal, with --partner_worker: the local tiers, %h for the "
+          "host.");
 
 namespace jobgraph {
 namespace bench {
@@ -223,17 +275,15 @@ std::string Range(const Sample& s, const char* format) {
                       absl::StrFormat(format, s.Max()), ")");
 }
 
-// ---------------------------------------------------------------------------
-
-absl::Status TierBench::Fill() {
-  Workspace* ws = session_.NodeWorkspace(kNode);
+void FillState(const Config& c, Workspace* ws, std::vector<std::string>* names,
+               std::vector<Tensor*>* tensors) {
   uint64_t x = 0x9E3779B97F4A7C15ull;
-  for (int i = 0; i < c_.blobs; ++i) {
-    names_.push_back(absl::StrFormat("w%02d", i));
+  for (int i = 0; i < c.blobs; ++i) {
+    names->push_back(absl::StrFormat("w%02d", i));
     Tensor* t = ws->SetTensor(
-        names_.back(),
+        names->back(),
         Tensor::Uninitialized(
-            FLOAT, {static_cast<int64_t>(c_.blob_bytes / sizeof(float))}));
+            FLOAT, {static_cast<int64_t>(c.blob_bytes / sizeof(float))}));
     uint32_t* words = static_cast<uint32_t*>(t->raw_mutable_data());
     for (int64_t w = 0; w < t->numel(); ++w) {
       x ^= x << 13;
@@ -242,8 +292,27 @@ absl::Status TierBench::Fill() {
       // Exponent of 1.0, random mantissa: a float in [1, 2).
       words[w] = 0x3F800000u | static_cast<uint32_t>(x & 0x7FFFFF);
     }
-    tensors_.push_back(t);
+    tensors->push_back(t);
   }
+}
+
+absl::Status CheckSameTensors(const Workspace& restored,
+                              const std::vector<std::string>& names,
+                              const std::vector<Tensor*>& tensors) {
+  for (size_t i = 0; i < names.size(); ++i) {
+    JG_ASSIGN_OR_RETURN(const Tensor* t, restored.GetTensor(names[i]));
+    if (!t->BitwiseEquals(*tensors[i])) {
+      return absl::DataLossError(absl::StrCat("restored tensor ", names[i],
+                                              " differs from the saved one"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------------------
+
+absl::Status TierBench::Fill() {
+  FillState(c_, session_.NodeWorkspace(kNode), &names_, &tensors_);
   JG_ASSIGN_OR_RETURN(staging_, NewStagingBuffer());
   return absl::OkStatus();
 }
@@ -287,15 +356,7 @@ std::vector<absl::string_view> TierBench::Views() const {
 }
 
 absl::Status TierBench::CheckRestored(LocalSession& session) const {
-  Workspace* ws = session.NodeWorkspace(kNode);
-  for (size_t i = 0; i < names_.size(); ++i) {
-    JG_ASSIGN_OR_RETURN(const Tensor* t, ws->GetTensor(names_[i]));
-    if (!t->BitwiseEquals(*tensors_[i])) {
-      return absl::DataLossError(absl::StrCat("restored tensor ", names_[i],
-                                              " differs from the workspace's"));
-    }
-  }
-  return absl::OkStatus();
+  return CheckSameTensors(*session.NodeWorkspace(kNode), names_, tensors_);
 }
 
 CheckpointOptions TierBench::SharedOnlyOptions() const {
@@ -363,12 +424,15 @@ absl::Status TierBench::Run() {
   std::fflush(stdout);
   JG_RETURN_IF_ERROR(BlockingSaves());
   JG_RETURN_IF_ERROR(Restores());
+  JG_RETURN_IF_ERROR(RemoveSaveFiles());
+  JG_RETURN_IF_ERROR(PartnerRestores());
   JG_RETURN_IF_ERROR(FlushOverhead());
   std::printf(
       "\ntier_bench: local_blocking_vs_shared=%.3f "
-      "local_restore_vs_shared=%.3f flush_epoch_overhead=%.3f\n",
+      "local_restore_vs_shared=%.3f partner_restore_vs_shared=%s "
+      "flush_epoch_overhead=%.3f\n",
       s_["blocking ratio"].Median(), s_["restore ratio"].Median(),
-      s_["overhead ratio"].Median());
+      partner_ratio_.c_str(), s_["overhead ratio"].Median());
   std::fflush(stdout);
   return absl::OkStatus();
 }
@@ -428,11 +492,36 @@ absl::Status Main() {
   return status;
 }
 
+// A rank of part 2b. A failed rank leaves at once, without MPI_Finalize
+// (which would wait for the other rank, itself waiting in a collective):
+// mpirun then ends the job. Its error goes to standard output too, where
+// the bench reads it.
+int WorkerMain() {
+  absl::StatusOr<Config> config = ConfigFromFlags();
+  absl::Status status = config.status();
+  if (status.ok()) {
+    status = RunPartnerWorker(*config, absl::GetFlag(FLAGS_partner_shared),
+                              absl::GetFlag(FLAGS_partner_local));
+  }
+  if (status.ok()) return 0;
+  const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
+  std::printf("%serror rank %s: %s\n", kWorkerLine,
+              rank != nullptr ? rank : "?", status.ToString().c_str());
+  std::fflush(stdout);
+  std::fprintf(stderr, "tier_bench --partner_worker: %s\n",
+               status.ToString().c_str());
+  std::fflush(stderr);
+  std::_Exit(1);
+}
+
 }  // namespace
 }  // namespace bench
 }  // namespace jobgraph
 
 int main(int argc, char** argv) {
   jobgraph::bench::InitBench(argc, argv);
+  if (absl::GetFlag(FLAGS_partner_worker)) {
+    return jobgraph::bench::WorkerMain();
+  }
   return jobgraph::bench::ExitCode("tier_bench", jobgraph::bench::Main());
 }

@@ -2,8 +2,9 @@
 // class, and the helpers that more than one of its files uses. The bench is
 // described in the comment that opens tier_bench.cc ("the header" in the
 // comments below); tier_bench.cc also holds the flags, the shared parts of
-// the class, Run and main(); tier_bench_saves.cc, tier_bench_restores.cc and
-// tier_bench_flush.cc hold its parts 1, 2 and 3.
+// the class, Run and main(); tier_bench_saves.cc, tier_bench_restores.cc,
+// tier_bench_partner.cc and tier_bench_flush.cc hold its parts 1, 2, 2b and
+// 3, and tier_bench_partner_worker.cc the ranks that part 2b starts.
 
 #ifndef JOBGRAPH_TOOLS_BENCH_TIER_BENCH_H_
 #define JOBGRAPH_TOOLS_BENCH_TIER_BENCH_H_
@@ -26,12 +27,24 @@
 #include "checkpoint/util/file_util.h"
 #include "engine/session.h"
 #include "engine/tensor.h"
+#include "engine/workspace.h"
 #include "tools/bench/bench_util.h"
 
 namespace jobgraph {
 namespace bench {
 
 inline constexpr char kNode[] = "trainer_0";
+
+// Part 2b (see the header): the job's second node, the hosts its two ranks
+// stand for (rank 0 runs kNode on kHostA, rank 1 kPartnerNode on kHostB),
+// and the epoch it saves.
+inline constexpr char kPartnerNode[] = "trainer_1";
+inline constexpr char kHostA[] = "hA";
+inline constexpr char kHostB[] = "hB";
+inline constexpr int64_t kPartnerEpoch = 1;
+// What the worker's lines on standard output start with (rank 0's figures,
+// any rank's error), for the bench that reads them.
+inline constexpr char kWorkerLine[] = "tier_partner ";
 
 // "<median> (<min>-<max>)" of `s`, each printed with `format`.
 std::string Range(const Sample& s, const char* format);
@@ -47,7 +60,44 @@ struct Config {
   int epochs = 4;
   int settle_ms = 1000;
   int compute_ms = -1;
+
+  int state_mib() const {
+    return static_cast<int>((static_cast<size_t>(blobs) * blob_bytes) >> 20);
+  }
 };
+
+// The state of the header in `ws`: c.blobs tensors of c.blob_bytes, named
+// w00, w01, ..., the same bytes in every process. Appends the names and
+// the tensors.
+void FillState(const Config& c, Workspace* ws, std::vector<std::string>* names,
+               std::vector<Tensor*>* tensors);
+// Whether `restored` holds `tensors` under `names`, bit for bit.
+absl::Status CheckSameTensors(const Workspace& restored,
+                              const std::vector<std::string>& names,
+                              const std::vector<Tensor*>& tensors);
+
+// What EvictFromPageCache did.
+struct Eviction {
+  int files = 0;
+  int64_t bytes = 0;
+  // Whether 3 was written to /proc/sys/vm/drop_caches.
+  bool dropped_caches = false;
+  bool tried_drop_caches = false;
+};
+// Makes the next read of `path` (a file or a directory) come from the disk;
+// see tier_bench_restores.cc.
+absl::StatusOr<Eviction> EvictFromPageCache(const std::string& path);
+std::string DescribeEviction(const Eviction& e);
+// Empties the storage pool, so that the next tensors are fresh mappings
+// (what a resuming process loads into), not buffers an earlier restore of
+// this process freed.
+void EmptyStoragePool();
+
+// Part 2b's ranks, started by the bench under mpirun with --partner_worker:
+// `shared_dir` is the job's shared directory, `local_pattern` its local
+// tiers' (with %h). See tier_bench_partner_worker.cc.
+absl::Status RunPartnerWorker(const Config& c, const std::string& shared_dir,
+                              const std::string& local_pattern);
 
 class TierBench {
  public:
@@ -60,7 +110,9 @@ class TierBench {
         raw_shared_(JoinPath(c_.shared_dir, "raw.bin")),
         raw_local_(JoinPath(c_.local_dir, "raw.bin")),
         overhead_shared_(JoinPath(c_.shared_dir, "overhead")),
-        overhead_local_(JoinPath(c_.local_dir, "overhead")) {}
+        overhead_local_(JoinPath(c_.local_dir, "overhead")),
+        partner_shared_(JoinPath(c_.shared_dir, "partner")),
+        partner_local_(JoinPath(c_.local_dir, "partner")) {}
 
   absl::Status Run();
 
@@ -107,6 +159,17 @@ class TierBench {
   // read `expected_dir`. Returns its seconds.
   absl::StatusOr<double> TimeRestore(int64_t epoch,
                                      const std::string& expected_dir);
+  // Removes parts 1 and 2's checkpoints and raw file, which the later
+  // parts do not read: their disk writeback and memory are not to weigh
+  // on them.
+  absl::Status RemoveSaveFiles();
+  // Part 2b: runs the worker under mpirun and reads its figures into s_;
+  // sets partner_ratio_.
+  absl::Status PartnerRestores();
+  // Part 2b's end when it cannot run: says why (`reason`, then `details`,
+  // one a line), and sets partner_ratio_.
+  void PartnerNotAvailable(const std::string& reason,
+                           const std::vector<std::string>& details);
   absl::Status FlushOverhead();
   struct EpochRun {
     Sample epoch_s;        // epochs 2..N: compute + save
@@ -129,6 +192,7 @@ class TierBench {
   const std::string only_dir_, tiered_dir_, tier_dir_, aside_dir_;
   const std::string raw_shared_, raw_local_;
   const std::string overhead_shared_, overhead_local_;
+  const std::string partner_shared_, partner_local_;
 
   LocalSession session_;
   std::vector<Tensor*> tensors_;
@@ -141,6 +205,8 @@ class TierBench {
   std::unique_ptr<Checkpointer> only_, tiered_;
   int64_t only_epoch_ = 0, tiered_epoch_ = 0;
   double flush_s_ = 0;  // part 1's median flush of one epoch
+  // Part 2b's figure for the last line: the ratio, or "n/a".
+  std::string partner_ratio_ = "n/a";
 };
 
 }  // namespace bench

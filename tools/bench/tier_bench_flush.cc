@@ -98,12 +98,8 @@ absl::StatusOr<TierBench::EpochRun> TierBench::RunEpochs(bool flush_on,
 }
 
 absl::Status TierBench::FlushOverhead() {
-  // Part 1's files are not needed any more: their disk writeback and
-  // memory are not to weigh on this part.
-  for (const std::string& path :
-       {only_dir_, tiered_dir_, tier_dir_, raw_shared_}) {
-    JG_RETURN_IF_ERROR(RemovePath(path));
-  }
+  // Parts 1 and 2's files are gone (RemoveSaveFiles); part 2b removes its
+  // own.
   const double target_s =
       c_.compute_ms >= 0 ? c_.compute_ms / 1000.0 : flush_s_;
   // The repetitions per block for `target_s`, from the time of 1 and of

@@ -35,18 +35,11 @@ namespace {
 
 constexpr size_t kIoChunk = size_t{4} << 20;  // raw read()s
 
+}  // namespace
+
 // ---------------------------------------------------------------------------
 // The environment, with errors as statuses (so that the directories are
 // removed whatever fails).
-
-// What EvictFromPageCache did.
-struct Eviction {
-  int files = 0;
-  int64_t bytes = 0;
-  // Whether 3 was written to /proc/sys/vm/drop_caches.
-  bool dropped_caches = false;
-  bool tried_drop_caches = false;
-};
 
 // Makes the next read of `path` (a file or a directory) come from the disk:
 // fsync and posix_fadvise(DONTNEED) of every file under it (DONTNEED drops
@@ -92,6 +85,16 @@ std::string DescribeEviction(const Eviction& e) {
                             : "not done (not root)");
 }
 
+// A limit of 0 frees every pooled buffer; the old limit then holds again.
+void EmptyStoragePool() {
+  StoragePool& pool = StoragePool::Global();
+  const size_t limit = pool.limit_bytes();
+  pool.set_limit_bytes(0);
+  pool.set_limit_bytes(limit);
+}
+
+namespace {
+
 // Reads the file at `path` with 4 MiB read()s into `buffer` (already
 // touched, so only the read is timed). Returns the seconds and the bytes.
 absl::StatusOr<std::pair<double, int64_t>> RawRead(const std::string& path,
@@ -109,16 +112,6 @@ absl::StatusOr<std::pair<double, int64_t>> RawRead(const std::string& path,
     return ErrnoStatus("read", path);
   }
   return std::make_pair(Seconds(start), bytes);
-}
-
-// Empties the storage pool, so that the next tensors are fresh mappings
-// (what a resuming process loads into), not buffers an earlier restore of
-// this process freed.
-void EmptyStoragePool() {
-  StoragePool& pool = StoragePool::Global();
-  const size_t limit = pool.limit_bytes();
-  pool.set_limit_bytes(0);
-  pool.set_limit_bytes(limit);
 }
 
 }  // namespace
@@ -226,14 +219,20 @@ absl::Status TierBench::Restores() {
       "    raw cold read of the same bytes, shared dir  %s\n"
       "    restore from the local tier                  %s\n"
       "    restore from the shared directory, cold      %s\n"
-      "  local_restore_vs_shared = %s (no goal set)\n"
-      "  partner restore (over MPI, from a partner node's copy): not "
-      "measured; jobgraph does not make partner copies yet\n",
+      "  local_restore_vs_shared = %s (no goal set)\n",
       eviction_text.c_str(), c_.runs, Figure(s_["raw cold read"]).c_str(),
       Figure(s_["restore local"]).c_str(),
       Figure(s_["restore shared cold"]).c_str(),
       Range(s_["restore ratio"], "%.3f").c_str());
   std::fflush(stdout);
+  return absl::OkStatus();
+}
+
+absl::Status TierBench::RemoveSaveFiles() {
+  for (const std::string& path :
+       {only_dir_, tiered_dir_, tier_dir_, raw_shared_}) {
+    JG_RETURN_IF_ERROR(RemovePath(path));
+  }
   return absl::OkStatus();
 }
 
