@@ -174,8 +174,8 @@ absl::Status Checkpointer::Impl::CopyToPartner(const Session& session,
       absl::StatusOr<std::string> packed = PackCheckpointDb(
           options_.db_type, CheckpointDbPath(local_dir_, name, record.epoch));
       if (packed.ok()) {
-        AppendPiece(&to_each[partner_leader], name);
-        AppendPiece(&to_each[partner_leader], *packed);
+        // The whole piece, moved: which node it is, the partner knows.
+        to_each[partner_leader] = *std::move(packed);
       } else {
         status = Annotate(packed.status(),
                           absl::StrCat("cannot copy epoch ", record.epoch,
@@ -185,14 +185,17 @@ absl::Status Checkpointer::Impl::CopyToPartner(const Session& session,
     }
     JG_ASSIGN_OR_RETURN(std::vector<std::string> received,
                         session.AllToAll(std::move(to_each)));
-    if (!leader || !status.ok()) continue;
-    absl::string_view in = received[hosts_->leader[source]];
-    absl::string_view name;
-    absl::string_view packed;
-    if (!ConsumePiece(&in, &name) || !ConsumePiece(&in, &packed)) continue;
+    // The source host's k-th node; nothing when it has fewer, or when its
+    // leader could not read it (its own status fails the save).
+    const std::string& packed = received[hosts_->leader[source]];
+    if (!leader || !status.ok() || k >= by_host[source].size() ||
+        packed.empty()) {
+      continue;
+    }
+    const std::string& name = nodes_[by_host[source][k]].file_name;
     absl::StatusOr<int64_t> installed = InstallPackedCheckpointDb(
         options_.db_type, packed,
-        CheckpointDbPath(local_dir_, std::string(name), record.epoch));
+        CheckpointDbPath(local_dir_, name, record.epoch));
     if (!installed.ok()) {
       status = Annotate(
           installed.status(),
@@ -362,7 +365,16 @@ absl::Status Checkpointer::Impl::StageFromHosts(Session& session, int64_t epoch,
     std::vector<int64_t> outcome(nodes_.size(), 0);
     std::vector<std::string> to_each(session.num_ranks());
     std::vector<std::string> errors(nodes_.size());
-    bool sent = false;
+    // Which node each host's leader sends this round: the first pending
+    // one it holds for another host (every rank works it out alike, so a
+    // piece needs no header: it is the packed database alone, moved).
+    std::vector<int> sends(hosts_->num_hosts(), -1);
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+      const int source = done[i] ? -1 : sources[i][next[i]];
+      if (source != -1 && source != node_host_[i] && sends[source] == -1) {
+        sends[source] = static_cast<int>(i);
+      }
+    }
     for (size_t i = 0; i < nodes_.size(); ++i) {
       if (done[i]) continue;
       const int source = sources[i][next[i]];
@@ -388,48 +400,45 @@ absl::Status Checkpointer::Impl::StageFromHosts(Session& session, int64_t epoch,
           errors[i] = std::string(checked.message());
           outcome[i] = 2;
         }
-      } else if (hosts_->leader[source] == rank && !sent) {
-        // This host holds another host's node: its leader sends it.
-        sent = true;
-        std::string& out = to_each[node_rank_[i]];
-        AppendPiece(&out, std::to_string(i));
+      } else if (sends[source] == static_cast<int>(i) &&
+                 hosts_->leader[source] == rank) {
+        // This host holds another host's node: its leader sends it, packed
+        // and checked as it is read (nothing when that fails: the
+        // receiver then tries the next copy; the reason is logged here).
         absl::StatusOr<std::string> packed = PackCheckpointDb(
             options_.db_type, CheckpointDbPath(local_dir_, name, epoch));
-        AppendPiece(&out, packed.ok() ? "1" : "0");
-        AppendPiece(&out, packed.ok() ? *packed
-                                      : std::string(packed.status().message()));
+        if (packed.ok()) {
+          to_each[node_rank_[i]] = *std::move(packed);
+        } else {
+          LOG(WARNING) << "node '" << nodes_[i].node << "' of epoch " << epoch
+                       << ": this host's copy cannot be sent: "
+                       << packed.status().message();
+        }
       }
     }
     JG_ASSIGN_OR_RETURN(std::vector<std::string> received,
                         session.AllToAll(std::move(to_each)));
-    for (int from = 0; from < static_cast<int>(received.size()); ++from) {
-      absl::string_view in = received[from];
-      absl::string_view index;
-      absl::string_view ok;
-      absl::string_view body;
-      while (ConsumePiece(&in, &index) && ConsumePiece(&in, &ok) &&
-             ConsumePiece(&in, &body)) {
-        const size_t i = std::stoul(std::string(index));
-        CHECK_LT(i, nodes_.size());
-        const std::string& name = nodes_[i].file_name;
-        absl::Status installed;
-        if (ok == "1") {
-          installed = InstallPackedCheckpointDb(
-                          options_.db_type, body,
-                          CheckpointDbPath(fetch_dir, name, epoch))
-                          .status();
-        } else {
-          installed = absl::DataLossError(body);
-        }
-        if (installed.ok()) {
-          dirs[i] = fetch_dir;
-          bytes[i] = static_cast<int64_t>(body.size());
-          tier[i] = 1;
-          outcome[i] = 1;
-        } else {
-          errors[i] = std::string(installed.message());
-          outcome[i] = 2;
-        }
+    for (int h = 0; h < hosts_->num_hosts(); ++h) {
+      const int i = sends[h];
+      if (i < 0 || node_rank_[i] != rank) continue;
+      const std::string& body = received[hosts_->leader[h]];
+      absl::Status installed =
+          body.empty()
+              ? absl::DataLossError(
+                    absl::StrCat("host ", hosts_->hosts[h],
+                                 " could not read its copy (its log says why)"))
+              : InstallPackedCheckpointDb(
+                    options_.db_type, body,
+                    CheckpointDbPath(fetch_dir, nodes_[i].file_name, epoch))
+                    .status();
+      if (installed.ok()) {
+        dirs[i] = fetch_dir;
+        bytes[i] = static_cast<int64_t>(body.size());
+        tier[i] = 1;
+        outcome[i] = 1;
+      } else {
+        errors[i] = std::string(installed.message());
+        outcome[i] = 2;
       }
     }
     for (size_t i = 0; i < nodes_.size(); ++i) {

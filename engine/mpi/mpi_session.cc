@@ -131,13 +131,16 @@ absl::StatusOr<std::vector<std::string>> AllGatherOn(MPI_Comm comm,
   return result;
 }
 
-// AllToAll's bytes per pair of ranks per round: well under MPI's int counts,
-// and small enough that a round's packed buffers stay a bounded multiple of
-// it however large the pieces are.
+// The most bytes one message of AllToAll carries: well under MPI's int
+// counts. A larger piece goes as several messages.
 constexpr int64_t kAllToAllRoundBytes = int64_t{512} << 20;
 
+// The tag of AllToAll's messages on the world communicator, which carries
+// no other point-to-point traffic.
+constexpr int kAllToAllTag = 7301;
+
 // Session::AllToAll over `comm`, of which this process is rank `rank`, in
-// rounds of at most `round_bytes` (>= 1) per pair of ranks.
+// messages of at most `round_bytes` (>= 1) each.
 absl::StatusOr<std::vector<std::string>> AllToAllOn(
     MPI_Comm comm, int rank, std::vector<std::string> to_each,
     int64_t round_bytes) {
@@ -160,75 +163,42 @@ absl::StatusOr<std::vector<std::string>> AllToAllOn(
                             recv_sizes.data(), 1, MPI_INT64_T, comm),
                "MPI_Alltoall"));
   std::vector<std::string> received(size);
-  // This rank's own piece needs no MPI: it takes no part in the rounds.
+  // This rank's own piece needs no MPI.
   received[rank] = std::move(to_each[rank]);
-  send_sizes[rank] = 0;
-  recv_sizes[rank] = 0;
-
-  // A round packs one chunk per peer after another, and MPI's displacements
-  // into the packed buffer are ints too: so the chunks of all peers together
-  // must stay within INT_MAX.
+  // Each piece moves straight from the sender's string into the receiver's
+  // (sized first), with no packing buffer in between: the pieces are whole
+  // databases, and every copy of one costs as much as its transfer. The
+  // messages of one pair arrive in the order they were sent (MPI does not
+  // let messages with the same source, tag and communicator overtake).
   const int64_t chunk =
-      std::max<int64_t>(1, std::min<int64_t>(round_bytes, INT_MAX / size));
-  // Every pair's size is some rank's send size, so the maximum over all
-  // ranks gives every rank the same number of rounds, as MPI_Alltoallv (a
-  // collective) needs.
-  int64_t local_rounds = 0;
+      std::max<int64_t>(1, std::min<int64_t>(round_bytes, INT_MAX));
+  std::vector<MPI_Request> requests;
   for (int r = 0; r < size; ++r) {
-    local_rounds = std::max(local_rounds, (send_sizes[r] + chunk - 1) / chunk);
-  }
-  int64_t rounds = 0;
-  JG_RETURN_IF_ERROR(CheckMpi(
-      MPI_Allreduce(&local_rounds, &rounds, 1, MPI_INT64_T, MPI_MAX, comm),
-      "MPI_Allreduce"));
-  if (rounds == 0) return received;
-
-  // The first round is the largest: its totals size the packed buffers,
-  // allocated once and left uninitialized (every byte sent is written).
-  int64_t send_capacity = 0;
-  int64_t recv_capacity = 0;
-  for (int r = 0; r < size; ++r) {
-    send_capacity += std::min(send_sizes[r], chunk);
-    recv_capacity += std::min(recv_sizes[r], chunk);
-    received[r].reserve(recv_sizes[r]);
-  }
-  std::unique_ptr<char[]> send_buffer(new char[send_capacity]);
-  std::unique_ptr<char[]> recv_buffer(new char[recv_capacity]);
-  std::vector<int> send_counts(size);
-  std::vector<int> send_offsets(size);
-  std::vector<int> recv_counts(size);
-  std::vector<int> recv_offsets(size);
-  for (int64_t round = 0; round < rounds; ++round) {
-    const int64_t start = round * chunk;
-    int send_total = 0;
-    int recv_total = 0;
-    for (int r = 0; r < size; ++r) {
-      send_counts[r] = static_cast<int>(
-          std::clamp<int64_t>(send_sizes[r] - start, 0, chunk));
-      send_offsets[r] = send_total;
-      if (send_counts[r] > 0) {
-        std::memcpy(send_buffer.get() + send_total, to_each[r].data() + start,
-                    send_counts[r]);
-        send_total += send_counts[r];
-        if (start + send_counts[r] == send_sizes[r]) {
-          // Packed in full: free it now rather than after the last round.
-          std::string().swap(to_each[r]);
-        }
-      }
-      recv_counts[r] = static_cast<int>(
-          std::clamp<int64_t>(recv_sizes[r] - start, 0, chunk));
-      recv_offsets[r] = recv_total;
-      recv_total += recv_counts[r];
-    }
-    JG_RETURN_IF_ERROR(CheckMpi(
-        MPI_Alltoallv(send_buffer.get(), send_counts.data(),
-                      send_offsets.data(), MPI_BYTE, recv_buffer.get(),
-                      recv_counts.data(), recv_offsets.data(), MPI_BYTE, comm),
-        "MPI_Alltoallv"));
-    for (int r = 0; r < size; ++r) {
-      received[r].append(recv_buffer.get() + recv_offsets[r], recv_counts[r]);
+    if (r == rank) continue;
+    received[r].resize(static_cast<size_t>(recv_sizes[r]));
+    for (int64_t at = 0; at < recv_sizes[r]; at += chunk) {
+      requests.emplace_back();
+      JG_RETURN_IF_ERROR(CheckMpi(
+          MPI_Irecv(received[r].data() + at,
+                    static_cast<int>(std::min(chunk, recv_sizes[r] - at)),
+                    MPI_BYTE, r, kAllToAllTag, comm, &requests.back()),
+          "MPI_Irecv"));
     }
   }
+  for (int r = 0; r < size; ++r) {
+    if (r == rank) continue;
+    for (int64_t at = 0; at < send_sizes[r]; at += chunk) {
+      requests.emplace_back();
+      JG_RETURN_IF_ERROR(CheckMpi(
+          MPI_Isend(to_each[r].data() + at,
+                    static_cast<int>(std::min(chunk, send_sizes[r] - at)),
+                    MPI_BYTE, r, kAllToAllTag, comm, &requests.back()),
+          "MPI_Isend"));
+    }
+  }
+  JG_RETURN_IF_ERROR(CheckMpi(MPI_Waitall(static_cast<int>(requests.size()),
+                                          requests.data(), MPI_STATUSES_IGNORE),
+                              "MPI_Waitall"));
   return received;
 }
 

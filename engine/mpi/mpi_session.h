@@ -95,18 +95,17 @@ class MpiSession : public Session {
       std::vector<int64_t> values, int root) const override;
   absl::StatusOr<std::vector<int64_t>> BroadcastInts(
       std::vector<int64_t> values, int root) const override;
-  // The sizes first (one MPI_Alltoall, and an MPI_Allreduce for the number
-  // of rounds), then the bytes in rounds of MPI_Alltoallv, each moving at
-  // most a fixed number of bytes per pair of ranks, since MPI counts and
-  // displacements are ints. The piece for this rank itself is moved, not
-  // sent.
+  // The sizes first (one MPI_Alltoall), then each piece straight from the
+  // sender's string into the receiver's, in messages of at most a fixed
+  // number of bytes (MPI counts are ints), all posted at once. The piece
+  // for this rank itself is moved, not sent.
   absl::StatusOr<std::vector<std::string>> AllToAll(
       std::vector<std::string> to_each) const override;
 
-  // Lowers the bytes AllToAll moves per pair of ranks in one round (512 MiB
-  // by default), so that a test can take the multi-round path with small
-  // pieces. `bytes` >= 1, and the same on every rank: the ranks would
-  // otherwise disagree on the rounds.
+  // Lowers the bytes one message of AllToAll carries (512 MiB by default),
+  // so that a test can take the path of a piece in several messages with
+  // small pieces. `bytes` >= 1, and the same on every rank: the ranks would
+  // otherwise cut a piece into different messages.
   void SetAllToAllRoundBytesForTesting(int64_t bytes);
 
   // The rank that hosts `node`; -1 for a node the session does not know.
@@ -129,7 +128,7 @@ class MpiSession : public Session {
   const std::map<std::string, int, std::less<>> node_ranks_;
   const int rank_;
   const int size_;
-  // AllToAll's bytes per pair of ranks per round.
+  // The most bytes one message of AllToAll carries.
   int64_t all_to_all_round_bytes_;
   std::unique_ptr<Comms> comms_;
   LocalSession local_;
