@@ -1,7 +1,8 @@
 // The Checkpointer's local tiers on several hosts (an MpiSession with
-// CheckpointOptions::local_directory): the hosts' map, the partner copies
-// before each commit, the resume from the nearest copy of each node's
-// database, and the flush to the shared directory (tier/host_tiers.h).
+// CheckpointOptions::local_directory; tier/host_tiers.h): the hosts' map,
+// the partner copies before each commit, and the resume from the nearest
+// copy of each node's database. Their flush to the shared directory is in
+// checkpointer_host_flush.cc.
 //
 // Everything here that exchanges runs on the job's thread, at points every
 // rank reaches in the same order; the saves are synchronous (Start refuses
