@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -397,6 +398,55 @@ TEST(MpiTierTest, AHostLostDuringABackgroundFlushLeavesTheSharedLogComplete) {
   EXPECT_EQ(again.Result().value_or("(none)"),
             ExpectedResult(ResumedFrom(metrics)));
   ExpectSharedDirectoryVerifies(dirs);
+}
+
+// kill -9 of a random host's rank at a random logged event, its tier
+// wiped, the job run again on the other three: exact every time, and with
+// nothing flushed but the first commit, nothing read from the shared
+// directory.
+TEST(MpiTierTest, SigkillOfARandomHostAtRandomEventsThenResumeOnTheRest) {
+  std::mt19937 random(TestSeed(
+      20261128, "SigkillOfARandomHostAtRandomEventsThenResumeOnTheRest"));
+  const std::vector<std::string> hosts = {"h0", "h1", "h2", "h3"};
+  for (int trial = 0; trial < 6; ++trial) {
+    Dirs dirs{NewTempDir(absl::StrCat("random", trial))};
+    const int victim = static_cast<int>(random() % hosts.size());
+    // Of rank 0's 10 record lines, one before the last epoch's.
+    const int at_line = 1 + static_cast<int>(random() % 9);
+    const std::string every = trial % 3 == 0   ? "100"
+                              : trial % 3 == 1 ? "2"
+                                               : "1";
+    const std::vector<std::string> tiers = {"--shared_every=" + every,
+                                            "--record_delay_ms=10"};
+    SCOPED_TRACE(absl::StrCat("trial ", trial, ": host ", hosts[victim],
+                              " killed at rank 0's record line ", at_line,
+                              ", --shared_every=", every));
+    auto [args, env] = JobOn(hosts, dirs, tiers);
+    ChildRun first = RunBinaryWithHookAt(
+        kMpirun, args, env, "record done", at_line, [&](pid_t mpirun) {
+          const std::vector<pid_t> ranks = RankPids(mpirun);
+          ASSERT_GT(ranks.size(), static_cast<size_t>(victim));
+          ::kill(ranks[victim], SIGKILL);
+        });
+    ASSERT_FALSE(first.exited_ok()) << first.Describe();
+    ExpectSharedDirectoryVerifies(dirs);
+    std::filesystem::remove_all(dirs.local(hosts[victim]));
+    std::vector<std::string> rest;
+    for (int h = 1; h < 4; ++h) rest.push_back(hosts[(victim + h) % 4]);
+    std::vector<std::string> again_args = tiers;
+    again_args.push_back("--resume_from_epoch=latest");
+    ChildRun again = RunOn(rest, dirs, again_args);
+    ASSERT_TRUE(again.exited_ok()) << again.Describe();
+    const std::string metrics = LastMetrics(dirs);
+    const int64_t resumed = ResumedFrom(metrics);
+    EXPECT_EQ(again.Result().value_or("(none)"),
+              ExpectedResult(std::max<int64_t>(resumed, 0)))
+        << metrics;
+    if (every == "100" && resumed >= 0) {
+      EXPECT_EQ(ResumedBytes(metrics, "shared"), 0) << metrics;
+    }
+    ExpectSharedDirectoryVerifies(dirs);
+  }
 }
 
 TEST(MpiTierTest, AsynchronousSavesWithLocalTiersAreRefusedOnEveryRank) {
