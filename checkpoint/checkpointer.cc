@@ -63,13 +63,6 @@ absl::StatusOr<std::optional<int64_t>> Checkpointer::Start(
   // committed without its database.
   Coordinator& coordinator = impl_->Pipeline(session).coordinator();
   JG_RETURN_IF_ERROR(coordinator.CheckPlacement(impl_->NodeNames()));
-  if (impl_->on_hosts() && impl_->options_.async) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "CheckpointOptions.local_directory '", impl_->options_.local_directory,
-        "' is set with asynchronous saves on several processes (MpiSession), "
-        "which is not supported yet; drop --async_checkpoint or the local "
-        "tier"));
-  }
   return impl_->ChooseStart(&session, resume);
 }
 
@@ -234,9 +227,9 @@ void Checkpointer::Impl::StartPipeline(const Session* session) {
       queue_.get());
   if (!tiered()) return;
   if (on_hosts()) {
-    // Synchronous saves only (Start refuses others): the partner copies
-    // run before each commit, the flushes after it, on the job's thread.
-    if (!options_.async) pipeline_->SetCommitHooks(HostCommitHooks(*session));
+    // The partner copies run before each commit, the flushes after it, on
+    // the job's thread (for a background save: at the next boundary).
+    pipeline_->SetCommitHooks(HostCommitHooks(*session));
     return;
   }
   FlushRequest flush;
@@ -291,6 +284,7 @@ void Checkpointer::Impl::EndPipeline() {
     copier_.reset();
     hosts_copying_.clear();
     copied_.clear();
+    PublishPins();
     shared_locks_.clear();
     host_session_ = nullptr;  // the run's session may go now
   }

@@ -169,6 +169,7 @@ void Checkpointer::Impl::Flushed(int64_t epoch) {
   hosts_copying_.erase(hosts_copying_.begin(),
                        hosts_copying_.upper_bound(epoch));
   copied_.erase(copied_.begin(), copied_.upper_bound(epoch));
+  PublishPins();
 }
 
 absl::Status Checkpointer::Impl::SettleHostCopies(const Session& session,
@@ -234,6 +235,7 @@ absl::Status Checkpointer::Impl::SettleHostCopies(const Session& session,
 absl::Status Checkpointer::Impl::FlushHostsIfDue(const Session& session,
                                                  const SaveRecord& record) {
   hosts_committed_ = record.epoch;
+  PublishPins();
   // The run's first commit, a preemption checkpoint and the mark are in
   // the shared log before the save returns.
   const bool now = hosts_flush_next_ || record.kind != SaveKind::kEpoch;
@@ -246,6 +248,7 @@ absl::Status Checkpointer::Impl::FlushHostsIfDue(const Session& session,
       copier_.reset(new HostCopier(HostFlushRequest(0), OwnFileNames(session)));
     }
     hosts_copying_.insert(record.epoch);
+    PublishPins();
     copier_->Copy(record.epoch);
     return absl::OkStatus();
   }
@@ -284,6 +287,7 @@ absl::Status Checkpointer::Impl::EndHosts() {
   copier_.reset();
   hosts_copying_.clear();
   copied_.clear();
+  PublishPins();
   if (hosts_->IsLeader(session.rank())) {
     // keep_local, keeping what the shared directory holds of this history.
     std::vector<int64_t> pinned;

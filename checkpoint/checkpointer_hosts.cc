@@ -5,8 +5,8 @@
 // checkpointer_host_flush.cc.
 //
 // Everything here that exchanges runs on the job's thread, at points every
-// rank reaches in the same order; the saves are synchronous (Start refuses
-// asynchronous ones with these tiers).
+// rank reaches in the same order (for a background save: the boundary
+// where the pipeline agrees on its write, or on its commit).
 
 #include <algorithm>
 #include <filesystem>
@@ -121,17 +121,34 @@ SavePipeline::CommitHooks Checkpointer::Impl::HostCommitHooks(
   };
   hooks.held_nodes = [this] { return HeldNodes(); };
   hooks.host = hosts_->hosts[hosts_->host_of_rank[session.rank()]];
+  // Called in the thread that commits (the queue's, for a background
+  // save): a copy the job's thread publishes.
   hooks.pinned = [this] {
-    // What the shared directory holds of this history stays in the local
-    // tiers (a resume checks them against it), and so does the newest
-    // commit until it is flushed (the end of the run copies it).
-    std::vector<int64_t> pinned;
-    if (hosts_flushed_.has_value()) pinned.push_back(*hosts_flushed_);
-    if (hosts_committed_.has_value()) pinned.push_back(*hosts_committed_);
-    pinned.insert(pinned.end(), hosts_copying_.begin(), hosts_copying_.end());
-    return pinned;
+    std::lock_guard<std::mutex> lock(pins_mu_);
+    return pins_;
+  };
+  hooks.shared = [this, &session](const SaveRecord& record) {
+    // The epoch is committed on two hosts; a flush of an epoch's save that
+    // fails is tried again with the next commit, and at the end of the
+    // run; a preemption's or the mark's is their call's failure.
+    hosts_flush_status_ = FlushHostsIfDue(session, record);
+    LOG_IF(ERROR, !hosts_flush_status_.ok() && record.kind == SaveKind::kEpoch)
+        << hosts_flush_status_.message();
   };
   return hooks;
+}
+
+void Checkpointer::Impl::PublishPins() {
+  // What the shared directory holds of this history stays in the local
+  // tiers (a resume checks them against it), and so do the newest commit
+  // until it is flushed (the end of the run copies it) and the epochs the
+  // background copies read.
+  std::vector<int64_t> pinned;
+  if (hosts_flushed_.has_value()) pinned.push_back(*hosts_flushed_);
+  if (hosts_committed_.has_value()) pinned.push_back(*hosts_committed_);
+  pinned.insert(pinned.end(), hosts_copying_.begin(), hosts_copying_.end());
+  std::lock_guard<std::mutex> lock(pins_mu_);
+  pins_ = std::move(pinned);
 }
 
 std::vector<std::string> Checkpointer::Impl::HeldNodes() const {
@@ -553,12 +570,14 @@ absl::Status Checkpointer::Impl::StartOnHosts(const Session& session,
   copier_.reset();
   hosts_copying_.clear();
   copied_.clear();
+  PublishPins();
   // Every rank takes the same branch: the choice read the logs everywhere
   // or nowhere.
   if (!host_tiers_.has_value()) ReadHostLogs(session).IgnoreError();
   if (!host_tiers_.has_value()) return absl::OkStatus();
   if (!host_tiers_->in_shared.empty()) {
     hosts_flushed_ = host_tiers_->in_shared.back();
+    PublishPins();
   }
   absl::Status dropped;
   const int rank = session.rank();

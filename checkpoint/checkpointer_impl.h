@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -196,6 +197,9 @@ class Checkpointer::Impl {
   std::vector<std::string> OwnFileNames(const Session& session) const;
   // The shared log lists `epoch` now.
   void Flushed(int64_t epoch);
+  // Publishes the epochs the hosts' tiers keep (pins_) from the job
+  // thread's state, for the commit's retention on any thread.
+  void PublishPins();
   // Removes what the last StageFromHosts fetched from other hosts (once
   // it is restored, or given up).
   void DropFetched(const Session& session);
@@ -282,6 +286,12 @@ class Checkpointer::Impl {
   std::unique_ptr<HostCopier, HostCopierDeleter> copier_;
   std::set<int64_t> hosts_copying_;
   std::set<int64_t> copied_;
+  // The flush of the last commit CommitHooks::shared saw.
+  absl::Status hosts_flush_status_;
+  // std::mutex rather than absl::Mutex: ThreadSanitizer does not see the
+  // system Abseil's mutex.
+  std::mutex pins_mu_;
+  std::vector<int64_t> pins_;  // guarded by pins_mu_
   std::vector<std::unique_ptr<NodeLock>> shared_locks_;
   // Per node: the directory the last StageFromHosts read it from; the
   // bytes per tier.

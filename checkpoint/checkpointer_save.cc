@@ -31,12 +31,8 @@ absl::StatusOr<CheckpointStats> Checkpointer::Impl::SaveEpoch(Session& session,
   absl::StatusOr<CheckpointStats> saved =
       Pipeline(session).Save(&session, record, blobs);
   KeepOutcomes();
-  if (saved.ok() && on_hosts()) {
-    // The epoch is committed on two hosts; a flush that fails is tried
-    // again with the next commit, and at the end of the run.
-    absl::Status flushed = FlushHostsIfDue(session, record);
-    LOG_IF(ERROR, !flushed.ok()) << flushed.message();
-  }
+  // On hosts, the flush of each commit runs where the commit is agreed
+  // (CommitHooks::shared).
   return saved;
 }
 
@@ -93,8 +89,10 @@ absl::StatusOr<CheckpointStats> Checkpointer::Impl::SavePreempted(
   KeepOutcomes();
   // A preempted run may not come back to this host: it exits only once
   // the checkpoint is in the shared directory.
+  // (On hosts the flush ran where the commit was agreed, before Save
+  // returned.)
   if (saved.ok() && on_hosts()) {
-    JG_RETURN_IF_ERROR(FlushHostsIfDue(session, record));
+    JG_RETURN_IF_ERROR(std::exchange(hosts_flush_status_, absl::OkStatus()));
   } else if (saved.ok() && tiered()) {
     JG_RETURN_IF_ERROR(DrainToShared());
   }
@@ -116,9 +114,9 @@ absl::Status Checkpointer::Impl::MarkLoopFinished(
       pipeline_->Save(/*session=*/nullptr, record, {}, /*wait=*/true);
   KeepOutcomes();
   if (saved.ok() && on_hosts()) {
-    // The mark reaches the shared log with its epoch (copied now if it
-    // was not).
-    return FlushHostsIfDue(*host_session_, record);
+    // The mark reached the shared log with its epoch (copied then if it
+    // was not) where the commit was agreed.
+    return std::exchange(hosts_flush_status_, absl::OkStatus());
   }
   if (saved.ok() && tiered()) return DrainToShared();
   return saved.status();

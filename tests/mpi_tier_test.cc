@@ -186,20 +186,22 @@ void ExpectSharedDirectoryVerifies(const Dirs& dirs) {
   EXPECT_TRUE(verify.exited_ok()) << verify.Describe();
 }
 
-TEST(MpiTierTest, ALostHostIsRecoveredFromItsPartnerWithoutTheSharedDirectory) {
+// `saves`: --async_checkpoint=false or --async_checkpoint.
+void LoseOneHostAndRecoverFromItsPartner(const std::string& saves) {
   Dirs dirs{NewTempDir("lost_one")};
   // Flushed at the run's first commit only: later epochs live in the
   // hosts' local tiers and their partners'.
   ChildRun first =
-      RunFourHostsAndLoseOne(dirs, /*lost=*/1, {"--shared_every=100"});
+      RunFourHostsAndLoseOne(dirs, /*lost=*/1, {"--shared_every=100", saves});
   ASSERT_FALSE(first.exited_ok()) << first.Describe();
   ExpectSharedDirectoryVerifies(dirs);
   std::filesystem::remove_all(dirs.local("h1"));
 
   // The survivors, in another order: nodes land on other hosts than their
   // databases, which come over MPI from whichever host holds them.
-  ChildRun second = RunOn({"h3", "h0", "h2"}, dirs,
-                          {"--shared_every=100", "--resume_from_epoch=latest"});
+  ChildRun second =
+      RunOn({"h3", "h0", "h2"}, dirs,
+            {"--shared_every=100", "--resume_from_epoch=latest", saves});
   ASSERT_TRUE(second.exited_ok()) << second.Describe();
   const std::string metrics = LastMetrics(dirs);
   EXPECT_EQ(second.Result().value_or("(none)"),
@@ -210,6 +212,14 @@ TEST(MpiTierTest, ALostHostIsRecoveredFromItsPartnerWithoutTheSharedDirectory) {
   EXPECT_GT(ResumedBytes(metrics, "local"), 0) << metrics;
   EXPECT_THAT(metrics, HasSubstr("\"resumed_tier\":\"local\""));
   ExpectSharedDirectoryVerifies(dirs);
+}
+
+TEST(MpiTierTest, ALostHostIsRecoveredFromItsPartnerWithoutTheSharedDirectory) {
+  LoseOneHostAndRecoverFromItsPartner("--async_checkpoint=false");
+}
+
+TEST(MpiTierTest, ALostHostIsRecoveredFromItsPartnerWithBackgroundSaves) {
+  LoseOneHostAndRecoverFromItsPartner("--async_checkpoint");
 }
 
 TEST(MpiTierTest, TwoLostPartnersFallBackToTheSharedDirectory) {
@@ -266,32 +276,40 @@ TEST(MpiTierTest, ADamagedLocalCopyIsSkippedForThePartnersCopy) {
 
 TEST(MpiTierTest,
      PreemptedRunExitsOnlyOnceTheSharedDirectoryHasItThenRequeued) {
-  Dirs dirs{NewTempDir("preempted")};
-  // mpirun forwards SIGUSR1 to every rank: the mid-epoch state is committed
-  // on the hosts, flushed to the shared directory, and only then does every
-  // rank exit 75.
-  auto [args, env] = JobOn({"h0", "h1", "h2"}, dirs,
-                           {"--shared_every=100", "--record_delay_ms=20"});
-  ChildRun run =
-      RunBinarySignalledAt(kMpirun, args, "record done", 5, SIGUSR1, env);
-  EXPECT_EQ(run.exit_code(), 75) << run.Describe();
-  absl::StatusOr<CommitLog> log = ReadCommitLog(dirs.shared());
-  ASSERT_TRUE(log.ok()) << log.status();
-  ASSERT_GT(log->epoch_size(), 0);
-  const CommittedEpoch& newest = log->epoch(log->epoch_size() - 1);
-  EXPECT_TRUE(newest.has_preemption()) << CommittedEpochList(*log);
-  EXPECT_EQ(newest.held_node_size(), 0);
-  ExpectSharedDirectoryVerifies(dirs);
-  // Requeued on other hosts, whose tiers are empty: the shared directory.
-  ChildRun requeued = RunOn(
-      {"g0", "g1"}, dirs, {"--shared_every=100", "--resume_from_epoch=latest"});
-  ASSERT_TRUE(requeued.exited_ok()) << requeued.Describe();
-  EXPECT_EQ(requeued.Result().value_or("(none)"), ExpectedResult(0));
-  const std::string metrics = LastMetrics(dirs);
-  EXPECT_EQ(ResumedFrom(metrics), newest.epoch()) << metrics;
-  EXPECT_EQ(ResumedBytes(metrics, "local"), 0) << metrics;
-  EXPECT_EQ(ResumedBytes(metrics, "partner"), 0) << metrics;
-  EXPECT_GT(ResumedBytes(metrics, "shared"), 0) << metrics;
+  // With background saves, the one in flight is committed and flushed
+  // before the mid-epoch state is.
+  for (const std::string saves :
+       {"--async_checkpoint=false", "--async_checkpoint"}) {
+    SCOPED_TRACE(saves);
+    Dirs dirs{NewTempDir("preempted")};
+    // mpirun forwards SIGUSR1 to every rank: the mid-epoch state is committed
+    // on the hosts, flushed to the shared directory, and only then does every
+    // rank exit 75.
+    auto [args, env] =
+        JobOn({"h0", "h1", "h2"}, dirs,
+              {"--shared_every=100", "--record_delay_ms=20", saves});
+    ChildRun run =
+        RunBinarySignalledAt(kMpirun, args, "record done", 5, SIGUSR1, env);
+    EXPECT_EQ(run.exit_code(), 75) << run.Describe();
+    absl::StatusOr<CommitLog> log = ReadCommitLog(dirs.shared());
+    ASSERT_TRUE(log.ok()) << log.status();
+    ASSERT_GT(log->epoch_size(), 0);
+    const CommittedEpoch& newest = log->epoch(log->epoch_size() - 1);
+    EXPECT_TRUE(newest.has_preemption()) << CommittedEpochList(*log);
+    EXPECT_EQ(newest.held_node_size(), 0);
+    ExpectSharedDirectoryVerifies(dirs);
+    // Requeued on other hosts, whose tiers are empty: the shared directory.
+    ChildRun requeued =
+        RunOn({"g0", "g1"}, dirs,
+              {"--shared_every=100", "--resume_from_epoch=latest", saves});
+    ASSERT_TRUE(requeued.exited_ok()) << requeued.Describe();
+    EXPECT_EQ(requeued.Result().value_or("(none)"), ExpectedResult(0));
+    const std::string metrics = LastMetrics(dirs);
+    EXPECT_EQ(ResumedFrom(metrics), newest.epoch()) << metrics;
+    EXPECT_EQ(ResumedBytes(metrics, "local"), 0) << metrics;
+    EXPECT_EQ(ResumedBytes(metrics, "partner"), 0) << metrics;
+    EXPECT_GT(ResumedBytes(metrics, "shared"), 0) << metrics;
+  }
 }
 
 // Found by review: a run that resumed from further back without one host,
@@ -362,24 +380,28 @@ TEST(MpiTierTest, EpochsIncompleteWithoutAbsentHostsAreKept) {
 }
 
 TEST(MpiTierTest, EveryEpochIsFlushedInTheBackgroundAndCommittedInOrder) {
-  Dirs dirs{NewTempDir("background")};
-  ChildRun run = RunOn({"h0", "h1", "h2"}, dirs, {"--shared_every=1"});
-  ASSERT_TRUE(run.exited_ok()) << run.Describe();
-  EXPECT_EQ(run.Result().value_or("(none)"), ExpectedResult(0));
-  // The first commit is flushed before its save returns; the others are
-  // copied in the background and committed at a later save, the last at
-  // the end of the run.
-  EXPECT_THAT(run.log, HasSubstr("epoch 4 flushed to " + dirs.shared() +
-                                 " (copied in the background)"));
-  absl::StatusOr<CommitLog> log = ReadCommitLog(dirs.shared());
-  ASSERT_TRUE(log.ok()) << log.status();
-  std::vector<int64_t> epochs;
-  for (const CommittedEpoch& e : log->epoch()) epochs.push_back(e.epoch());
-  ASSERT_GE(epochs.size(), 2u) << CommittedEpochList(*log);
-  EXPECT_EQ(epochs.front(), 0);
-  EXPECT_EQ(epochs.back(), 4);
-  EXPECT_TRUE(std::is_sorted(epochs.begin(), epochs.end()));
-  ExpectSharedDirectoryVerifies(dirs);
+  for (const std::string saves :
+       {"--async_checkpoint=false", "--async_checkpoint"}) {
+    SCOPED_TRACE(saves);
+    Dirs dirs{NewTempDir("background")};
+    ChildRun run = RunOn({"h0", "h1", "h2"}, dirs, {"--shared_every=1", saves});
+    ASSERT_TRUE(run.exited_ok()) << run.Describe();
+    EXPECT_EQ(run.Result().value_or("(none)"), ExpectedResult(0));
+    // The first commit is flushed before its save returns; the others are
+    // copied in the background and committed at a later save, the last at
+    // the end of the run.
+    EXPECT_THAT(run.log, HasSubstr("epoch 4 flushed to " + dirs.shared() +
+                                   " (copied in the background)"));
+    absl::StatusOr<CommitLog> log = ReadCommitLog(dirs.shared());
+    ASSERT_TRUE(log.ok()) << log.status();
+    std::vector<int64_t> epochs;
+    for (const CommittedEpoch& e : log->epoch()) epochs.push_back(e.epoch());
+    ASSERT_GE(epochs.size(), 2u) << CommittedEpochList(*log);
+    EXPECT_EQ(epochs.front(), 0);
+    EXPECT_EQ(epochs.back(), 4);
+    EXPECT_TRUE(std::is_sorted(epochs.begin(), epochs.end()));
+    ExpectSharedDirectoryVerifies(dirs);
+  }
 }
 
 TEST(MpiTierTest, AHostLostDuringABackgroundFlushLeavesTheSharedLogComplete) {
@@ -416,11 +438,15 @@ TEST(MpiTierTest, SigkillOfARandomHostAtRandomEventsThenResumeOnTheRest) {
     const std::string every = trial % 3 == 0   ? "100"
                               : trial % 3 == 1 ? "2"
                                                : "1";
+    // Every other trial saves in the background: a kill may then land
+    // between a save's write and its commit at the next boundary.
+    const std::string saves =
+        trial % 2 == 1 ? "--async_checkpoint" : "--async_checkpoint=false";
     const std::vector<std::string> tiers = {"--shared_every=" + every,
-                                            "--record_delay_ms=10"};
+                                            "--record_delay_ms=10", saves};
     SCOPED_TRACE(absl::StrCat("trial ", trial, ": host ", hosts[victim],
                               " killed at rank 0's record line ", at_line,
-                              ", --shared_every=", every));
+                              ", --shared_every=", every, " ", saves));
     auto [args, env] = JobOn(hosts, dirs, tiers);
     ChildRun first = RunBinaryWithHookAt(
         kMpirun, args, env, "record done", at_line, [&](pid_t mpirun) {
@@ -447,16 +473,6 @@ TEST(MpiTierTest, SigkillOfARandomHostAtRandomEventsThenResumeOnTheRest) {
     }
     ExpectSharedDirectoryVerifies(dirs);
   }
-}
-
-TEST(MpiTierTest, AsynchronousSavesWithLocalTiersAreRefusedOnEveryRank) {
-  Dirs dirs{NewTempDir("async")};
-  ChildRun run = RunOn({"h0", "h1"}, dirs, {"--async_checkpoint"});
-  EXPECT_FALSE(run.exited_ok());
-  EXPECT_THAT(run.log,
-              HasSubstr("is set with asynchronous saves on several processes "
-                        "(MpiSession), which is not supported yet"));
-  EXPECT_THAT(run.log, Not(HasSubstr("result:")));
 }
 
 }  // namespace

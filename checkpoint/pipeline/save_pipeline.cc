@@ -521,6 +521,22 @@ void SavePipeline::Agreed(Flight& flight, absl::StatusOr<WriteTotals> agreed) {
   }
 }
 
+void SavePipeline::BeforeCommit(Flight& flight) {
+  // As AgreeAndCommit does it when the commit follows in the same call:
+  // the hook on every process, then whether all are ready, with the commit
+  // time every committer records.
+  const absl::Status ready = hooks_.before_commit(flight.record);
+  absl::StatusOr<int64_t> time =
+      coordinator_->AgreeWithCommitter(ready, absl::ToUnixMicros(absl::Now()));
+  if (!time.ok()) {
+    flight.agreed = time.status();
+    flight.next = Stage::kDone;
+    flight.done_at = absl::Now();
+    return;
+  }
+  flight.agreed->commit_unix_micros = *time;
+}
+
 void SavePipeline::Shared(Flight& flight, absl::Status committed) {
   flight.committed = std::move(committed);
   flight.next = Stage::kDone;
@@ -579,11 +595,11 @@ bool SavePipeline::Settle(bool snapshot_follows) {
       flight.commit_micros = MicrosSince(round.agreed_at);
       flight.agreed = std::move(round.write);
       Shared(flight, std::move(round.commit));
+      if (hooks_.shared && flight.agreed.ok() && flight.committed.ok()) {
+        hooks_.shared(flight.record);
+      }
       progressed = true;
     } else if (agreeing != nullptr || sharing != nullptr) {
-      CHECK(!hooks_.before_commit)
-          << "a commit hook that runs before the commit needs synchronous "
-             "saves";
       SettleRound round;
       if (agreeing != nullptr) round.write = agreeing->written;
       if (sharing != nullptr) round.commit = sharing->committed;
@@ -592,10 +608,16 @@ bool SavePipeline::Settle(bool snapshot_follows) {
       if (sharing != nullptr) {
         sharing->commit_micros += exchange_micros;
         Shared(*sharing, *settled.commit);
+        if (hooks_.shared && sharing->committed.ok()) {
+          hooks_.shared(sharing->record);
+        }
       }
       if (agreeing != nullptr) {
         agreeing->agree_micros = exchange_micros;
         Agreed(*agreeing, *settled.write);
+        if (agreeing->next == Stage::kCommit && hooks_.before_commit) {
+          BeforeCommit(*agreeing);
+        }
         if (agreeing->next == Stage::kCommit) to_commit = agreeing;
       }
       progressed = true;

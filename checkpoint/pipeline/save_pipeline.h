@@ -106,12 +106,16 @@ class SavePipeline {
     // Epochs that a commit's retention must keep besides those the
     // pipeline keeps itself; called in the thread that commits.
     std::function<std::vector<int64_t>()> pinned;
-    // Runs on every process once every process's write of a synchronous
-    // save succeeded, before the commit, on the job's thread; may be
-    // collective (a local tier's partner copies, checkpoint/tier/
-    // host_tiers.h). Its first failure fails the save before any commit.
-    // Not for asynchronous saves.
+    // Runs on every process once every process's write of a save
+    // succeeded, before the commit, on the job's thread; may be collective
+    // (a local tier's partner copies, checkpoint/tier/host_tiers.h). Its
+    // first failure fails the save before any commit. Only with a
+    // coordinator that spans processes.
     std::function<absl::Status(const SaveRecord& record)> before_commit;
+    // Runs on every process once the commit of `record` is agreed to have
+    // succeeded, on the job's thread, before the save's outcome is known;
+    // may be collective (the flush of those tiers).
+    std::function<void(const SaveRecord& record)> shared;
     // The nodes whose databases the committing directory holds
     // (CommittedEpoch.held_node), when not all, and the host whose local
     // tier it is (CommittedEpoch.host).
@@ -176,6 +180,9 @@ class SavePipeline {
   // A flight's state after the agreement on its write, and after its
   // commit's status reached every process.
   void Agreed(Flight& flight, absl::StatusOr<WriteTotals> agreed);
+  // In the job's thread, after the agreement on the flight's write of a
+  // background save: CommitHooks::before_commit and the commit time.
+  void BeforeCommit(Flight& flight);
   void Shared(Flight& flight, absl::Status committed);
   // Hands the flight's snapshot to the queue's thread to be freed.
   void ReleaseSnapshots(Flight& flight);
