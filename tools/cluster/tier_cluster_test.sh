@@ -11,14 +11,14 @@
 #      local tiers alone (databases fetched from another host over MPI),
 #      nothing from the shared directory.
 #   2. Two partner hosts lost at once: the lost node's databases come from
-#      the shared directory.
+#      the shared directory (with background saves, --async_checkpoint).
 #   3. A host lost during a partner copy (a failpoint crashes its rank before
 #      it installs the database it received): the shared directory verifies,
 #      and the job resumes on the other three.
 #   4. A host lost during a flush to the shared directory (a failpoint
 #      crashes its rank after its copy, before the rename): the shared
 #      directory verifies, commits no epoch with a database missing, and the
-#      job resumes on the other three.
+#      job resumes on the other three (with background saves).
 set -uo pipefail
 
 runfiles="${TEST_SRCDIR:-$PWD/..}/jobgraph"
@@ -239,8 +239,8 @@ verify_shared s1 "after the resume"
 # copy and its partner copy).
 echo "-- 2: two partner hosts lost"
 fresh_hosts
-run_losing s2 tc2 tc3 -- --shared_every=2 --epoch_delay_ms=1500
-relaunch s2 tc1,tc4 --shared_every=2
+run_losing s2 tc2 tc3 -- --shared_every=2 --epoch_delay_ms=1500 --async_checkpoint
+relaunch s2 tc1,tc4 --shared_every=2 --async_checkpoint
 [[ ${shared_bytes} -gt 0 ]] || fail "s2: nothing read from the shared directory: ${metrics}"
 echo "ok: s2: ${shared_bytes} bytes read from the shared directory"
 grep -q "bytes from the shared directory" "${tmp}/s2.resume.log" ||
@@ -267,11 +267,11 @@ verify_shared s3 "after the resume"
 # epochs 0 and 1 committed there.
 echo "-- 4: a host lost during a flush"
 fresh_hosts
-run_failpoint s4 tc2 flush.after_copy:crash@3 --shared_every=1
+run_failpoint s4 tc2 flush.after_copy:crash@3 --shared_every=1 --async_checkpoint
 verify_shared s4 "after the crash"
 check_committed_complete s4 "after the crash"
 "${ckpt}" list "${tmp}/s4.shared" | sed 's/^/   /'
-relaunch s4 tc3,tc4,tc1 --shared_every=1
+relaunch s4 tc3,tc4,tc1 --shared_every=1 --async_checkpoint
 verify_shared s4 "after the resume"
 check_committed_complete s4 "after the resume"
 
