@@ -177,18 +177,22 @@ absl::Status Checkpointer::Impl::SettleHostCopies(const Session& session,
   if (copier_ == nullptr) return absl::OkStatus();
   if (wait) copier_->Wait();
   // This rank's ended copies; its failures are its own to report.
+  bool failed = false;
   for (auto& [epoch, status] : copier_->Take()) {
     if (status.ok()) {
       copied_.insert(epoch);
     } else {
+      failed = true;
       LOG(ERROR) << "epoch " << epoch << " cannot be copied to "
                  << options_.directory
                  << " in the background: " << status.message();
     }
   }
   // The newest epoch every rank copied, newer than what the shared log
-  // has: every rank learns every rank's copies.
+  // has: every rank learns every rank's copies, and whether a copy failed
+  // ("F").
   std::string mine;
+  if (failed) AppendPiece(&mine, "F");
   for (int64_t epoch : copied_) AppendPiece(&mine, absl::StrCat(epoch));
   JG_ASSIGN_OR_RETURN(std::vector<std::string> all, session.AllGather(mine));
   std::map<int64_t, int> ranks_done;
@@ -196,6 +200,13 @@ absl::Status Checkpointer::Impl::SettleHostCopies(const Session& session,
     absl::string_view in = of_rank;
     absl::string_view piece;
     while (ConsumePiece(&in, &piece)) {
+      if (piece == "F") {
+        // The next commit is flushed before its save returns: the shared
+        // directory does not fall behind unnoticed, and the epochs the
+        // failed copies pinned are let go once it is there.
+        hosts_flush_next_ = true;
+        continue;
+      }
       int64_t epoch = 0;
       CHECK(absl::SimpleAtoi(piece, &epoch));
       ++ranks_done[epoch];

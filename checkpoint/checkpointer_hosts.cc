@@ -560,7 +560,8 @@ absl::Status Checkpointer::Impl::LockSharedNodes() {
 
 absl::Status Checkpointer::Impl::StartOnHosts(const Session& session,
                                               const absl::Status& usable) {
-  // A run's first commit is flushed before its save returns: the shared
+  // A run's first commit is flushed where its commit is agreed (before its
+  // save returns; for a background save, at the next boundary): the shared
   // log then names this run's history, which the hosts' logs are checked
   // against at the next resume (tier/host_tiers.h), whatever epoch it
   // resumed from.

@@ -422,6 +422,39 @@ TEST(MpiTierTest, AHostLostDuringABackgroundFlushLeavesTheSharedLogComplete) {
   ExpectSharedDirectoryVerifies(dirs);
 }
 
+TEST(MpiTierTest, AFailedBackgroundCopyMakesTheNextCommitsFlushNow) {
+  Dirs dirs{NewTempDir("copy_fails")};
+  // Every copy to the shared directory on h1 fails but the first (epoch
+  // 0's, flushed before its save returns).
+  ChildRun run = RunOn({"h0", "h1", "h2"}, dirs, {"--shared_every=1"},
+                       {"h1", "flush.after_copy:error@2"});
+  EXPECT_THAT(run.log, HasSubstr("cannot be copied to " + dirs.shared() +
+                                 " in the background"));
+  // After the failure the ranks learn of, a commit's flush runs before its
+  // save returns (and fails there too), not in the background.
+  bool flushed_now = false;
+  for (absl::string_view line : absl::StrSplit(run.log, '\n')) {
+    if (absl::StrContains(line, "is committed in the hosts' local tiers") &&
+        absl::StrContains(line, "but cannot be flushed to") &&
+        !absl::StrContains(line, "the tiers keep it") &&
+        !absl::StrContains(line, "epoch 4 ")) {
+      flushed_now = true;
+    }
+  }
+  EXPECT_TRUE(flushed_now) << run.log;
+  // The shared log still lists only what is complete there.
+  ExpectSharedDirectoryVerifies(dirs);
+  // The hosts' tiers kept the newest commit: the job resumes from it on
+  // the same hosts, nothing read from the shared directory.
+  ChildRun again = RunOn({"h0", "h1", "h2"}, dirs,
+                         {"--shared_every=1", "--resume_from_epoch=latest"});
+  ASSERT_TRUE(again.exited_ok()) << again.Describe();
+  const std::string metrics = LastMetrics(dirs);
+  EXPECT_EQ(ResumedFrom(metrics), 4) << metrics;
+  EXPECT_EQ(ResumedBytes(metrics, "shared"), 0) << metrics;
+  EXPECT_EQ(again.Result().value_or("(none)"), ExpectedResult(4));
+}
+
 // kill -9 of a random host's rank at a random logged event, its tier
 // wiped, the job run again on the other three: exact every time, and with
 // nothing flushed but the first commit, nothing read from the shared
