@@ -14,12 +14,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
 #include "checkpoint/checkpointer.h"
 #include "checkpoint/checkpointer_impl.h"
 #include "checkpoint/commit/checkpoint_paths.h"
 #include "checkpoint/commit/commit_log.h"
-#include "checkpoint/commit/retention.h"
 #include "checkpoint/commit/verify.h"
 #include "checkpoint/ops/save_load_ops.h"
 #include "checkpoint/tier/flush.h"

@@ -369,7 +369,8 @@ TEST(FailpointCrashCoverage, EveryKnownFailpointHasCases) {
               2 * (kLastEpoch + 1))
         << info.name;
   }
-  EXPECT_EQ(covered, std::size(kKnownFailpoints) - 3);  // but flush.*, transfer.*
+  EXPECT_EQ(covered,
+            std::size(kKnownFailpoints) - 3);  // but flush.*, transfer.*
   EXPECT_EQ(cases.size(), covered * 2 * (kLastEpoch + 1));
 }
 

@@ -7,24 +7,6 @@
 #include "glog/logging.h"
 
 namespace jobgraph {
-namespace {
-
-// The job's entries of `read`, by epoch (the log keeps one per epoch of a
-// job; the last wins).
-std::map<int64_t, const CommittedEpoch*> JobEntries(
-    const std::optional<CommitLogRead>& read,
-    absl::Span<const std::string> nodes) {
-  std::map<int64_t, const CommittedEpoch*> entries;
-  if (!read.has_value()) return entries;
-  const JobNodes own(nodes);
-  for (const CommittedEpoch& entry : read->log.epoch()) {
-    if (own.Owns(entry)) entries[entry.epoch()] = &entry;
-  }
-  return entries;
-}
-
-}  // namespace
-
 HostMap MakeHostMap(absl::Span<const std::string> host_of_rank) {
   HostMap map;
   for (size_t rank = 0; rank < host_of_rank.size(); ++rank) {

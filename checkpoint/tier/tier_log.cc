@@ -10,8 +10,17 @@
 namespace jobgraph {
 namespace {
 
-// The job's entries of `read`, by epoch (the last entry wins, as the commit
-// log keeps one per epoch of a job).
+std::string EpochList(const std::vector<int64_t>& epochs) {
+  std::string out;
+  for (int64_t epoch : epochs) {
+    if (!out.empty()) out += ", ";
+    out += std::to_string(epoch);
+  }
+  return out;
+}
+
+}  // namespace
+
 std::map<int64_t, const CommittedEpoch*> JobEntries(
     const std::optional<CommitLogRead>& read,
     absl::Span<const std::string> nodes) {
@@ -23,17 +32,6 @@ std::map<int64_t, const CommittedEpoch*> JobEntries(
   }
   return entries;
 }
-
-std::string EpochList(const std::vector<int64_t>& epochs) {
-  std::string out;
-  for (int64_t epoch : epochs) {
-    if (!out.empty()) out += ", ";
-    out += std::to_string(epoch);
-  }
-  return out;
-}
-
-}  // namespace
 
 bool SameCommit(const CommittedEpoch& a, const CommittedEpoch& b) {
   return a.epoch() == b.epoch() &&

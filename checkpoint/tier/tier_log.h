@@ -35,6 +35,13 @@
 
 namespace jobgraph {
 
+// The entries of the job of `nodes` in `read` (none when nullopt), by
+// epoch; the last one wins, as the commit log keeps one per epoch of a job.
+// The entries point into `read`.
+std::map<int64_t, const CommittedEpoch*> JobEntries(
+    const std::optional<CommitLogRead>& read,
+    absl::Span<const std::string> nodes);
+
 // Whether two entries record the same commit of the same epoch (a flush
 // copies an entry with its commit time).
 bool SameCommit(const CommittedEpoch& a, const CommittedEpoch& b);

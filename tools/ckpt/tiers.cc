@@ -11,24 +11,6 @@
 
 namespace jobgraph {
 namespace ckpt {
-namespace {
-
-// The job's entries of `read`, by epoch (the last one wins, as in
-// MergeTierLogs).
-std::map<int64_t, const CommittedEpoch*> JobEntries(
-    const std::optional<CommitLogRead>& read,
-    const std::vector<std::string>& nodes) {
-  std::map<int64_t, const CommittedEpoch*> entries;
-  if (!read.has_value()) return entries;
-  const JobNodes own(nodes);
-  for (const CommittedEpoch& entry : read->log.epoch()) {
-    if (own.Owns(entry)) entries[entry.epoch()] = &entry;
-  }
-  return entries;
-}
-
-}  // namespace
-
 std::vector<std::string> LocalTierJob(const CommitLog& log) {
   if (log.epoch_size() == 0) return {};
   const CommittedEpoch& newest = log.epoch(log.epoch_size() - 1);
