@@ -279,12 +279,7 @@ void Checkpointer::Impl::EndPipeline() {
     // Collective, as the pipeline's Drain: every rank ends the run here.
     absl::Status ended = EndHosts();
     LOG_IF(ERROR, !ended.ok()) << ended.message();
-    hosts_committed_.reset();
-    hosts_flushed_.reset();
-    copier_.reset();
-    hosts_copying_.clear();
-    copied_.clear();
-    PublishPins();
+    ForgetHostRun();
     shared_locks_.clear();
     host_session_ = nullptr;  // the run's session may go now
   }

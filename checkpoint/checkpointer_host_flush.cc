@@ -162,6 +162,15 @@ absl::Status Checkpointer::Impl::FlushHosts(const Session& session,
   return absl::OkStatus();
 }
 
+void Checkpointer::Impl::ForgetHostRun() {
+  hosts_committed_.reset();
+  hosts_flushed_.reset();
+  copier_.reset();
+  hosts_copying_.clear();
+  copied_.clear();
+  PublishPins();
+}
+
 void Checkpointer::Impl::Flushed(int64_t epoch) {
   hosts_flushed_ = epoch;
   // Older copies in flight can no longer be committed (the shared log

@@ -563,13 +563,8 @@ absl::Status Checkpointer::Impl::StartOnHosts(const Session& session,
   // log then names this run's history, which the hosts' logs are checked
   // against at the next resume (tier/host_tiers.h), whatever epoch it
   // resumed from.
+  ForgetHostRun();
   hosts_flush_next_ = true;
-  hosts_committed_.reset();
-  hosts_flushed_.reset();
-  copier_.reset();
-  hosts_copying_.clear();
-  copied_.clear();
-  PublishPins();
   // Every rank takes the same branch: the choice read the logs everywhere
   // or nowhere.
   if (!host_tiers_.has_value()) ReadHostLogs(session).IgnoreError();

@@ -197,6 +197,9 @@ class Checkpointer::Impl {
   std::vector<std::string> OwnFileNames(const Session& session) const;
   // The shared log lists `epoch` now.
   void Flushed(int64_t epoch);
+  // Forgets what a run committed, flushed and copied (waiting for a copy
+  // in progress): at the start and end of a run.
+  void ForgetHostRun();
   // Publishes the epochs the hosts' tiers keep (pins_) from the job
   // thread's state, for the commit's retention on any thread.
   void PublishPins();

@@ -121,12 +121,7 @@ class SessionCoordinator : public Coordinator {
       }
       return *largest;
     }
-    // The failures and the committer's value in one small all-reduce.
-    const std::vector<int64_t> sums =
-        Sum({local.ok() ? 0 : 1, session_.rank() == kCommitter ? value : 0},
-            "an agreement");
-    if (sums[0] > 0) return FirstFailure(local);
-    return sums[1];
+    return AgreeWithRankZero(local, value);
   }
 
   absl::StatusOr<CommitLogRead> ShareCommitLog(
@@ -312,7 +307,8 @@ class SessionCoordinator : public Coordinator {
     return round;
   }
 
-  // Agree, and rank 0's `value` on every process.
+  // Agree, and rank 0's `value` on every process: the failures and the
+  // value in one small all-reduce.
   absl::StatusOr<int64_t> AgreeWithRankZero(const absl::Status& local,
                                             int64_t value) {
     const std::vector<int64_t> sums =
