@@ -205,19 +205,21 @@ absl::Status Checkpointer::Impl::SetNodes(
 
 void Checkpointer::Impl::StartPipeline(const Session* session) {
   EndPipeline();
-  if (queue_ == nullptr) {
-    queue_ = options_.async ? NewBackgroundSaveQueue() : NewInlineSaveQueue();
-  }
   std::vector<PipelineNode> nodes;
   for (const NodeState& state : nodes_) {
     nodes.push_back({state.node, state.file_name});
   }
   hosts_.reset();
   host_tiers_.reset();
+  bool background = options_.async;
   if (tiered() && session != nullptr && session->num_ranks() > 1) {
     // Every rank starts a run's pipeline at the same point: collective.
     const absl::Status set_up = SetUpHosts(*session);
     CHECK(set_up.ok()) << set_up;
+    background = copies_in_background_;
+  }
+  if (queue_ == nullptr || queue_->runs_inline() == background) {
+    queue_ = background ? NewBackgroundSaveQueue() : NewInlineSaveQueue();
   }
   pipeline_ = std::make_unique<SavePipeline>(
       pipeline_options_, std::move(nodes),
@@ -227,8 +229,9 @@ void Checkpointer::Impl::StartPipeline(const Session* session) {
       queue_.get());
   if (!tiered()) return;
   if (on_hosts()) {
-    // The partner copies run before each commit, the flushes after it, on
-    // the job's thread (for a background save: at the next boundary).
+    // The partner copies run after each write, in the thread that wrote;
+    // the flushes after the commit, on the job's thread (for a background
+    // save: at the next boundary).
     pipeline_->SetCommitHooks(HostCommitHooks(*session));
     return;
   }
@@ -294,7 +297,8 @@ void Checkpointer::Impl::EndPipeline() {
     if (drained.ok()) drained = RetireLocal();
     LOG_IF(ERROR, !drained.ok()) << drained.message();
   }
-  pipeline_.reset();  // releases the locks
+  pipeline_.reset();      // releases the locks
+  copy_channel_.reset();  // collective, as the rest of the run's end
   flusher_.reset();
   locked_ = false;
 }

@@ -6,7 +6,9 @@
 //
 // Everything here that exchanges runs on the job's thread, at points every
 // rank reaches in the same order (for a background save: the boundary
-// where the pipeline agrees on its write, or on its commit).
+// where the pipeline agrees on its write, or on its commit), but for the
+// partner copies, which run in the thread that writes a save (for a
+// background save, the queue's, over a SideChannel of their own).
 
 #include <algorithm>
 #include <filesystem>
@@ -94,6 +96,24 @@ absl::Status Checkpointer::Impl::SetUpHosts(const Session& session) {
     node_host_.push_back(rank < 0 ? -1 : hosts_->host_of_rank[rank]);
   }
   host_session_ = &session;
+  // The partner copies run in the thread that writes: with background
+  // saves, over a channel of their own beside the job's collectives.
+  copy_channel_.reset();
+  copies_in_background_ = false;
+  if (options_.async) {
+    absl::StatusOr<std::unique_ptr<SideChannel>> opened =
+        session.OpenSideChannel();
+    if (opened.ok()) {
+      copy_channel_ = *std::move(opened);
+      copies_in_background_ = true;
+    } else {
+      LOG_IF(WARNING, session.rank() == 0)
+          << "checkpoints are saved synchronously: the partner copies of a "
+             "background save need a side channel, and "
+          << opened.status().message();
+    }
+  }
+  if (copy_channel_ == nullptr) copy_channel_ = SessionChannel(session);
   LOG_IF(WARNING, hosts_->num_hosts() < 2 && session.rank() == 0)
       << "the job runs on one host (" << hosts_->hosts[0]
       << "): its local tier has no partner copies on another host, so a "
@@ -114,8 +134,9 @@ SessionCoordinatorOptions Checkpointer::Impl::HostCoordinatorOptions(
 SavePipeline::CommitHooks Checkpointer::Impl::HostCommitHooks(
     const Session& session) {
   SavePipeline::CommitHooks hooks;
-  hooks.before_commit = [this, &session](const SaveRecord& record) {
-    return CopyToPartner(session, record);
+  hooks.after_write = [this](const SaveRecord& record,
+                             const absl::Status& written) {
+    return CopyToPartner(*copy_channel_, record, written);
   };
   hooks.held_nodes = [this] { return HeldNodes(); };
   hooks.host = hosts_->hosts[hosts_->host_of_rank[session.rank()]];
@@ -161,62 +182,83 @@ std::vector<std::string> Checkpointer::Impl::HeldNodes() const {
   return held;
 }
 
-absl::Status Checkpointer::Impl::CopyToPartner(const Session& session,
-                                               const SaveRecord& record) {
+absl::Status Checkpointer::Impl::CopyToPartner(SideChannel& channel,
+                                               const SaveRecord& record,
+                                               const absl::Status& written) {
   // The mark writes no database; one host has no partner.
   if (record.kind == SaveKind::kLoopFinished || hosts_->num_hosts() < 2) {
     return absl::OkStatus();
   }
-  const int rank = session.rank();
-  const int host = hosts_->host_of_rank[rank];
-  const bool leader = hosts_->IsLeader(rank);
-  // Each host's nodes, in order: round k moves every host's k-th node's
-  // database, so that a host holds one packed database at a time.
-  std::vector<std::vector<size_t>> by_host(hosts_->num_hosts());
+  const int rank = channel.rank();
+  const int num_ranks = channel.num_ranks();
+  // Each rank sends the databases it wrote, one a round, to a rank of the
+  // partner host (that host's ranks take the senders in turn), which
+  // installs it in its host's local tier: no rank waits for another's
+  // write, and a receiver holds as many packed databases at a time as it
+  // has senders (one, with as many ranks on every host).
+  std::vector<std::vector<int>> ranks_of_host(hosts_->num_hosts());
+  std::vector<int> receiver(num_ranks);
+  for (int r = 0; r < num_ranks; ++r) {
+    ranks_of_host[hosts_->host_of_rank[r]].push_back(r);
+  }
+  for (int r = 0; r < num_ranks; ++r) {
+    const int host = hosts_->host_of_rank[r];
+    const std::vector<int>& mine = ranks_of_host[host];
+    const std::vector<int>& partner = ranks_of_host[hosts_->PartnerOf(host)];
+    const size_t index = std::find(mine.begin(), mine.end(), r) - mine.begin();
+    receiver[r] = partner[index % partner.size()];
+  }
+  std::vector<std::vector<size_t>> by_rank(num_ranks);
   for (size_t i = 0; i < nodes_.size(); ++i)
-    by_host[node_host_[i]].push_back(i);
+    by_rank[node_rank_[i]].push_back(i);
   size_t rounds = 0;
-  for (const std::vector<size_t>& nodes : by_host) {
+  for (const std::vector<size_t>& nodes : by_rank) {
     rounds = std::max(rounds, nodes.size());
   }
-  const int partner_leader = hosts_->leader[hosts_->PartnerOf(host)];
-  const int source = hosts_->PartnerSourceOf(host);
-  absl::Status status;  // this rank's first failure; it goes on exchanging
+  const std::string& partner_host =
+      hosts_->hosts[hosts_->PartnerOf(hosts_->host_of_rank[rank])];
+  // This rank's first failure; it goes on exchanging. A rank whose write
+  // failed sends nothing (its own status fails the save).
+  absl::Status status;
   for (size_t k = 0; k < rounds; ++k) {
-    std::vector<std::string> to_each(session.num_ranks());
-    if (leader && status.ok() && k < by_host[host].size()) {
+    std::vector<std::string> to_each(num_ranks);
+    if (written.ok() && status.ok() && k < by_rank[rank].size()) {
       // Checked against what its writer recorded as it is read.
-      const std::string& name = nodes_[by_host[host][k]].file_name;
+      const std::string& name = nodes_[by_rank[rank][k]].file_name;
       absl::StatusOr<std::string> packed = PackCheckpointDb(
           options_.db_type, CheckpointDbPath(local_dir_, name, record.epoch));
       if (packed.ok()) {
-        // The whole piece, moved: which node it is, the partner knows.
-        to_each[partner_leader] = *std::move(packed);
+        // The whole piece, moved: which node it is, the receiver knows.
+        to_each[receiver[rank]] = *std::move(packed);
       } else {
         status = Annotate(packed.status(),
                           absl::StrCat("cannot copy epoch ", record.epoch,
-                                       " to the partner host ",
-                                       hosts_->hosts[hosts_->PartnerOf(host)]));
+                                       " to the partner host ", partner_host));
       }
     }
     JG_ASSIGN_OR_RETURN(std::vector<std::string> received,
-                        session.AllToAll(std::move(to_each)));
-    // The source host's k-th node; nothing when it has fewer, or when its
-    // leader could not read it (its own status fails the save).
-    const std::string& packed = received[hosts_->leader[source]];
-    if (!leader || !status.ok() || k >= by_host[source].size() ||
-        packed.empty()) {
-      continue;
-    }
-    const std::string& name = nodes_[by_host[source][k]].file_name;
-    absl::StatusOr<int64_t> installed = InstallPackedCheckpointDb(
-        options_.db_type, packed,
-        CheckpointDbPath(local_dir_, name, record.epoch));
-    if (!installed.ok()) {
-      status = Annotate(
-          installed.status(),
-          absl::StrCat("cannot keep host ", hosts_->hosts[source],
-                       "'s copy of node '", name, "' of epoch ", record.epoch));
+                        channel.AllToAll(std::move(to_each)));
+    for (int sender = 0; sender < num_ranks; ++sender) {
+      // Nothing when the sender has fewer nodes, or could not read its
+      // database (its own status fails the save).
+      if (receiver[sender] != rank || k >= by_rank[sender].size() ||
+          received[sender].empty() || !status.ok()) {
+        continue;
+      }
+      const std::string& name = nodes_[by_rank[sender][k]].file_name;
+      absl::StatusOr<int64_t> installed = InstallPackedCheckpointDb(
+          options_.db_type, received[sender],
+          CheckpointDbPath(local_dir_, name, record.epoch));
+      received[sender].clear();
+      received[sender].shrink_to_fit();
+      if (!installed.ok()) {
+        status =
+            Annotate(installed.status(),
+                     absl::StrCat("cannot keep host ",
+                                  hosts_->hosts[hosts_->host_of_rank[sender]],
+                                  "'s copy of node '", name, "' of epoch ",
+                                  record.epoch));
+      }
     }
   }
   return status;

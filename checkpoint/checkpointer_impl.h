@@ -157,10 +157,12 @@ class Checkpointer::Impl {
   SessionCoordinatorOptions HostCoordinatorOptions(
       const Session& session) const;
   SavePipeline::CommitHooks HostCommitHooks(const Session& session);
-  // Collective (the hook before each commit): the host leaders send the
-  // databases of their host's nodes of `record.epoch` to their partner
-  // host's leader, which installs them in its local tier.
-  absl::Status CopyToPartner(const Session& session, const SaveRecord& record);
+  // Collective over `channel` (the hook after each save's write, in the
+  // thread that wrote): each rank sends the databases of `record.epoch` it
+  // wrote to a rank of the partner host, which installs them in its local
+  // tier. `written` is this rank's write.
+  absl::Status CopyToPartner(SideChannel& channel, const SaveRecord& record,
+                             const absl::Status& written);
   // The nodes whose databases this host's local tier holds.
   std::vector<std::string> HeldNodes() const;
   // Collective: every host's commit log and the shared one, merged
@@ -252,6 +254,12 @@ class Checkpointer::Impl {
   absl::StatusOr<std::vector<std::vector<std::string>>> FetchBlobNames(
       const Session& session, absl::string_view prefix) const;
 
+  // On hosts: the channel of the partner copies, which run in the thread
+  // that writes (SetUpHosts). Outlives the pipeline that uses it.
+  std::unique_ptr<SideChannel> copy_channel_;
+  // Whether copy_channel_ is a side channel (saves may then be background
+  // ones on hosts).
+  bool copies_in_background_ = false;
   // Runs the pipeline's write and commit: inline, or (options_.async) on
   // one thread for the Checkpointer's life.
   std::unique_ptr<SaveQueue> queue_;

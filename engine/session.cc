@@ -89,6 +89,34 @@ absl::StatusOr<std::vector<std::string>> Session::AllToAll(
   return to_each;
 }
 
+namespace {
+
+class OnSessionChannel : public SideChannel {
+ public:
+  explicit OnSessionChannel(const Session& session) : session_(session) {}
+  int rank() const override { return session_.rank(); }
+  int num_ranks() const override { return session_.num_ranks(); }
+  absl::StatusOr<std::vector<std::string>> AllToAll(
+      std::vector<std::string> to_each) override {
+    return session_.AllToAll(std::move(to_each));
+  }
+
+ private:
+  const Session& session_;
+};
+
+}  // namespace
+
+std::unique_ptr<SideChannel> SessionChannel(const Session& session) {
+  return std::make_unique<OnSessionChannel>(session);
+}
+
+absl::StatusOr<std::unique_ptr<SideChannel>> Session::OpenSideChannel() const {
+  if (num_ranks() == 1) return SessionChannel(*this);
+  return absl::UnimplementedError(
+      "this session gives no side channel for collectives of another thread");
+}
+
 absl::Status AgreeOnStatus(const Session& session, const absl::Status& local) {
   if (session.num_ranks() == 1) return local;
   JG_ASSIGN_OR_RETURN(std::vector<int64_t> failed,

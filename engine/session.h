@@ -80,6 +80,29 @@ struct BlobSnapshot {
   std::unique_ptr<Blob> blob;
 };
 
+class Session;
+
+// Collectives for a thread of their own, over the ranks of the session that
+// opened the channel (Session::OpenSideChannel): what one thread exchanges
+// here never meets the session's own collectives, so the two threads need
+// not take turns. Every rank calls the channel's collectives in the same
+// order, from one thread at a time; the channel must not outlive its
+// session.
+class SideChannel {
+ public:
+  virtual ~SideChannel() = default;
+  virtual int rank() const = 0;
+  virtual int num_ranks() const = 0;
+  // Session::AllToAll on the channel. Waits for the other ranks to arrive
+  // without spinning on a core, which the job's threads need meanwhile.
+  virtual absl::StatusOr<std::vector<std::string>> AllToAll(
+      std::vector<std::string> to_each) = 0;
+};
+
+// A SideChannel over `session` itself, for a caller on the session's own
+// thread; `session` must outlive it.
+std::unique_ptr<SideChannel> SessionChannel(const Session& session);
+
 class Session {
  public:
   virtual ~Session() = default;
@@ -161,6 +184,13 @@ class Session {
   // wait for them). One rank: `to_each` back.
   virtual absl::StatusOr<std::vector<std::string>> AllToAll(
       std::vector<std::string> to_each) const;
+  // Collective: a channel of its own for the collectives of one thread
+  // other than the caller's (a background save's partner copies, while the
+  // job's thread goes on calling this session). Unimplemented, the same on
+  // every rank, when the session cannot give one (an MPI without
+  // MPI_THREAD_MULTIPLE); one rank needs none, and gets one that exchanges
+  // nothing.
+  virtual absl::StatusOr<std::unique_ptr<SideChannel>> OpenSideChannel() const;
   // Runs the tasks of `group` that are on nodes this rank hosts and returns
   // this rank's outcome, without agreeing on it with the other ranks: for a
   // caller that folds the outcome into an agreement of its own (a

@@ -47,14 +47,9 @@ class LocalCoordinator : public Coordinator {
   }
   CommitRound AgreeAndCommit(
       const WriteReport& write,
-      const std::function<absl::Status()>& before_commit,
       const std::function<absl::Status(const WriteTotals&)>& commit) override {
     const absl::Time agreed_at = absl::Now();
     if (!write.status.ok()) return {write.status, absl::OkStatus(), agreed_at};
-    if (before_commit) {
-      absl::Status ready = before_commit();
-      if (!ready.ok()) return {ready, absl::OkStatus(), agreed_at};
-    }
     WriteTotals totals{write.bytes, write.tallies};
     absl::Status committed = commit(totals);
     return {std::move(totals), std::move(committed), agreed_at};
@@ -187,11 +182,8 @@ class SessionCoordinator : public Coordinator {
 
   CommitRound AgreeAndCommit(
       const WriteReport& write,
-      const std::function<absl::Status()>& before_commit,
       const std::function<absl::Status(const WriteTotals&)>& commit) override {
-    if (several_ || before_commit) {
-      return AgreeAndCommitEverywhere(write, before_commit, commit);
-    }
+    if (several_) return AgreeAndCommitEverywhere(write, commit);
     // The failures, the bytes and the tallies reach the committer alone; it
     // commits if no process failed, and its outcome (the failed writes, the
     // totals, its commit's code) reaches every process.
@@ -273,34 +265,26 @@ class SessionCoordinator : public Coordinator {
   }
 
   // AgreeAndCommit where every process must know the writes' outcome
-  // before the commit: `before_commit` runs on each, or several commit.
+  // before the commit: several commit.
   CommitRound AgreeAndCommitEverywhere(
       const WriteReport& write,
-      const std::function<absl::Status()>& before_commit,
       const std::function<absl::Status(const WriteTotals&)>& commit) {
-    std::vector<int64_t> values = {write.status.ok() ? 0 : 1,
-                                   write.status.ok() ? write.bytes : 0};
+    // The failures, the bytes, the commit time every committer records
+    // (rank 0's clock) and the tallies, in one exchange.
+    std::vector<int64_t> values = {
+        write.status.ok() ? 0 : 1, write.status.ok() ? write.bytes : 0,
+        session_.rank() == kCommitter ? absl::ToUnixMicros(absl::Now()) : 0};
     AppendTallies(write, &values);
     const std::vector<int64_t> sums =
         Sum(std::move(values), "a checkpoint's writes");
     CommitRound round{WriteTotals{sums[1], std::vector<int64_t>(
-                                               sums.begin() + 2, sums.end())},
+                                               sums.begin() + 3, sums.end())},
                       absl::OkStatus(), absl::Now()};
     if (sums[0] > 0) {
       round.write = FirstFailure(write.status);
       return round;
     }
-    const absl::Status ready =
-        before_commit ? before_commit() : absl::OkStatus();
-    // Whether every process is ready, and the commit time every committer
-    // records, in one exchange.
-    absl::StatusOr<int64_t> time =
-        AgreeWithRankZero(ready, absl::ToUnixMicros(absl::Now()));
-    if (!time.ok()) {
-      round.write = time.status();
-      return round;
-    }
-    round.write->commit_unix_micros = *time;
+    round.write->commit_unix_micros = sums[2];
     const absl::Status committed =
         commits() ? commit(*round.write) : absl::OkStatus();
     round.commit = AgreeCommits(committed);

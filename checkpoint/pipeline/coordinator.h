@@ -131,14 +131,8 @@ class Coordinator {
   // `commit(totals)` when every write succeeded; the outcome then reaches
   // every process. Two exchanges at the committer's centre (a reduce to it,
   // a broadcast from it) where Settle twice takes two all-reduces.
-  //
-  // `before_commit` (may be null) runs on every process once every write
-  // succeeded, before any commit, and may itself be collective (a local
-  // tier's partner copies): its first failure is the save's, as a failed
-  // write's is, and nothing is committed.
   virtual CommitRound AgreeAndCommit(
       const WriteReport& write,
-      const std::function<absl::Status()>& before_commit,
       const std::function<absl::Status(const WriteTotals& totals)>& commit) = 0;
 };
 

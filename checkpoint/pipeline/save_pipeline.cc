@@ -283,8 +283,9 @@ absl::StatusOr<CheckpointStats> SavePipeline::Save(
     if (options_.incremental) flight->written.tallies = NoTallies();
     if (coordinator_->spans_processes() && !failed_everywhere) {
       // This process's own failure becomes its write's report, agreed on
-      // like a failed write: every process goes through the same stages.
-      flight->next = Stage::kAgree;
+      // like a failed write: every process goes through the same stages,
+      // the collective after_write hook included (Write runs only that).
+      flight->next = hooks_.after_write ? Stage::kWrite : Stage::kAgree;
     } else {
       // The outcome at once: no save is in flight (Settle, and Prepare when
       // it agreed, left none).
@@ -354,6 +355,12 @@ void SavePipeline::Advance(Flight& flight) {
 
 void SavePipeline::Write(Flight& flight) {
   const absl::Time start = absl::Now();
+  if (!flight.written.status.ok()) {
+    // Failed in the caller's thread, before the write (Save): the other
+    // processes' hooks still wait for this one's.
+    AfterWrite(flight);
+    return;
+  }
   WriteReport report;
   // The blobs are frozen and nothing of the save is written yet; in an
   // asynchronous save the job goes on meanwhile and overwrites them. A test
@@ -365,7 +372,14 @@ void SavePipeline::Write(Flight& flight) {
   if (report.status.ok()) report = WriteNodeDatabases(flight);
   if (options_.incremental) report.tallies = ReferenceTallies(flight);
   flight.written = std::move(report);
+  AfterWrite(flight);
   flight.write_micros = MicrosSince(start);
+}
+
+void SavePipeline::AfterWrite(Flight& flight) {
+  if (!hooks_.after_write) return;
+  absl::Status done = hooks_.after_write(flight.record, flight.written.status);
+  if (flight.written.status.ok()) flight.written.status = std::move(done);
 }
 
 WriteReport SavePipeline::WriteNodeDatabases(Flight& flight) const {
@@ -521,13 +535,10 @@ void SavePipeline::Agreed(Flight& flight, absl::StatusOr<WriteTotals> agreed) {
   }
 }
 
-void SavePipeline::BeforeCommit(Flight& flight) {
-  // As AgreeAndCommit does it when the commit follows in the same call:
-  // the hook on every process, then whether all are ready, with the commit
-  // time every committer records.
-  const absl::Status ready = hooks_.before_commit(flight.record);
-  absl::StatusOr<int64_t> time =
-      coordinator_->AgreeWithCommitter(ready, absl::ToUnixMicros(absl::Now()));
+void SavePipeline::AgreeCommitTime(Flight& flight) {
+  // As AgreeAndCommit does it when the commit follows in the same call.
+  absl::StatusOr<int64_t> time = coordinator_->AgreeWithCommitter(
+      absl::OkStatus(), absl::ToUnixMicros(absl::Now()));
   if (!time.ok()) {
     flight.agreed = time.status();
     flight.next = Stage::kDone;
@@ -581,12 +592,8 @@ bool SavePipeline::Settle(bool snapshot_follows) {
       // The commit follows in this call: agreeing, committing and sharing
       // are one exchange centred on the committer.
       Flight& flight = *agreeing;
-      std::function<absl::Status()> before_commit;
-      if (hooks_.before_commit) {
-        before_commit = [&] { return hooks_.before_commit(flight.record); };
-      }
       CommitRound round = coordinator_->AgreeAndCommit(
-          flight.written, before_commit, [&](const WriteTotals& totals) {
+          flight.written, [&](const WriteTotals& totals) {
             flight.agreed = totals;
             Commit(flight);
             return flight.committed;
@@ -615,8 +622,8 @@ bool SavePipeline::Settle(bool snapshot_follows) {
       if (agreeing != nullptr) {
         agreeing->agree_micros = exchange_micros;
         Agreed(*agreeing, *settled.write);
-        if (agreeing->next == Stage::kCommit && hooks_.before_commit) {
-          BeforeCommit(*agreeing);
+        if (agreeing->next == Stage::kCommit && !hooks_.host.empty()) {
+          AgreeCommitTime(*agreeing);
         }
         if (agreeing->next == Stage::kCommit) to_commit = agreeing;
       }

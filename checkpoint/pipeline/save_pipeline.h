@@ -106,19 +106,23 @@ class SavePipeline {
     // Epochs that a commit's retention must keep besides those the
     // pipeline keeps itself; called in the thread that commits.
     std::function<std::vector<int64_t>()> pinned;
-    // Runs on every process once every process's write of a save
-    // succeeded, before the commit, on the job's thread; may be collective
-    // (a local tier's partner copies, checkpoint/tier/host_tiers.h). Its
-    // first failure fails the save before any commit. Only with a
-    // coordinator that spans processes.
-    std::function<absl::Status(const SaveRecord& record)> before_commit;
+    // Runs on every process after its write of a save (given the write's
+    // status, which may be a failure: the hook runs all the same), in the
+    // thread that wrote (the queue's, for a background save); may be
+    // collective over a channel of its own (SideChannel: a local tier's
+    // partner copies, made while the job goes on). Its failure fails the
+    // save, as a failed write does. Runs for the mark too.
+    std::function<absl::Status(const SaveRecord& record,
+                               const absl::Status& written)>
+        after_write;
     // Runs on every process once the commit of `record` is agreed to have
     // succeeded, on the job's thread, before the save's outcome is known;
     // may be collective (the flush of those tiers).
     std::function<void(const SaveRecord& record)> shared;
     // The nodes whose databases the committing directory holds
     // (CommittedEpoch.held_node), when not all, and the host whose local
-    // tier it is (CommittedEpoch.host).
+    // tier it is (CommittedEpoch.host). With a host, each host's leader
+    // commits in its own tier, and all record rank 0's commit time.
     std::function<std::vector<std::string>()> held_nodes;
     std::string host;
   };
@@ -176,13 +180,16 @@ class SavePipeline {
   // Writes the flight's databases, one per node, side by side: their bytes,
   // or the first node's error; fills in the flight's blob indexes.
   WriteReport WriteNodeDatabases(Flight& flight) const;
+  // CommitHooks::after_write, its failure the write's.
+  void AfterWrite(Flight& flight);
   void Commit(Flight& flight);
   // A flight's state after the agreement on its write, and after its
   // commit's status reached every process.
   void Agreed(Flight& flight, absl::StatusOr<WriteTotals> agreed);
   // In the job's thread, after the agreement on the flight's write of a
-  // background save: CommitHooks::before_commit and the commit time.
-  void BeforeCommit(Flight& flight);
+  // background save committed on hosts: the commit time every committer
+  // records.
+  void AgreeCommitTime(Flight& flight);
   void Shared(Flight& flight, absl::Status committed);
   // Hands the flight's snapshot to the queue's thread to be freed.
   void ReleaseSnapshots(Flight& flight);

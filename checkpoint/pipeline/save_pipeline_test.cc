@@ -1,11 +1,15 @@
 #include "checkpoint/pipeline/save_pipeline.h"
 
+#include <unistd.h>
+
 #include <fstream>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -82,16 +86,10 @@ class RecordingCoordinator : public Coordinator {
   }
   CommitRound AgreeAndCommit(
       const WriteReport& write,
-      const std::function<absl::Status()>& before_commit,
       const std::function<absl::Status(const WriteTotals&)>& commit) override {
     rounds_.push_back(absl::StrCat("w", write.bytes, "=c"));
     if (!write.status.ok()) {
       return {write.status, absl::OkStatus(), absl::Now()};
-    }
-    if (before_commit) {
-      if (absl::Status ready = before_commit(); !ready.ok()) {
-        return {ready, absl::OkStatus(), absl::Now()};
-      }
     }
     WriteTotals totals{write.bytes, write.tallies};
     absl::Status committed = commit(totals);
@@ -290,6 +288,52 @@ TEST_F(SavePipelineTest, ResavingAnEpochWhoseCommitIsInFlightForgetsItFirst) {
   EXPECT_THAT(rounds,
               ElementsAre("prepare", w, w + "+c", "c", "prepare", w, "c"));
   EXPECT_EQ(Listed(), "1, 2");
+}
+
+// CommitHooks::after_write runs after each save's write in the thread that
+// wrote it, also after a failure before the write (the other processes'
+// hooks, collective, wait for this one's), and its failure fails the save
+// before anything is committed.
+TEST_F(SavePipelineTest, AfterWriteRunsInTheWritersThreadAndCanFailTheSave) {
+  std::vector<std::string> rounds;
+  std::unique_ptr<SaveQueue> queue = NewBackgroundSaveQueue();
+  std::unique_ptr<SavePipeline> pipeline =
+      NewPipeline(std::make_unique<RecordingCoordinator>(&rounds), queue.get());
+  std::mutex mu;
+  std::vector<std::string> calls;
+  const std::thread::id job = std::this_thread::get_id();
+  SavePipeline::CommitHooks hooks;
+  hooks.after_write = [&](const SaveRecord& record,
+                          const absl::Status& written) {
+    std::lock_guard<std::mutex> lock(mu);
+    calls.push_back(absl::StrCat(
+        record.epoch, written.ok() ? " ok" : " failed",
+        std::this_thread::get_id() == job ? " job" : " queue",
+        ::access(CheckpointDbPath(dir_.path(), "a", record.epoch).c_str(),
+                 F_OK) == 0
+            ? " written"
+            : ""));
+    return record.epoch == 2 ? absl::UnavailableError("partner gone")
+                             : absl::OkStatus();
+  };
+  pipeline->SetCommitHooks(std::move(hooks));
+  ASSERT_TRUE(SaveEpoch(*pipeline, 1).ok());
+  ASSERT_TRUE(SaveEpoch(*pipeline, 2).ok());  // fails in the background
+  // Node b's snapshot fails on this process only, before any write: its
+  // outcome, as every background save's across processes, comes later.
+  ASSERT_TRUE(session_.NodeWorkspace("b")->RemoveBlob("w"));
+  EXPECT_TRUE(SaveEpoch(*pipeline, 3).ok());
+  pipeline->Drain();
+  std::vector<SaveOutcome> outcomes = pipeline->TakeFinished();
+  ASSERT_EQ(outcomes.size(), 3u);
+  EXPECT_TRUE(outcomes[0].stats.ok()) << outcomes[0].stats.status();
+  EXPECT_EQ(outcomes[1].stats.status(), absl::UnavailableError("partner gone"));
+  EXPECT_EQ(outcomes[2].stats.status().code(),
+            absl::StatusCode::kFailedPrecondition)
+      << outcomes[2].stats.status();
+  EXPECT_THAT(calls, ElementsAre("1 ok queue written", "2 ok queue written",
+                                 "3 failed queue"));
+  EXPECT_EQ(Listed(), "1");
 }
 
 // The same across processes with an inline queue: a save agrees on its
@@ -792,10 +836,9 @@ class TallyCountingCoordinator : public RecordingCoordinator {
   }
   CommitRound AgreeAndCommit(
       const WriteReport& write,
-      const std::function<absl::Status()>& before_commit,
       const std::function<absl::Status(const WriteTotals&)>& commit) override {
     lengths_.push_back(write.tallies.size());
-    return RecordingCoordinator::AgreeAndCommit(write, before_commit, commit);
+    return RecordingCoordinator::AgreeAndCommit(write, commit);
   }
 
  private:

@@ -3,6 +3,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
@@ -13,6 +14,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "engine/collectives.h"
 #include "engine/plan_executor.h"
 #include "engine/status_macros.h"
@@ -53,35 +56,41 @@ void FinalizeMpi() {
   MPI_Finalize();
 }
 
+// The thread level MPI provides (MPI_THREAD_SERIALIZED at least once
+// EnsureMpi succeeded).
+std::atomic<int> mpi_thread_level{-1};
+
 // Starts MPI once per process; it is finalized when the process exits.
+// MPI_THREAD_MULTIPLE is asked for (side channels need it); the node threads
+// and the job's thread call MPI one at a time, which needs only
+// MPI_THREAD_SERIALIZED.
 absl::Status EnsureMpi() {
   static std::once_flag once;
   static absl::Status status;
   std::call_once(once, [] {
     int initialized = 0;
     MPI_Initialized(&initialized);
-    if (initialized) {
-      int provided = 0;
-      MPI_Query_thread(&provided);
-      if (provided < MPI_THREAD_SERIALIZED) {
-        status = absl::FailedPreconditionError(
-            "MPI was initialized without MPI_THREAD_SERIALIZED; jobgraph's "
-            "node threads call MPI one at a time and need it");
-      }
-      return;
-    }
     int provided = 0;
-    if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided) !=
-        MPI_SUCCESS) {
-      status = absl::UnavailableError(
-          "MPI_Init_thread failed; start the program with mpirun (Open MPI)");
-      return;
+    if (initialized) {
+      MPI_Query_thread(&provided);
+    } else {
+      if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided) !=
+          MPI_SUCCESS) {
+        status = absl::UnavailableError(
+            "MPI_Init_thread failed; start the program with mpirun (Open "
+            "MPI)");
+        return;
+      }
+      std::atexit(FinalizeMpi);
     }
-    std::atexit(FinalizeMpi);
+    mpi_thread_level = provided;
     if (provided < MPI_THREAD_SERIALIZED) {
-      status = absl::FailedPreconditionError(
-          absl::StrCat("this MPI provides thread level ", provided,
-                       ", below MPI_THREAD_SERIALIZED, which jobgraph needs"));
+      status = absl::FailedPreconditionError(absl::StrCat(
+          initialized ? "MPI was initialized with thread level "
+                      : "this MPI provides thread level ",
+          provided,
+          ", below MPI_THREAD_SERIALIZED: jobgraph's node threads call MPI "
+          "one at a time and need it"));
     }
   });
   return status;
@@ -139,11 +148,27 @@ constexpr int64_t kAllToAllRoundBytes = int64_t{512} << 20;
 // no other point-to-point traffic.
 constexpr int kAllToAllTag = 7301;
 
+// Waits for `request`, testing it between naps that grow to 2 ms, so that
+// a thread waiting for other ranks to arrive leaves the cores to the job.
+absl::Status WaitNapping(MPI_Request* request, absl::string_view what) {
+  absl::Duration nap = absl::Microseconds(20);
+  while (true) {
+    int done = 0;
+    JG_RETURN_IF_ERROR(
+        CheckMpi(MPI_Test(request, &done, MPI_STATUS_IGNORE), what));
+    if (done) return absl::OkStatus();
+    absl::SleepFor(nap);
+    nap = std::min(nap * 2, absl::Milliseconds(2));
+  }
+}
+
 // Session::AllToAll over `comm`, of which this process is rank `rank`, in
-// messages of at most `round_bytes` (>= 1) each.
+// messages of at most `round_bytes` (>= 1) each. With `nap`, the wait for
+// every rank to arrive (the exchange of sizes) naps (WaitNapping); the
+// pieces then move with every rank present, waited for as MPI waits.
 absl::StatusOr<std::vector<std::string>> AllToAllOn(
     MPI_Comm comm, int rank, std::vector<std::string> to_each,
-    int64_t round_bytes) {
+    int64_t round_bytes, bool nap = false) {
   int size = 0;
   MPI_Comm_size(comm, &size);
   // Before any MPI call, so that ranks which all pass the same wrong count
@@ -158,10 +183,19 @@ absl::StatusOr<std::vector<std::string>> AllToAllOn(
     send_sizes[r] = static_cast<int64_t>(to_each[r].size());
   }
   std::vector<int64_t> recv_sizes(size);
-  JG_RETURN_IF_ERROR(
-      CheckMpi(MPI_Alltoall(send_sizes.data(), 1, MPI_INT64_T,
-                            recv_sizes.data(), 1, MPI_INT64_T, comm),
-               "MPI_Alltoall"));
+  if (nap) {
+    MPI_Request sizes;
+    JG_RETURN_IF_ERROR(
+        CheckMpi(MPI_Ialltoall(send_sizes.data(), 1, MPI_INT64_T,
+                               recv_sizes.data(), 1, MPI_INT64_T, comm, &sizes),
+                 "MPI_Ialltoall"));
+    JG_RETURN_IF_ERROR(WaitNapping(&sizes, "MPI_Ialltoall"));
+  } else {
+    JG_RETURN_IF_ERROR(
+        CheckMpi(MPI_Alltoall(send_sizes.data(), 1, MPI_INT64_T,
+                              recv_sizes.data(), 1, MPI_INT64_T, comm),
+                 "MPI_Alltoall"));
+  }
   std::vector<std::string> received(size);
   // This rank's own piece needs no MPI.
   received[rank] = std::move(to_each[rank]);
@@ -295,18 +329,20 @@ absl::StatusOr<std::unique_ptr<MpiSession>> MpiSession::Create(
       }
     }
   }
-  return std::unique_ptr<MpiSession>(new MpiSession(
-      std::move(nodes), std::move(ranks), rank, size, std::move(comms)));
+  return std::unique_ptr<MpiSession>(
+      new MpiSession(std::move(nodes), std::move(ranks), rank, size,
+                     std::move(comms), options.side_channels));
 }
 
 MpiSession::MpiSession(std::vector<std::string> nodes,
                        std::map<std::string, int> ranks, int rank, int size,
-                       std::unique_ptr<Comms> comms)
+                       std::unique_ptr<Comms> comms, bool side_channels)
     : nodes_(std::move(nodes)),
       node_ranks_(ranks.begin(), ranks.end()),
       rank_(rank),
       size_(size),
       all_to_all_round_bytes_(kAllToAllRoundBytes),
+      side_channels_(side_channels),
       comms_(std::move(comms)) {}
 
 MpiSession::~MpiSession() = default;
@@ -329,6 +365,55 @@ absl::StatusOr<std::vector<std::string>> MpiSession::AllToAll(
     std::vector<std::string> to_each) const {
   return AllToAllOn(comms_->world, rank_, std::move(to_each),
                     all_to_all_round_bytes_);
+}
+
+namespace {
+
+// A communicator of its own, duplicated from the session's: its messages
+// (the same tag included) never match the session's.
+class MpiSideChannel : public SideChannel {
+ public:
+  MpiSideChannel(MPI_Comm comm, int rank, int size, int64_t round_bytes)
+      : comm_(comm), rank_(rank), size_(size), round_bytes_(round_bytes) {}
+  ~MpiSideChannel() override {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) MPI_Comm_free(&comm_);
+  }
+  int rank() const override { return rank_; }
+  int num_ranks() const override { return size_; }
+  absl::StatusOr<std::vector<std::string>> AllToAll(
+      std::vector<std::string> to_each) override {
+    return AllToAllOn(comm_, rank_, std::move(to_each), round_bytes_,
+                      /*nap=*/true);
+  }
+
+ private:
+  MPI_Comm comm_;
+  const int rank_;
+  const int size_;
+  const int64_t round_bytes_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<SideChannel>> MpiSession::OpenSideChannel()
+    const {
+  if (!side_channels_) {
+    return absl::UnimplementedError(
+        "side channels are turned off for this session "
+        "(MpiSessionOptions::side_channels)");
+  }
+  if (mpi_thread_level < MPI_THREAD_MULTIPLE) {
+    return absl::UnimplementedError(absl::StrCat(
+        "MPI runs at thread level ", mpi_thread_level.load(),
+        ", below MPI_THREAD_MULTIPLE, which a side channel needs"));
+  }
+  MPI_Comm comm = MPI_COMM_NULL;
+  JG_RETURN_IF_ERROR(
+      CheckMpi(MPI_Comm_dup(comms_->world, &comm), "MPI_Comm_dup"));
+  return std::make_unique<MpiSideChannel>(comm, rank_, size_,
+                                          all_to_all_round_bytes_);
 }
 
 void MpiSession::SetAllToAllRoundBytesForTesting(int64_t bytes) {

@@ -51,6 +51,11 @@ struct MpiSessionOptions {
   // name every node, with ranks in [0, number of ranks), each rank hosting
   // at least one node.
   std::map<std::string, int> node_ranks;
+  // Whether OpenSideChannel gives channels (when MPI provides
+  // MPI_THREAD_MULTIPLE). False makes it Unimplemented, as on an MPI
+  // without that level: for tests of the paths that then run on the job's
+  // thread. The same on every rank.
+  bool side_channels = true;
 };
 
 // True when this process was started by an MPI launcher (mpirun, or srun
@@ -102,6 +107,11 @@ class MpiSession : public Session {
   absl::StatusOr<std::vector<std::string>> AllToAll(
       std::vector<std::string> to_each) const override;
 
+  // A duplicate of the session's communicator, when MPI provides
+  // MPI_THREAD_MULTIPLE (else Unimplemented, on every rank alike). Its
+  // AllToAll waits for the other ranks in naps, off the cores.
+  absl::StatusOr<std::unique_ptr<SideChannel>> OpenSideChannel() const override;
+
   // Lowers the bytes one message of AllToAll carries (512 MiB by default),
   // so that a test can take the path of a piece in several messages with
   // small pieces. `bytes` >= 1, and the same on every rank: the ranks would
@@ -118,7 +128,8 @@ class MpiSession : public Session {
  private:
   struct Comms;
   MpiSession(std::vector<std::string> nodes, std::map<std::string, int> ranks,
-             int rank, int size, std::unique_ptr<Comms> comms);
+             int rank, int size, std::unique_ptr<Comms> comms,
+             bool side_channels);
   // `group` with only the tasks of the nodes this rank hosts; InvalidArgument
   // naming the node when a task is on a node of no rank. Depends only on the
   // group, so an error is the same on every rank.
@@ -130,6 +141,7 @@ class MpiSession : public Session {
   const int size_;
   // The most bytes one message of AllToAll carries.
   int64_t all_to_all_round_bytes_;
+  const bool side_channels_;
   std::unique_ptr<Comms> comms_;
   LocalSession local_;
 };
