@@ -106,6 +106,9 @@ absl::Status Checkpointer::Impl::SetUpHosts(const Session& session) {
     if (opened.ok()) {
       copy_channel_ = *std::move(opened);
       copies_in_background_ = true;
+      LOG_IF(INFO, session.rank() == 0)
+          << "partner copies run in the background, as each save's write "
+             "ends, over a channel of their own";
     } else {
       LOG_IF(WARNING, session.rank() == 0)
           << "checkpoints are saved synchronously: the partner copies of a "

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <mutex>
 #include <set>
+#include <string>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -60,8 +61,15 @@ void FinalizeMpi() {
 // EnsureMpi succeeded).
 std::atomic<int> mpi_thread_level{-1};
 
+// Whether the environment turns MPI_THREAD_MULTIPLE off.
+bool multiple_off() {
+  const char* value = std::getenv("JOBGRAPH_MPI_THREAD_MULTIPLE");
+  return value != nullptr && std::string(value) == "0";
+}
+
 // Starts MPI once per process; it is finalized when the process exits.
-// MPI_THREAD_MULTIPLE is asked for (side channels need it); the node threads
+// MPI_THREAD_MULTIPLE is asked for (side channels need it) unless
+// multiple_off(); the node threads
 // and the job's thread call MPI one at a time, which needs only
 // MPI_THREAD_SERIALIZED.
 absl::Status EnsureMpi() {
@@ -74,8 +82,9 @@ absl::Status EnsureMpi() {
     if (initialized) {
       MPI_Query_thread(&provided);
     } else {
-      if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided) !=
-          MPI_SUCCESS) {
+      const int wanted =
+          multiple_off() ? MPI_THREAD_SERIALIZED : MPI_THREAD_MULTIPLE;
+      if (MPI_Init_thread(nullptr, nullptr, wanted, &provided) != MPI_SUCCESS) {
         status = absl::UnavailableError(
             "MPI_Init_thread failed; start the program with mpirun (Open "
             "MPI)");
@@ -329,20 +338,18 @@ absl::StatusOr<std::unique_ptr<MpiSession>> MpiSession::Create(
       }
     }
   }
-  return std::unique_ptr<MpiSession>(
-      new MpiSession(std::move(nodes), std::move(ranks), rank, size,
-                     std::move(comms), options.side_channels));
+  return std::unique_ptr<MpiSession>(new MpiSession(
+      std::move(nodes), std::move(ranks), rank, size, std::move(comms)));
 }
 
 MpiSession::MpiSession(std::vector<std::string> nodes,
                        std::map<std::string, int> ranks, int rank, int size,
-                       std::unique_ptr<Comms> comms, bool side_channels)
+                       std::unique_ptr<Comms> comms)
     : nodes_(std::move(nodes)),
       node_ranks_(ranks.begin(), ranks.end()),
       rank_(rank),
       size_(size),
       all_to_all_round_bytes_(kAllToAllRoundBytes),
-      side_channels_(side_channels),
       comms_(std::move(comms)) {}
 
 MpiSession::~MpiSession() = default;
@@ -399,15 +406,11 @@ class MpiSideChannel : public SideChannel {
 
 absl::StatusOr<std::unique_ptr<SideChannel>> MpiSession::OpenSideChannel()
     const {
-  if (!side_channels_) {
-    return absl::UnimplementedError(
-        "side channels are turned off for this session "
-        "(MpiSessionOptions::side_channels)");
-  }
   if (mpi_thread_level < MPI_THREAD_MULTIPLE) {
     return absl::UnimplementedError(absl::StrCat(
         "MPI runs at thread level ", mpi_thread_level.load(),
-        ", below MPI_THREAD_MULTIPLE, which a side channel needs"));
+        ", below MPI_THREAD_MULTIPLE, which a side channel needs",
+        multiple_off() ? " (JOBGRAPH_MPI_THREAD_MULTIPLE=0)" : ""));
   }
   MPI_Comm comm = MPI_COMM_NULL;
   JG_RETURN_IF_ERROR(

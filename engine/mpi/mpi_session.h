@@ -51,11 +51,6 @@ struct MpiSessionOptions {
   // name every node, with ranks in [0, number of ranks), each rank hosting
   // at least one node.
   std::map<std::string, int> node_ranks;
-  // Whether OpenSideChannel gives channels (when MPI provides
-  // MPI_THREAD_MULTIPLE). False makes it Unimplemented, as on an MPI
-  // without that level: for tests of the paths that then run on the job's
-  // thread. The same on every rank.
-  bool side_channels = true;
 };
 
 // True when this process was started by an MPI launcher (mpirun, or srun
@@ -107,9 +102,14 @@ class MpiSession : public Session {
   absl::StatusOr<std::vector<std::string>> AllToAll(
       std::vector<std::string> to_each) const override;
 
-  // A duplicate of the session's communicator, when MPI provides
+  // A duplicate of the session's communicator, when MPI runs at
   // MPI_THREAD_MULTIPLE (else Unimplemented, on every rank alike). Its
   // AllToAll waits for the other ranks in naps, off the cores.
+  //
+  // MPI is started at MPI_THREAD_MULTIPLE when it provides it, unless the
+  // environment says JOBGRAPH_MPI_THREAD_MULTIPLE=0 (a transport whose
+  // multi-threaded mode misbehaves): then at MPI_THREAD_SERIALIZED, with
+  // no side channels.
   absl::StatusOr<std::unique_ptr<SideChannel>> OpenSideChannel() const override;
 
   // Lowers the bytes one message of AllToAll carries (512 MiB by default),
@@ -128,8 +128,7 @@ class MpiSession : public Session {
  private:
   struct Comms;
   MpiSession(std::vector<std::string> nodes, std::map<std::string, int> ranks,
-             int rank, int size, std::unique_ptr<Comms> comms,
-             bool side_channels);
+             int rank, int size, std::unique_ptr<Comms> comms);
   // `group` with only the tasks of the nodes this rank hosts; InvalidArgument
   // naming the node when a task is on a node of no rank. Depends only on the
   // group, so an error is the same on every rank.
@@ -141,7 +140,6 @@ class MpiSession : public Session {
   const int size_;
   // The most bytes one message of AllToAll carries.
   int64_t all_to_all_round_bytes_;
-  const bool side_channels_;
   std::unique_ptr<Comms> comms_;
   LocalSession local_;
 };
