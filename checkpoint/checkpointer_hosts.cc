@@ -112,7 +112,7 @@ absl::Status Checkpointer::Impl::SetUpHosts(const Session& session) {
     } else {
       LOG_IF(WARNING, session.rank() == 0)
           << "checkpoints are saved synchronously: the partner copies of a "
-             "background save need a side channel, and "
+             "background save need a side channel of the session, and "
           << opened.status().message();
     }
   }

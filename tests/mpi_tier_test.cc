@@ -87,16 +87,11 @@ struct HostFailpoint {
   std::string spec;  // "name:action"
 };
 
-// JOBGRAPH_MPI_THREAD_MULTIPLE=0 on every rank: MPI at
-// MPI_THREAD_SERIALIZED, no side channel for background partner copies.
-const std::vector<std::string> kNoThreadMultiple = {
-    "JOBGRAPH_MPI_THREAD_MULTIPLE=0"};
-
 // mpirun of sum_pipeline on `hosts` (one rank each) with local tiers.
 std::pair<std::vector<std::string>, std::vector<std::string>> JobOn(
     const std::vector<std::string>& hosts, const Dirs& dirs,
-    const std::vector<std::string>& extra, const HostFailpoint& failpoint = {},
-    const std::vector<std::string>& rank_env = {}) {
+    const std::vector<std::string>& extra,
+    const HostFailpoint& failpoint = {}) {
   std::vector<std::string> args = {"--allow-run-as-root",
                                    "--oversubscribe",
                                    "-np",
@@ -106,15 +101,13 @@ std::pair<std::vector<std::string>, std::vector<std::string>> JobOn(
                                    "-x",
                                    "JG_TEST_FAILPOINT",
                                    "-x",
-                                   "JG_TEST_FAILPOINT_HOST"};
-  for (const std::string& variable : rank_env) {
-    args.push_back("-x");
-    args.push_back(variable);
-  }
-  args.insert(args.end(), {HostWrapper(), SumPipeline(), "--nodes=4",
-                           "--checkpoint_dir=" + dirs.shared(),
-                           "--local_checkpoint_dir=" + dirs.pattern(),
-                           "--metrics_out=" + dirs.metrics()});
+                                   "JG_TEST_FAILPOINT_HOST",
+                                   HostWrapper(),
+                                   SumPipeline(),
+                                   "--nodes=4",
+                                   "--checkpoint_dir=" + dirs.shared(),
+                                   "--local_checkpoint_dir=" + dirs.pattern(),
+                                   "--metrics_out=" + dirs.metrics()};
   args.insert(args.end(), extra.begin(), extra.end());
   std::vector<std::string> env = OpenMpiTempEnv();
   env.push_back("JG_TEST_HOSTS=" + absl::StrJoin(hosts, " "));
@@ -127,19 +120,18 @@ std::pair<std::vector<std::string>, std::vector<std::string>> JobOn(
 
 ChildRun RunOn(const std::vector<std::string>& hosts, const Dirs& dirs,
                const std::vector<std::string>& extra,
-               const HostFailpoint& failpoint = {},
-               const std::vector<std::string>& rank_env = {}) {
-  auto [args, env] = JobOn(hosts, dirs, extra, failpoint, rank_env);
+               const HostFailpoint& failpoint = {}) {
+  auto [args, env] = JobOn(hosts, dirs, extra, failpoint);
   return RunBinary(kMpirun, args, env);
 }
 
 // Runs the job on `hosts` (four by default) and kills host `lost`'s rank
 // once rank 0 logs the end of epoch 3 (mpirun then ends the job).
-ChildRun RunFourHostsAndLoseOne(
-    const Dirs& dirs, int lost, const std::vector<std::string>& extra,
-    const std::vector<std::string>& hosts = {"h0", "h1", "h2", "h3"},
-    const std::vector<std::string>& rank_env = {}) {
-  auto [args, env] = JobOn(hosts, dirs, extra, {}, rank_env);
+ChildRun RunFourHostsAndLoseOne(const Dirs& dirs, int lost,
+                                const std::vector<std::string>& extra,
+                                const std::vector<std::string>& hosts = {
+                                    "h0", "h1", "h2", "h3"}) {
+  auto [args, env] = JobOn(hosts, dirs, extra);
   return RunBinaryWithHookAt(
       kMpirun, args, env, "epoch 3: ", 1, [&](pid_t mpirun) {
         const std::vector<pid_t> ranks = RankPids(mpirun);
@@ -194,34 +186,26 @@ void ExpectSharedDirectoryVerifies(const Dirs& dirs) {
   EXPECT_TRUE(verify.exited_ok()) << verify.Describe();
 }
 
-// `saves`: --async_checkpoint=false or --async_checkpoint; `rank_env`:
-// the ranks' environment (kNoThreadMultiple).
-void LoseOneHostAndRecoverFromItsPartner(
-    const std::string& saves, const std::vector<std::string>& rank_env = {}) {
+// `saves`: --async_checkpoint=false or --async_checkpoint.
+void LoseOneHostAndRecoverFromItsPartner(const std::string& saves) {
   Dirs dirs{NewTempDir("lost_one")};
   // Flushed at the run's first commit only: later epochs live in the
   // hosts' local tiers and their partners'.
   ChildRun first =
-      RunFourHostsAndLoseOne(dirs, /*lost=*/1, {"--shared_every=100", saves},
-                             {"h0", "h1", "h2", "h3"}, rank_env);
+      RunFourHostsAndLoseOne(dirs, /*lost=*/1, {"--shared_every=100", saves});
   ASSERT_FALSE(first.exited_ok()) << first.Describe();
-  // Background saves copy to the partner in the background, over a side
-  // channel; without MPI_THREAD_MULTIPLE saves on hosts are synchronous.
+  // A background save copies to the partner in its own thread, over a side
+  // channel, while the job goes on.
   const bool background = saves == "--async_checkpoint";
-  const bool side_channel = background && rank_env.empty();
-  const std::string in_background =
-      "partner copies run in the background, as each save's write ends";
-  const std::string synchronous =
-      "checkpoints are saved synchronously: the partner copies of a "
-      "background save need a side channel, and MPI runs at thread level 2, "
-      "below MPI_THREAD_MULTIPLE, which a side channel needs "
-      "(JOBGRAPH_MPI_THREAD_MULTIPLE=0)";
   auto says = [&](const std::string& text) {
     return first.log.find(text) != std::string::npos;
   };
-  EXPECT_EQ(says(in_background), side_channel) << first.log;
-  EXPECT_EQ(says(synchronous), background && !side_channel) << first.log;
-  EXPECT_EQ(says("written in the background"), side_channel) << first.log;
+  EXPECT_EQ(says("partner copies run in the background, as each save's "
+                 "write ends, over a channel of their own"),
+            background)
+      << first.log;
+  EXPECT_EQ(says("written in the background"), background) << first.log;
+  EXPECT_FALSE(says("checkpoints are saved synchronously")) << first.log;
   ExpectSharedDirectoryVerifies(dirs);
   std::filesystem::remove_all(dirs.local("h1"));
 
@@ -229,8 +213,7 @@ void LoseOneHostAndRecoverFromItsPartner(
   // databases, which come over MPI from whichever host holds them.
   ChildRun second =
       RunOn({"h3", "h0", "h2"}, dirs,
-            {"--shared_every=100", "--resume_from_epoch=latest", saves}, {},
-            rank_env);
+            {"--shared_every=100", "--resume_from_epoch=latest", saves});
   ASSERT_TRUE(second.exited_ok()) << second.Describe();
   const std::string metrics = LastMetrics(dirs);
   EXPECT_EQ(second.Result().value_or("(none)"),
@@ -249,13 +232,6 @@ TEST(MpiTierTest, ALostHostIsRecoveredFromItsPartnerWithoutTheSharedDirectory) {
 
 TEST(MpiTierTest, ALostHostIsRecoveredFromItsPartnerWithBackgroundSaves) {
   LoseOneHostAndRecoverFromItsPartner("--async_checkpoint");
-}
-
-// An MPI without MPI_THREAD_MULTIPLE (as JOBGRAPH_MPI_THREAD_MULTIPLE=0
-// makes it) gives no side channel: background saves on hosts are then
-// synchronous, the log says why, and the recovery is the same.
-TEST(MpiTierTest, WithoutThreadMultipleSavesOnHostsAreSynchronous) {
-  LoseOneHostAndRecoverFromItsPartner("--async_checkpoint", kNoThreadMultiple);
 }
 
 TEST(MpiTierTest, TwoLostPartnersFallBackToTheSharedDirectory) {

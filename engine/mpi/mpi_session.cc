@@ -3,13 +3,13 @@
 #include <mpi.h>
 
 #include <algorithm>
-#include <atomic>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -57,49 +57,49 @@ void FinalizeMpi() {
   MPI_Finalize();
 }
 
-// The thread level MPI provides (MPI_THREAD_SERIALIZED at least once
-// EnsureMpi succeeded).
-std::atomic<int> mpi_thread_level{-1};
-
-// Whether the environment turns MPI_THREAD_MULTIPLE off.
-bool multiple_off() {
-  const char* value = std::getenv("JOBGRAPH_MPI_THREAD_MULTIPLE");
-  return value != nullptr && std::string(value) == "0";
+// Every MPI call of the process is made holding this lock, so MPI runs at
+// MPI_THREAD_SERIALIZED while two threads call it: the job's (and its node
+// threads') and a side channel's. A blocking call holds it for its whole
+// wait, during which MPI's progress also moves a side channel's pending
+// messages; a side channel holds it for one nonblocking call at a time and
+// never waits for other ranks with it, so no rank's wait depends on a lock
+// held on another. It also shows ThreadSanitizer, which does not see inside
+// Open MPI, that a message one thread's call completed happens before the
+// thread that posted it reads it. A leaf: nothing else is locked under it.
+std::mutex& MpiMutex() {
+  static auto* const mu = new std::mutex;
+  return *mu;
 }
 
 // Starts MPI once per process; it is finalized when the process exits.
-// MPI_THREAD_MULTIPLE is asked for (side channels need it) unless
-// multiple_off(); the node threads
-// and the job's thread call MPI one at a time, which needs only
-// MPI_THREAD_SERIALIZED.
 absl::Status EnsureMpi() {
   static std::once_flag once;
   static absl::Status status;
   std::call_once(once, [] {
     int initialized = 0;
     MPI_Initialized(&initialized);
-    int provided = 0;
     if (initialized) {
+      int provided = 0;
       MPI_Query_thread(&provided);
-    } else {
-      const int wanted =
-          multiple_off() ? MPI_THREAD_SERIALIZED : MPI_THREAD_MULTIPLE;
-      if (MPI_Init_thread(nullptr, nullptr, wanted, &provided) != MPI_SUCCESS) {
-        status = absl::UnavailableError(
-            "MPI_Init_thread failed; start the program with mpirun (Open "
-            "MPI)");
-        return;
+      if (provided < MPI_THREAD_SERIALIZED) {
+        status = absl::FailedPreconditionError(
+            "MPI was initialized without MPI_THREAD_SERIALIZED; jobgraph's "
+            "threads call MPI one at a time and need it");
       }
-      std::atexit(FinalizeMpi);
+      return;
     }
-    mpi_thread_level = provided;
+    int provided = 0;
+    if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided) !=
+        MPI_SUCCESS) {
+      status = absl::UnavailableError(
+          "MPI_Init_thread failed; start the program with mpirun (Open MPI)");
+      return;
+    }
+    std::atexit(FinalizeMpi);
     if (provided < MPI_THREAD_SERIALIZED) {
-      status = absl::FailedPreconditionError(absl::StrCat(
-          initialized ? "MPI was initialized with thread level "
-                      : "this MPI provides thread level ",
-          provided,
-          ", below MPI_THREAD_SERIALIZED: jobgraph's node threads call MPI "
-          "one at a time and need it"));
+      status = absl::FailedPreconditionError(
+          absl::StrCat("this MPI provides thread level ", provided,
+                       ", below MPI_THREAD_SERIALIZED, which jobgraph needs"));
     }
   });
   return status;
@@ -116,6 +116,7 @@ absl::Status CheckMpi(int code, absl::string_view what) {
 
 absl::StatusOr<std::vector<std::string>> AllGatherOn(MPI_Comm comm,
                                                      absl::string_view value) {
+  std::lock_guard<std::mutex> lock(MpiMutex());
   int size = 0;
   MPI_Comm_size(comm, &size);
   if (value.size() > static_cast<size_t>(INT_MAX)) {
@@ -157,30 +158,44 @@ constexpr int64_t kAllToAllRoundBytes = int64_t{512} << 20;
 // no other point-to-point traffic.
 constexpr int kAllToAllTag = 7301;
 
-// Waits for `request`, testing it between naps that grow to 2 ms, so that
-// a thread waiting for other ranks to arrive leaves the cores to the job.
-absl::Status WaitNapping(MPI_Request* request, absl::string_view what) {
-  absl::Duration nap = absl::Microseconds(20);
+// Waits for `requests`, each test under MpiMutex. With `nap`, sleeps
+// between tests (growing to 2 ms), for a wait for other ranks to arrive,
+// which leaves the cores to the job; else yields, for messages that move
+// now (every test progresses them).
+absl::Status WaitTesting(std::vector<MPI_Request>& requests, bool nap,
+                         absl::string_view what) {
+  absl::Duration pause = absl::Microseconds(20);
   while (true) {
     int done = 0;
-    JG_RETURN_IF_ERROR(
-        CheckMpi(MPI_Test(request, &done, MPI_STATUS_IGNORE), what));
+    {
+      std::lock_guard<std::mutex> lock(MpiMutex());
+      JG_RETURN_IF_ERROR(
+          CheckMpi(MPI_Testall(static_cast<int>(requests.size()),
+                               requests.data(), &done, MPI_STATUSES_IGNORE),
+                   what));
+    }
     if (done) return absl::OkStatus();
-    absl::SleepFor(nap);
-    nap = std::min(nap * 2, absl::Milliseconds(2));
+    if (nap) {
+      absl::SleepFor(pause);
+      pause = std::min(pause * 2, absl::Milliseconds(2));
+    } else {
+      std::this_thread::yield();
+    }
   }
 }
 
 // Session::AllToAll over `comm`, of which this process is rank `rank`, in
-// messages of at most `round_bytes` (>= 1) each. With `nap`, the wait for
-// every rank to arrive (the exchange of sizes) naps (WaitNapping); the
-// pieces then move with every rank present, waited for as MPI waits.
+// messages of at most `round_bytes` (>= 1) each. `side`: for a side
+// channel's thread, which holds MpiMutex for one call at a time (the
+// session's thread holds it throughout) and waits for the other ranks'
+// sizes in naps (WaitTesting).
 absl::StatusOr<std::vector<std::string>> AllToAllOn(
     MPI_Comm comm, int rank, std::vector<std::string> to_each,
-    int64_t round_bytes, bool nap = false) {
+    int64_t round_bytes, bool side = false) {
+  std::unique_lock<std::mutex> lock(MpiMutex());
   int size = 0;
   MPI_Comm_size(comm, &size);
-  // Before any MPI call, so that ranks which all pass the same wrong count
+  // Before any exchange, so that ranks which all pass the same wrong count
   // all return this error instead of some waiting in a collective.
   if (to_each.size() != static_cast<size_t>(size)) {
     return absl::InvalidArgumentError(
@@ -192,18 +207,18 @@ absl::StatusOr<std::vector<std::string>> AllToAllOn(
     send_sizes[r] = static_cast<int64_t>(to_each[r].size());
   }
   std::vector<int64_t> recv_sizes(size);
-  if (nap) {
-    MPI_Request sizes;
-    JG_RETURN_IF_ERROR(
-        CheckMpi(MPI_Ialltoall(send_sizes.data(), 1, MPI_INT64_T,
-                               recv_sizes.data(), 1, MPI_INT64_T, comm, &sizes),
-                 "MPI_Ialltoall"));
-    JG_RETURN_IF_ERROR(WaitNapping(&sizes, "MPI_Ialltoall"));
+  std::vector<MPI_Request> requests(1);
+  JG_RETURN_IF_ERROR(CheckMpi(
+      MPI_Ialltoall(send_sizes.data(), 1, MPI_INT64_T, recv_sizes.data(), 1,
+                    MPI_INT64_T, comm, &requests[0]),
+      "MPI_Ialltoall"));
+  if (side) {
+    lock.unlock();
+    JG_RETURN_IF_ERROR(WaitTesting(requests, /*nap=*/true, "MPI_Ialltoall"));
+    lock.lock();
   } else {
     JG_RETURN_IF_ERROR(
-        CheckMpi(MPI_Alltoall(send_sizes.data(), 1, MPI_INT64_T,
-                              recv_sizes.data(), 1, MPI_INT64_T, comm),
-                 "MPI_Alltoall"));
+        CheckMpi(MPI_Wait(&requests[0], MPI_STATUS_IGNORE), "MPI_Ialltoall"));
   }
   std::vector<std::string> received(size);
   // This rank's own piece needs no MPI.
@@ -215,7 +230,7 @@ absl::StatusOr<std::vector<std::string>> AllToAllOn(
   // let messages with the same source, tag and communicator overtake).
   const int64_t chunk =
       std::max<int64_t>(1, std::min<int64_t>(round_bytes, INT_MAX));
-  std::vector<MPI_Request> requests;
+  requests.clear();
   for (int r = 0; r < size; ++r) {
     if (r == rank) continue;
     received[r].resize(static_cast<size_t>(recv_sizes[r]));
@@ -239,9 +254,15 @@ absl::StatusOr<std::vector<std::string>> AllToAllOn(
           "MPI_Isend"));
     }
   }
-  JG_RETURN_IF_ERROR(CheckMpi(MPI_Waitall(static_cast<int>(requests.size()),
-                                          requests.data(), MPI_STATUSES_IGNORE),
-                              "MPI_Waitall"));
+  if (side) {
+    lock.unlock();
+    JG_RETURN_IF_ERROR(WaitTesting(requests, /*nap=*/false, "MPI_Testall"));
+  } else {
+    JG_RETURN_IF_ERROR(
+        CheckMpi(MPI_Waitall(static_cast<int>(requests.size()), requests.data(),
+                             MPI_STATUSES_IGNORE),
+                 "MPI_Waitall"));
+  }
   return received;
 }
 
@@ -262,6 +283,7 @@ struct MpiSession::Comms {
   std::map<std::vector<int>, MPI_Comm> of_ranks;
 
   ~Comms() {
+    std::lock_guard<std::mutex> lock(MpiMutex());
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (finalized) return;
@@ -276,12 +298,15 @@ absl::StatusOr<std::unique_ptr<MpiSession>> MpiSession::Create(
     std::vector<std::string> nodes, MpiSessionOptions options) {
   JG_RETURN_IF_ERROR(EnsureMpi());
   auto comms = std::make_unique<Comms>();
-  JG_RETURN_IF_ERROR(
-      CheckMpi(MPI_Comm_dup(MPI_COMM_WORLD, &comms->world), "MPI_Comm_dup"));
   int rank = 0;
   int size = 0;
-  MPI_Comm_rank(comms->world, &rank);
-  MPI_Comm_size(comms->world, &size);
+  {
+    std::lock_guard<std::mutex> lock(MpiMutex());
+    JG_RETURN_IF_ERROR(
+        CheckMpi(MPI_Comm_dup(MPI_COMM_WORLD, &comms->world), "MPI_Comm_dup"));
+    MPI_Comm_rank(comms->world, &rank);
+    MPI_Comm_size(comms->world, &size);
+  }
   std::set<std::string> seen;
   for (const std::string& node : nodes) {
     if (!seen.insert(node).second) {
@@ -383,6 +408,7 @@ class MpiSideChannel : public SideChannel {
   MpiSideChannel(MPI_Comm comm, int rank, int size, int64_t round_bytes)
       : comm_(comm), rank_(rank), size_(size), round_bytes_(round_bytes) {}
   ~MpiSideChannel() override {
+    std::lock_guard<std::mutex> lock(MpiMutex());
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (!finalized) MPI_Comm_free(&comm_);
@@ -392,7 +418,7 @@ class MpiSideChannel : public SideChannel {
   absl::StatusOr<std::vector<std::string>> AllToAll(
       std::vector<std::string> to_each) override {
     return AllToAllOn(comm_, rank_, std::move(to_each), round_bytes_,
-                      /*nap=*/true);
+                      /*side=*/true);
   }
 
  private:
@@ -406,12 +432,7 @@ class MpiSideChannel : public SideChannel {
 
 absl::StatusOr<std::unique_ptr<SideChannel>> MpiSession::OpenSideChannel()
     const {
-  if (mpi_thread_level < MPI_THREAD_MULTIPLE) {
-    return absl::UnimplementedError(absl::StrCat(
-        "MPI runs at thread level ", mpi_thread_level.load(),
-        ", below MPI_THREAD_MULTIPLE, which a side channel needs",
-        multiple_off() ? " (JOBGRAPH_MPI_THREAD_MULTIPLE=0)" : ""));
-  }
+  std::lock_guard<std::mutex> lock(MpiMutex());
   MPI_Comm comm = MPI_COMM_NULL;
   JG_RETURN_IF_ERROR(
       CheckMpi(MPI_Comm_dup(comms_->world, &comm), "MPI_Comm_dup"));
@@ -426,6 +447,7 @@ void MpiSession::SetAllToAllRoundBytesForTesting(int64_t bytes) {
 
 absl::StatusOr<std::vector<int64_t>> MpiSession::AllReduceSum(
     std::vector<int64_t> values) const {
+  std::lock_guard<std::mutex> lock(MpiMutex());
   std::vector<int64_t> sum(values.size());
   JG_RETURN_IF_ERROR(CheckMpi(
       MPI_Allreduce(values.data(), sum.data(), static_cast<int>(values.size()),
@@ -436,6 +458,7 @@ absl::StatusOr<std::vector<int64_t>> MpiSession::AllReduceSum(
 
 absl::StatusOr<std::vector<int64_t>> MpiSession::ReduceSumToRoot(
     std::vector<int64_t> values, int root) const {
+  std::lock_guard<std::mutex> lock(MpiMutex());
   std::vector<int64_t> sum(values.size());
   JG_RETURN_IF_ERROR(CheckMpi(
       MPI_Reduce(values.data(), sum.data(), static_cast<int>(values.size()),
@@ -446,6 +469,7 @@ absl::StatusOr<std::vector<int64_t>> MpiSession::ReduceSumToRoot(
 
 absl::StatusOr<std::vector<int64_t>> MpiSession::BroadcastInts(
     std::vector<int64_t> values, int root) const {
+  std::lock_guard<std::mutex> lock(MpiMutex());
   JG_RETURN_IF_ERROR(
       CheckMpi(MPI_Bcast(values.data(), static_cast<int>(values.size()),
                          MPI_INT64_T, root, comms_->world),
@@ -455,6 +479,7 @@ absl::StatusOr<std::vector<int64_t>> MpiSession::BroadcastInts(
 
 absl::StatusOr<std::string> MpiSession::Broadcast(std::string value,
                                                   int root) const {
+  std::lock_guard<std::mutex> lock(MpiMutex());
   int64_t size = static_cast<int64_t>(value.size());
   JG_RETURN_IF_ERROR(CheckMpi(
       MPI_Bcast(&size, 1, MPI_INT64_T, root, comms_->world), "MPI_Bcast"));
@@ -521,6 +546,7 @@ absl::Status MpiSession::Run(const TaskGroupDef& group,
     auto [it, inserted] = comms_->of_ranks.emplace(ranks, MPI_COMM_NULL);
     if (inserted) {
       // Collective over every rank; ranks without a participant get none.
+      std::lock_guard<std::mutex> lock(MpiMutex());
       JG_RETURN_IF_ERROR(CheckMpi(
           MPI_Comm_split(comms_->world, hosted.empty() ? MPI_UNDEFINED : 0,
                          rank_, &it->second),

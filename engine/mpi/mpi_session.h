@@ -102,14 +102,10 @@ class MpiSession : public Session {
   absl::StatusOr<std::vector<std::string>> AllToAll(
       std::vector<std::string> to_each) const override;
 
-  // A duplicate of the session's communicator, when MPI runs at
-  // MPI_THREAD_MULTIPLE (else Unimplemented, on every rank alike). Its
-  // AllToAll waits for the other ranks in naps, off the cores.
-  //
-  // MPI is started at MPI_THREAD_MULTIPLE when it provides it, unless the
-  // environment says JOBGRAPH_MPI_THREAD_MULTIPLE=0 (a transport whose
-  // multi-threaded mode misbehaves): then at MPI_THREAD_SERIALIZED, with
-  // no side channels.
+  // A duplicate of the session's communicator. Its AllToAll waits for the
+  // other ranks in naps, off the cores. Every MPI call of the process, the
+  // channel's and the session's, is made under one lock: MPI runs at
+  // MPI_THREAD_SERIALIZED (mpi_session.cc says why that cannot deadlock).
   absl::StatusOr<std::unique_ptr<SideChannel>> OpenSideChannel() const override;
 
   // Lowers the bytes one message of AllToAll carries (512 MiB by default),
