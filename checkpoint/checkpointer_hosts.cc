@@ -407,11 +407,21 @@ absl::Status Checkpointer::Impl::StageFromHosts(Session& session, int64_t epoch,
       sources[i].push_back(-1);
     }
   }
+  // What is fetched from another host is held in memory under a path of
+  // this host's tier (never written there) until the load below has read
+  // it.
   const std::string fetch_dir = FetchDir(local_dir_);
-  // A fetch that cannot be installed counts as a failed source.
-  if (absl::Status made = PrepareCheckpointDirectory(fetch_dir); !made.ok()) {
-    LOG(WARNING) << made.message();
-  }
+  std::vector<std::string> held;
+  // However this returns (the load below read them, or it failed).
+  struct Release {
+    const std::string& db_type;
+    const std::vector<std::string>& held;
+    ~Release() {
+      for (const std::string& path : held) {
+        ReleaseHeldCheckpointDb(db_type, path);
+      }
+    }
+  } release{options_.db_type, held};
   std::vector<size_t> next(nodes_.size(), 0);
   std::vector<std::string> dirs(nodes_.size());
   // Bytes per node and where from (0 local, 1 another host, 2 shared).
@@ -482,23 +492,25 @@ absl::Status Checkpointer::Impl::StageFromHosts(Session& session, int64_t epoch,
     for (int h = 0; h < hosts_->num_hosts(); ++h) {
       const int i = sends[h];
       if (i < 0 || node_rank_[i] != rank) continue;
-      const std::string& body = received[hosts_->leader[h]];
-      absl::Status installed =
+      std::string& body = received[hosts_->leader[h]];
+      const int64_t size = static_cast<int64_t>(body.size());
+      const std::string path =
+          CheckpointDbPath(fetch_dir, nodes_[i].file_name, epoch);
+      absl::Status kept =
           body.empty()
               ? absl::DataLossError(
                     absl::StrCat("host ", hosts_->hosts[h],
                                  " could not read its copy (its log says why)"))
-              : InstallPackedCheckpointDb(
-                    options_.db_type, body,
-                    CheckpointDbPath(fetch_dir, nodes_[i].file_name, epoch))
+              : HoldPackedCheckpointDb(options_.db_type, std::move(body), path)
                     .status();
-      if (installed.ok()) {
+      if (kept.ok()) {
+        held.push_back(path);
         dirs[i] = fetch_dir;
-        bytes[i] = static_cast<int64_t>(body.size());
+        bytes[i] = size;
         tier[i] = 1;
         outcome[i] = 1;
       } else {
-        errors[i] = std::string(installed.message());
+        errors[i] = std::string(kept.message());
         outcome[i] = 2;
       }
     }

@@ -898,9 +898,8 @@ TEST(MpiTest, LinearRegressionDataParallelModelIsByteIdentical) {
                    {n, "--epochs=5", "--checkpoint_dir=" + ckpt,
                     "--record_delay_ms=1", incremental}),
         MpiEnv(env), "record done", 50, [&](pid_t mpirun) {
-          std::vector<pid_t> ranks = RankPids(mpirun);
-          ASSERT_EQ(ranks.size(), static_cast<size_t>(nodes));
-          ::kill(ranks.back(), SIGKILL);
+          ASSERT_EQ(RankPids(mpirun).size(), static_cast<size_t>(nodes));
+          ASSERT_TRUE(KillRank(mpirun, nodes - 1, SIGKILL));
         });
     EXPECT_FALSE(killed.exited_ok()) << killed.Describe();
     ChildRun resumed = Mpirun(nodes, LinearRegression(),

@@ -134,9 +134,7 @@ ChildRun RunFourHostsAndLoseOne(const Dirs& dirs, int lost,
   auto [args, env] = JobOn(hosts, dirs, extra);
   return RunBinaryWithHookAt(
       kMpirun, args, env, "epoch 3: ", 1, [&](pid_t mpirun) {
-        const std::vector<pid_t> ranks = RankPids(mpirun);
-        ASSERT_GT(ranks.size(), static_cast<size_t>(lost));
-        ::kill(ranks[lost], SIGKILL);
+        ASSERT_TRUE(KillRank(mpirun, lost, SIGKILL)) << "rank " << lost;
       });
 }
 
@@ -495,9 +493,7 @@ TEST(MpiTierTest, SigkillOfARandomHostAtRandomEventsThenResumeOnTheRest) {
     auto [args, env] = JobOn(hosts, dirs, tiers);
     ChildRun first = RunBinaryWithHookAt(
         kMpirun, args, env, "record done", at_line, [&](pid_t mpirun) {
-          const std::vector<pid_t> ranks = RankPids(mpirun);
-          ASSERT_GT(ranks.size(), static_cast<size_t>(victim));
-          ::kill(ranks[victim], SIGKILL);
+          ASSERT_TRUE(KillRank(mpirun, victim, SIGKILL)) << "rank " << victim;
         });
     ASSERT_FALSE(first.exited_ok()) << first.Describe();
     ExpectSharedDirectoryVerifies(dirs);

@@ -495,12 +495,29 @@ uint32_t TestSeed(uint32_t default_seed, const std::string& test_name) {
   return seed;
 }
 
+bool KillRank(pid_t mpirun, int rank, int signal) {
+  const std::vector<pid_t> ranks = RankPids(mpirun);
+  // Never kill(0, ...): that is this process's own group.
+  if (rank < 0 || static_cast<size_t>(rank) >= ranks.size() ||
+      ranks[rank] <= 0) {
+    return false;
+  }
+  return ::kill(ranks[rank], signal) == 0;
+}
+
 std::vector<pid_t> RankPids(pid_t mpirun) {
-  std::ifstream children(
-      absl::StrCat("/proc/", mpirun, "/task/", mpirun, "/children"));
+  // A child is listed by the thread that forked it, which need not be
+  // mpirun's main thread.
+  std::vector<pid_t> all;
+  std::error_code error;
+  for (const auto& task : std::filesystem::directory_iterator(
+           absl::StrCat("/proc/", mpirun, "/task"), error)) {
+    std::ifstream children(task.path() / "children");
+    pid_t child = 0;
+    while (children >> child) all.push_back(child);
+  }
   std::vector<pid_t> by_rank;
-  pid_t child = 0;
-  while (children >> child) {
+  for (pid_t child : all) {
     std::ifstream environ(absl::StrCat("/proc/", child, "/environ"));
     std::stringstream text;
     text << environ.rdbuf();

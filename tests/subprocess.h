@@ -166,6 +166,10 @@ std::vector<std::string> OpenMpiTempEnv();
 // indexed by rank; 0 where a rank was not found.
 std::vector<pid_t> RankPids(pid_t mpirun);
 
+// Sends `signal` to rank `rank` of `mpirun` (RankPids); false, sending
+// nothing, when the rank is not found or kill fails.
+bool KillRank(pid_t mpirun, int rank, int signal);
+
 // The seed of a randomized test: $JOBGRAPH_TEST_SEED if set (a decimal
 // number), else `default_seed`. Prints it to the test log with how to
 // replay the test, under `test_name`.

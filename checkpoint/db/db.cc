@@ -341,4 +341,11 @@ absl::StatusOr<int64_t> DbType::Unpack(absl::string_view packed,
                                                 " bytes to DB ", to));
 }
 
+absl::StatusOr<int64_t> DbType::HoldPacked(std::string packed,
+                                           const std::string& path) const {
+  return NotBetweenMachines(
+      *this, absl::StrCat("cannot hold ", packed.size(),
+                          " packed bytes in memory as DB ", path));
+}
+
 }  // namespace jobgraph

@@ -342,6 +342,20 @@ class DbType {
   virtual absl::StatusOr<int64_t> Unpack(absl::string_view packed,
                                          const std::string& to) const;
 
+  // Keeps what Pack returned in memory as the finished database that Open
+  // reads (DbMode::kRead) at `path`, until ReleaseHeld(path): for a copy
+  // read once, which then never touches a disk. Checked as Unpack checks it
+  // (DataLoss when damaged) before it is held; AlreadyExists when a
+  // database is held at `path` already. Nothing at `path` on disk is read
+  // or written; while held, the held one is what a read of `path` opens.
+  // Returns the bytes of the database's files, as Unpack counts them.
+  // Default: Unimplemented naming the type.
+  virtual absl::StatusOr<int64_t> HoldPacked(std::string packed,
+                                             const std::string& path) const;
+  // Drops what HoldPacked holds at `path` (nothing when nothing is); a DB
+  // opened from it stays readable until it is closed.
+  virtual void ReleaseHeld(const std::string& path) const {}
+
   // The pid of another process that has the database at `path` open, when
   // the type can tell (LevelDB: the lock on its LOCK file), else nullopt.
   // Tools check it before deleting leftovers a running job may still write.

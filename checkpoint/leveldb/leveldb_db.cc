@@ -193,6 +193,12 @@ absl::StatusOr<std::unique_ptr<DB>> LevelDbType::OpenImpl(
   if (options.write_only) {
     JG_ASSIGN_OR_RETURN(tuning.direct_io, DirectIoSetting(options_.direct_io));
   }
+  if (mode == DbMode::kRead) {
+    // A packed copy held in memory under this path is what is read there.
+    if (std::shared_ptr<const HeldLevelDb> held = FindHeldLevelDb(path)) {
+      return OpenHeldLevelDbTables(path, std::move(held), options);
+    }
+  }
   bool created = false;
   if (mode == DbMode::kNew) {
     // Creating the directory ourselves makes "already exists" atomic and

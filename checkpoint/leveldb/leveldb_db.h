@@ -49,7 +49,11 @@
 // records is DataLoss naming it) and the rest against that CRC, before it
 // writes anything, then writes them into a fresh directory as Copy writes
 // its copy: files, their fsyncs, then the list, atomically. The whole
-// database is in memory, once on each side.
+// database is in memory, once on each side. HoldPacked checks a packed
+// database as Unpack does and keeps it in memory instead (leveldb_held.h),
+// where kRead opens of its path read it, as the read-only reader reads a
+// directory, until ReleaseHeld: its files were all checked against the list
+// when it was held, so VerifyFiles has nothing left to read.
 //
 // Other behaviour worth knowing:
 // - kNew creates the directory itself (mkdir, never its parents) and fails
@@ -116,6 +120,9 @@ class LevelDbType final : public DbType {
   absl::StatusOr<std::string> Pack(const std::string& from) const override;
   absl::StatusOr<int64_t> Unpack(absl::string_view packed,
                                  const std::string& to) const override;
+  absl::StatusOr<int64_t> HoldPacked(std::string packed,
+                                     const std::string& path) const override;
+  void ReleaseHeld(const std::string& path) const override;
   std::optional<int64_t> OpenInAnotherProcess(
       const std::string& path) const override;
 

@@ -167,9 +167,24 @@ absl::StatusOr<std::map<uint64_t, LevelDbTableMeta>> LiveTables(
 
 absl::StatusOr<std::map<uint64_t, LevelDbTableMeta>> ReadLevelDbLiveTables(
     const std::string& path) {
+  return ReadLevelDbLiveTables(
+      path, [&](const std::string& name) -> absl::StatusOr<std::string> {
+        const std::string file = JoinPath(path, name);
+        JG_ASSIGN_OR_RETURN(bool exists, PathExists(file));
+        if (!exists) {
+          return absl::NotFoundError(absl::StrCat(file, " does not exist"));
+        }
+        return ReadFileToString(file);
+      });
+}
+
+absl::StatusOr<std::map<uint64_t, LevelDbTableMeta>> ReadLevelDbLiveTables(
+    const std::string& path,
+    const std::function<absl::StatusOr<std::string>(const std::string& name)>&
+        read) {
   // CURRENT names the descriptor.
   const std::string current_path = JoinPath(path, kLevelDbCurrentFile);
-  JG_ASSIGN_OR_RETURN(std::string current, ReadFileToString(current_path));
+  JG_ASSIGN_OR_RETURN(std::string current, read(kLevelDbCurrentFile));
   absl::string_view manifest_name = current;
   if (!absl::ConsumeSuffix(&manifest_name, "\n") ||
       !absl::StartsWith(manifest_name, kLevelDbManifestPrefix) ||
@@ -179,15 +194,15 @@ absl::StatusOr<std::map<uint64_t, LevelDbTableMeta>> ReadLevelDbLiveTables(
                                             kLevelDbManifestPrefix, "* file"));
   }
   const std::string manifest_path = JoinPath(path, manifest_name);
-  JG_ASSIGN_OR_RETURN(bool manifest_exists, PathExists(manifest_path));
-  if (!manifest_exists) {
+  absl::StatusOr<std::string> manifest = read(std::string(manifest_name));
+  if (absl::IsNotFound(manifest.status())) {
     return absl::DataLossError(absl::StrCat(
         "LevelDB database ", path, " is damaged: ", kLevelDbCurrentFile,
         " names ", manifest_name, ", which does not exist"));
   }
-  JG_ASSIGN_OR_RETURN(std::string manifest, ReadFileToString(manifest_path));
+  JG_RETURN_IF_ERROR(manifest.status());
   JG_ASSIGN_OR_RETURN(std::vector<std::string> records,
-                      ReadLogRecords(manifest_path, manifest));
+                      ReadLogRecords(manifest_path, *manifest));
   return LiveTables(manifest_path, records);
 }
 

@@ -11,6 +11,7 @@
 #define JOBGRAPH_CHECKPOINT_LEVELDB_LEVELDB_MANIFEST_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 
@@ -32,6 +33,14 @@ struct LevelDbTableMeta {
 // one.
 absl::StatusOr<std::map<uint64_t, LevelDbTableMeta>> ReadLevelDbLiveTables(
     const std::string& path);
+
+// The same, reading the database's files through `read` (by file name;
+// NotFound for a file that is not there): a database held in memory
+// (leveldb_held.h).
+absl::StatusOr<std::map<uint64_t, LevelDbTableMeta>> ReadLevelDbLiveTables(
+    const std::string& path,
+    const std::function<absl::StatusOr<std::string>(const std::string& name)>&
+        read);
 
 }  // namespace jobgraph
 

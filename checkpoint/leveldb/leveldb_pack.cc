@@ -38,6 +38,7 @@
 #include "checkpoint/leveldb/leveldb_db.h"
 #include "checkpoint/leveldb/leveldb_file_list.h"
 #include "checkpoint/leveldb/leveldb_files.h"
+#include "checkpoint/leveldb/leveldb_held.h"
 #include "checkpoint/leveldb/leveldb_options.h"
 #include "checkpoint/util/crc32c.h"
 #include "checkpoint/util/file_util.h"
@@ -365,6 +366,28 @@ absl::StatusOr<std::string> LevelDbType::Pack(const std::string& from) const {
   return packed;
 }
 
+namespace {
+
+// `packed` parsed and checked: every file against the list it carries, the
+// rest against its CRC.
+absl::StatusOr<Unpacked> ParseAndCheck(absl::string_view packed) {
+  JG_ASSIGN_OR_RETURN(Unpacked unpacked, ParsePacked(packed));
+  JG_ASSIGN_OR_RETURN(
+      std::vector<ListedFile> listed,
+      ParseLevelDbFileList(
+          unpacked.list_bytes,
+          absl::StrCat("the packed database's file list ", kDbFileListName)));
+  JG_RETURN_IF_ERROR(CheckAgainstList(unpacked, listed));
+  // What the files' checks do not cover: the header, the lengths and
+  // names, the CRC itself.
+  if (unpacked.crc != unpacked.recorded_crc) {
+    return CrcMismatch(unpacked.crc, unpacked.recorded_crc);
+  }
+  return unpacked;
+}
+
+}  // namespace
+
 absl::StatusOr<int64_t> LevelDbType::Unpack(absl::string_view packed,
                                             const std::string& to) const {
   auto failed = [&](const absl::Status& status) {
@@ -374,19 +397,9 @@ absl::StatusOr<int64_t> LevelDbType::Unpack(absl::string_view packed,
                      " packed bytes) into ", to, ": ", status.message()));
   };
   // Everything is checked before anything is written.
-  absl::StatusOr<Unpacked> unpacked = ParsePacked(packed);
+  absl::StatusOr<Unpacked> unpacked = ParseAndCheck(packed);
   if (!unpacked.ok()) return failed(unpacked.status());
-  absl::StatusOr<std::vector<ListedFile>> listed = ParseLevelDbFileList(
-      unpacked->list_bytes,
-      absl::StrCat("the packed database's file list ", kDbFileListName));
-  if (!listed.ok()) return failed(listed.status());
-  absl::Status status = CheckAgainstList(*unpacked, *listed);
-  if (!status.ok()) return failed(status);
-  // What the files' checks do not cover: the header, the lengths and
-  // names, the CRC itself.
-  if (unpacked->crc != unpacked->recorded_crc) {
-    return failed(CrcMismatch(unpacked->crc, unpacked->recorded_crc));
-  }
+  absl::Status status;
   absl::StatusOr<bool> direct_io = DirectIoSetting(options_.direct_io);
   if (!direct_io.ok()) return failed(direct_io.status());
 
@@ -399,6 +412,32 @@ absl::StatusOr<int64_t> LevelDbType::Unpack(absl::string_view packed,
     return failed(bytes.status());
   }
   return bytes;
+}
+
+absl::StatusOr<int64_t> LevelDbType::HoldPacked(std::string packed,
+                                                const std::string& path) const {
+  auto held = std::make_shared<HeldLevelDb>();
+  held->packed = std::move(packed);  // the views below point into it
+  absl::StatusOr<Unpacked> unpacked = ParseAndCheck(held->packed);
+  if (!unpacked.ok()) {
+    return absl::Status(
+        unpacked.status().code(),
+        absl::StrCat("cannot hold a packed LevelDB database (",
+                     held->packed.size(), " bytes) in memory as ", path, ": ",
+                     unpacked.status().message()));
+  }
+  int64_t bytes = static_cast<int64_t>(unpacked->list_bytes.size());
+  held->files.emplace(kDbFileListName, unpacked->list_bytes);
+  for (const PackedFile& file : unpacked->files) {
+    held->files.emplace(std::string(file.name), file.contents);
+    bytes += static_cast<int64_t>(file.contents.size());
+  }
+  JG_RETURN_IF_ERROR(RegisterHeldLevelDb(path, std::move(held)));
+  return bytes;
+}
+
+void LevelDbType::ReleaseHeld(const std::string& path) const {
+  ForgetHeldLevelDb(path);
 }
 
 }  // namespace jobgraph

@@ -238,6 +238,56 @@ TEST_F(LevelDbPackTest, UnpackWritesEveryListedFileByteForByte) {
   EXPECT_TRUE(LevelDbType().Exists(to_).value());
 }
 
+// HoldPacked keeps a packed database in memory: a read of its path reads
+// it there, every value as written, with nothing on disk at that path, and
+// until ReleaseHeld only.
+TEST_F(LevelDbPackTest, AHeldDatabaseIsReadFromMemoryUntilReleased) {
+  ASSERT_NO_FATAL_FAILURE(WriteDb(from_, /*write_only=*/true));
+  const std::map<std::string, std::string> source = Contents(from_);
+  std::string packed = LevelDbType().Pack(from_).value();
+  const LevelDbType type;
+  absl::StatusOr<int64_t> bytes = type.HoldPacked(packed, to_);
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  EXPECT_EQ(*bytes, TotalBytes(source));
+  EXPECT_TRUE(type.Exists(to_).value());
+  ASSERT_NO_FATAL_FAILURE(ExpectDbIntact(to_));
+  EXPECT_THAT(ListDir(dir_.path()).value(), ElementsAre("trainer_0.3"));
+  // One database per path.
+  EXPECT_EQ(
+      type.HoldPacked(packed, to_).status(),
+      absl::AlreadyExistsError(absl::StrCat(
+          "a packed LevelDB database is held in memory as ", to_, " already")));
+
+  // A reader open at the release keeps reading what it opened.
+  std::unique_ptr<DB> open = type.Open(to_, DbMode::kRead).value();
+  type.ReleaseHeld(to_);
+  EXPECT_FALSE(type.Exists(to_).value());
+  EXPECT_EQ(type.Open(to_, DbMode::kRead).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(open->Get(Key(7)).value(), Value(7, kValueBytes));
+  ASSERT_TRUE(open->Close().ok());
+}
+
+// A damaged packed database is not held, with Unpack's message.
+TEST_F(LevelDbPackTest, ADamagedPackedDatabaseIsNotHeld) {
+  ASSERT_NO_FATAL_FAILURE(WriteDb(from_, /*write_only=*/true));
+  const std::string packed = LevelDbType().Pack(from_).value();
+  const std::string name = Tables(from_)[1];
+  const std::string table = ReadFileToString(JoinPath(from_, name)).value();
+  const size_t in_table = packed.find(table) + table.size() / 2;
+  const std::string damaged = Flipped(packed, in_table);
+  absl::StatusOr<int64_t> held = LevelDbType().HoldPacked(damaged, to_);
+  EXPECT_EQ(held.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(held.status().message(),
+            absl::StrCat("cannot hold a packed LevelDB database (",
+                         damaged.size(), " bytes) in memory as ", to_,
+                         ": the packed database is damaged: its file ", name,
+                         " has CRC-32C ",
+                         Hex8(Crc32c(Flipped(table, table.size() / 2))),
+                         ", its JOBGRAPH_FILES records ", Hex8(Crc32c(table))));
+  EXPECT_FALSE(LevelDbType().Exists(to_).value());
+}
+
 // A database whose log still holds data (LevelDB's recovery reads it).
 TEST_F(LevelDbPackTest, UnpacksADatabaseThatNeedsRecovery) {
   ASSERT_NO_FATAL_FAILURE(WriteDb(from_, /*write_only=*/false));

@@ -185,6 +185,13 @@ absl::Status CheckTableFooter(leveldb::RandomAccessFile* file, uint64_t size,
   return absl::OkStatus();
 }
 
+std::unique_ptr<leveldb::RandomAccessFile> NewBlockCheckingFile(
+    std::unique_ptr<leveldb::RandomAccessFile> file, uint64_t size,
+    std::string name) {
+  return std::make_unique<BlockCheckingFile>(std::move(file), size,
+                                             std::move(name));
+}
+
 leveldb::Env* BlockCheckingTableEnv() {
   static BlockCheckingEnv* const env = new BlockCheckingEnv();
   return env;

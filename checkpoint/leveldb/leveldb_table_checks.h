@@ -15,6 +15,7 @@
 #define JOBGRAPH_CHECKPOINT_LEVELDB_LEVELDB_TABLE_CHECKS_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "absl/status/status.h"
@@ -28,6 +29,12 @@ namespace jobgraph {
 // damaged entries with out-of-bounds copies; the default Env otherwise.
 // Lives for the whole process; thread-safe.
 leveldb::Env* BlockCheckingTableEnv();
+
+// `file`, a table file of `size` bytes named `name`, read with the checks
+// BlockCheckingTableEnv's table files make.
+std::unique_ptr<leveldb::RandomAccessFile> NewBlockCheckingFile(
+    std::unique_ptr<leveldb::RandomAccessFile> file, uint64_t size,
+    std::string name);
 
 // DataLoss naming the table when the footer of the table file `file`
 // (`size` bytes, at `table_path` in the database at `db_path`) places a

@@ -2,10 +2,12 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -169,18 +171,61 @@ class TablesCursor final : public Cursor {
   absl::Status damage_;  // a key too short to be an internal key
 };
 
+// A table file of a database held in memory: reads point into its bytes,
+// which LevelDB then uses in place (it copies a block only when a read
+// fills its scratch buffer).
+class HeldFile final : public leveldb::RandomAccessFile {
+ public:
+  explicit HeldFile(absl::string_view bytes) : bytes_(bytes) {}
+  leveldb::Status Read(uint64_t offset, size_t n, leveldb::Slice* result,
+                       char* scratch) const override {
+    if (offset > bytes_.size()) {
+      return leveldb::Status::IOError("read past the end of a held file");
+    }
+    *result = leveldb::Slice(
+        bytes_.data() + offset,
+        std::min<uint64_t>(n, bytes_.size() - static_cast<size_t>(offset)));
+    return leveldb::Status::OK();
+  }
+
+ private:
+  const absl::string_view bytes_;
+};
+
 class LevelDbTables final : public DB {
  public:
+  // `held`: the database held in memory as `path`, or null for the
+  // directory `path`.
   LevelDbTables(const std::string& path, const DbOptions& options,
-                std::function<void()> on_release)
+                std::function<void()> on_release,
+                std::shared_ptr<const HeldLevelDb> held = nullptr)
       : DB(path, DbMode::kRead),
         options_(options),
-        on_release_(std::move(on_release)) {}
+        on_release_(std::move(on_release)),
+        held_(std::move(held)) {}
   ~LevelDbTables() override { Release(); }
 
   absl::Status Open() {
-    JG_ASSIGN_OR_RETURN(std::vector<std::string> names, ListDir(path()));
-    JG_ASSIGN_OR_RETURN(auto live, ReadLevelDbLiveTables(path()));
+    std::vector<std::string> names;
+    std::map<uint64_t, LevelDbTableMeta> live;
+    if (held_ != nullptr) {
+      for (const auto& [name, bytes] : held_->files) names.push_back(name);
+      JG_ASSIGN_OR_RETURN(
+          live,
+          ReadLevelDbLiveTables(
+              path(),
+              [&](const std::string& name) -> absl::StatusOr<std::string> {
+                auto it = held_->files.find(name);
+                if (it == held_->files.end()) {
+                  return absl::NotFoundError(
+                      absl::StrCat(JoinPath(path(), name), " does not exist"));
+                }
+                return std::string(it->second);
+              }));
+    } else {
+      JG_ASSIGN_OR_RETURN(names, ListDir(path()));
+      JG_ASSIGN_OR_RETURN(live, ReadLevelDbLiveTables(path()));
+    }
 
     // Files on disk by number: tables and logs.
     std::map<uint64_t, std::string> tables;
@@ -190,8 +235,7 @@ class LevelDbTables final : public DB {
       const std::string file = JoinPath(path(), name);
       if (absl::ConsumeSuffix(&stem, ".log") &&
           absl::SimpleAtoi(stem, &number)) {
-        struct stat st;
-        if (::stat(file.c_str(), &st) == 0 && st.st_size > 0) {
+        if (FileSize(name, file).value_or(0) > 0) {
           // Data that only LevelDB's recovery can read.
           return absl::UnimplementedError(absl::StrCat(
               "LevelDB database ", path(), " has a non-empty log ", name));
@@ -199,7 +243,7 @@ class LevelDbTables final : public DB {
       } else if ((absl::ConsumeSuffix(&stem, ".ldb") ||
                   absl::ConsumeSuffix(&stem, ".sst")) &&
                  absl::SimpleAtoi(stem, &number)) {
-        tables[number] = file;
+        tables[number] = name;
       }
     }
     leveldb::Options table_options;
@@ -213,21 +257,32 @@ class LevelDbTables final : public DB {
             absl::StrCat("LevelDB database ", path(), " is damaged: its table ",
                          absl::StrFormat("%06d.ldb", number), " is missing"));
       }
-      struct stat st;
-      if (::stat(found->second.c_str(), &st) != 0 ||
-          static_cast<uint64_t>(st.st_size) != size) {
+      const std::string& name = found->second;
+      const std::string file_path = JoinPath(path(), name);
+      const std::optional<uint64_t> actual = FileSize(name, file_path);
+      if (actual != size) {
         return absl::DataLossError(absl::StrCat(
-            "LevelDB database ", path(), " is damaged: table ", found->second,
-            " has ", st.st_size, " bytes, its descriptor records ", size));
+            "LevelDB database ", path(), " is damaged: table ", file_path,
+            " has ",
+            actual.has_value() ? absl::StrCat(*actual) : std::string("no"),
+            " bytes, its descriptor records ", size));
       }
       leveldb::RandomAccessFile* file = nullptr;
-      leveldb::Status s =
-          BlockCheckingTableEnv()->NewRandomAccessFile(found->second, &file);
-      if (!s.ok()) return LevelDbTableError(s, path());
+      if (held_ != nullptr) {
+        file = NewBlockCheckingFile(
+                   std::make_unique<HeldFile>(held_->files.find(name)->second),
+                   size, file_path)
+                   .release();
+      } else {
+        leveldb::Status s =
+            BlockCheckingTableEnv()->NewRandomAccessFile(file_path, &file);
+        if (!s.ok()) return LevelDbTableError(s, path());
+      }
       files_.emplace_back(file);
-      JG_RETURN_IF_ERROR(CheckTableFooter(file, size, path(), found->second));
+      JG_RETURN_IF_ERROR(CheckTableFooter(file, size, path(), file_path));
       leveldb::Table* table = nullptr;
-      s = leveldb::Table::Open(table_options, file, size, &table);
+      const leveldb::Status s =
+          leveldb::Table::Open(table_options, file, size, &table);
       if (!s.ok()) return LevelDbTableError(s, path());
       tables_.emplace_back(table);
       ranges_.push_back({meta.smallest, meta.largest});
@@ -298,10 +353,27 @@ class LevelDbTables final : public DB {
 
  public:
   absl::Status VerifyFiles(const FileCheck& check) override {
+    // A held database's files were all checked against its list when it
+    // was held, and its bytes cannot have changed since.
+    if (held_ != nullptr) return absl::OkStatus();
     return VerifyLevelDbFileList(path(), check);
   }
 
  private:
+  // The size of file `name` of the database (at `file` on disk), if it is
+  // there.
+  std::optional<uint64_t> FileSize(const std::string& name,
+                                   const std::string& file) const {
+    if (held_ != nullptr) {
+      auto it = held_->files.find(name);
+      if (it == held_->files.end()) return std::nullopt;
+      return it->second.size();
+    }
+    struct stat st;
+    if (::stat(file.c_str(), &st) != 0) return std::nullopt;
+    return static_cast<uint64_t>(st.st_size);
+  }
+
   void Release() {
     tables_.clear();
     files_.clear();
@@ -310,6 +382,8 @@ class LevelDbTables final : public DB {
 
   const DbOptions options_;
   std::function<void()> on_release_;
+  // Outlives files_ and tables_, which read its bytes.
+  const std::shared_ptr<const HeldLevelDb> held_;
   std::vector<std::unique_ptr<leveldb::RandomAccessFile>> files_;
   std::vector<std::unique_ptr<leveldb::Table>> tables_;  // before files_ dies
   // The internal keys of each table's first and last entries, from the
@@ -324,6 +398,15 @@ absl::StatusOr<std::unique_ptr<DB>> OpenLevelDbTables(
     std::function<void()> on_release) {
   auto db =
       std::make_unique<LevelDbTables>(path, options, std::move(on_release));
+  JG_RETURN_IF_ERROR(db->Open());
+  return std::unique_ptr<DB>(std::move(db));
+}
+
+absl::StatusOr<std::unique_ptr<DB>> OpenHeldLevelDbTables(
+    const std::string& path, std::shared_ptr<const HeldLevelDb> held,
+    const DbOptions& options) {
+  auto db =
+      std::make_unique<LevelDbTables>(path, options, nullptr, std::move(held));
   JG_RETURN_IF_ERROR(db->Open());
   return std::unique_ptr<DB>(std::move(db));
 }

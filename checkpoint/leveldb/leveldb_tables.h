@@ -7,6 +7,9 @@
 // committed checkpoint stays byte- and mtime-identical and can be read from
 // read-only storage. Internal to the LevelDB adapter.
 //
+// A database held in memory (leveldb_held.h) is read the same way from its
+// bytes.
+//
 // Only databases whose contents are all in tables qualify: a non-empty log
 // file (a database closed without flushing its memtable) needs LevelDB's
 // recovery, and OpenLevelDbTables then returns Unimplemented so that the
@@ -24,6 +27,7 @@
 
 #include "absl/status/statusor.h"
 #include "checkpoint/db/db.h"
+#include "checkpoint/leveldb/leveldb_held.h"
 
 namespace jobgraph {
 
@@ -34,6 +38,14 @@ namespace jobgraph {
 absl::StatusOr<std::unique_ptr<DB>> OpenLevelDbTables(
     const std::string& path, const DbOptions& options,
     std::function<void()> on_release);
+
+// The same for the database held in memory as `path` (leveldb_held.h),
+// whose bytes the DB shares until it is closed. Nothing on disk is read;
+// VerifyFiles has nothing to read (every file was checked when it was
+// held).
+absl::StatusOr<std::unique_ptr<DB>> OpenHeldLevelDbTables(
+    const std::string& path, std::shared_ptr<const HeldLevelDb> held,
+    const DbOptions& options);
 
 }  // namespace jobgraph
 

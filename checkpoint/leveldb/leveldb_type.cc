@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "checkpoint/leveldb/leveldb_db.h"
 #include "checkpoint/leveldb/leveldb_files.h"
+#include "checkpoint/leveldb/leveldb_held.h"
 #include "checkpoint/util/background_delete.h"
 #include "checkpoint/util/file_util.h"
 #include "engine/status_macros.h"
@@ -103,6 +104,7 @@ absl::Status CheckParentDir(const std::string& path) {
 }  // namespace
 
 absl::StatusOr<bool> LevelDbType::Exists(const std::string& path) const {
+  if (FindHeldLevelDb(path) != nullptr) return true;
   JG_ASSIGN_OR_RETURN(Contents contents, Inspect(path));
   return contents == Contents::kDatabase;
 }

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -98,6 +99,25 @@ absl::StatusOr<int64_t> InstallPackedCheckpointDb(absl::string_view db_type,
                     absl::StrCat("installing packed checkpoint at ", path));
   }
   return InstallPackedCheckpointDb(**type, packed, path);
+}
+
+absl::StatusOr<int64_t> HoldPackedCheckpointDb(absl::string_view db_type,
+                                               std::string packed,
+                                               const std::string& path) {
+  absl::StatusOr<const DbType*> type = DbRegistry::Global().Find(db_type);
+  absl::StatusOr<int64_t> held =
+      type.ok() ? (*type)->HoldPacked(std::move(packed), path) : type.status();
+  if (!held.ok()) {
+    return Annotate(held.status(), absl::StrCat("holding packed checkpoint ",
+                                                path, " in memory"));
+  }
+  return held;
+}
+
+void ReleaseHeldCheckpointDb(absl::string_view db_type,
+                             const std::string& path) {
+  absl::StatusOr<const DbType*> type = DbRegistry::Global().Find(db_type);
+  if (type.ok()) (*type)->ReleaseHeld(path);
 }
 
 }  // namespace jobgraph

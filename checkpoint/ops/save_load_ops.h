@@ -244,6 +244,20 @@ absl::StatusOr<int64_t> InstallPackedCheckpointDb(absl::string_view db_type,
                                                   absl::string_view packed,
                                                   const std::string& path);
 
+// Holds `packed`, what PackCheckpointDb returned on another machine, in
+// memory as the checkpoint database at `path` for reading (a Load of
+// `path` reads it) until ReleaseHeldCheckpointDb: nothing is written, for a
+// copy loaded once (DbType::HoldPacked, which checks `packed` as Unpack
+// does: DataLoss when damaged; AlreadyExists when `path` is held already;
+// Unimplemented for a type whose databases are not files). Errors name the
+// path. Returns the bytes of the database's files.
+absl::StatusOr<int64_t> HoldPackedCheckpointDb(absl::string_view db_type,
+                                               std::string packed,
+                                               const std::string& path);
+// Drops what HoldPackedCheckpointDb holds at `path`, if anything.
+void ReleaseHeldCheckpointDb(absl::string_view db_type,
+                             const std::string& path);
+
 // Whether `basename` (a name inside a checkpoint directory) has the form of
 // the temporary databases of WriteCheckpointDb and CopyCheckpointDb: a
 // database being written or copied, the leftover of a crash, or an old copy
