@@ -11,6 +11,10 @@
 // directories of this one machine) are handled by rank 0 alone while rank 1
 // waits at the next barrier.
 //
+// Each run also times a raw move, the floor of any partner restore here:
+// the files of kNode's database read by rank 1 from kHostB's tier and sent
+// to rank 0 into fresh memory, with no checks, no install and no load.
+//
 // Rank 0 prints its figures on standard output, in lines that begin with
 // kWorkerLine, for the bench to read:
 //   started hosts=<A>,<B>
@@ -18,12 +22,15 @@
 //   run run=<n> first=<partner|shared> partner_s=<s> shared_s=<s>
 //       partner_local=<b> partner_fetched=<b> partner_shared=<b>
 //       shared_local=<b> shared_fetched=<b> shared_shared=<b>
+//       raw_move_s=<s> raw_move_bytes=<b>
 //   eviction <what EvictFromPageCache did>
 // (a run line is one line); a failed rank prints "error ..." (WorkerMain in
 // tier_bench.cc).
 
+#include <fcntl.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -72,6 +79,42 @@ absl::StatusOr<int64_t> TreeBytes(const std::string& path) {
   return bytes;
 }
 
+// The files under `path`, one after another in one string: plain read(2)s
+// into memory allocated once, the least that a copy of them costs.
+absl::StatusOr<std::string> ReadTree(const std::string& path) {
+  std::vector<std::pair<std::string, int64_t>> files;
+  int64_t total = 0;
+  JG_RETURN_IF_ERROR(
+      ForEachFile(path, [&](const std::string& file, int64_t size) {
+        files.emplace_back(file, size);
+        total += size;
+        return absl::OkStatus();
+      }));
+  std::string bytes(static_cast<size_t>(total), '\0');
+  int64_t at = 0;
+  for (const auto& [file, size] : files) {
+    const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return ErrnoStatus("open", file);
+    for (int64_t done = 0; done < size;) {
+      const ssize_t n = ::read(fd, bytes.data() + at + done,
+                               static_cast<size_t>(size - done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        const absl::Status status =
+            n < 0 ? ErrnoStatus("read", file)
+                  : absl::InternalError(absl::StrCat(file, " ended at ", done,
+                                                     " of ", size, " bytes"));
+        ::close(fd);
+        return status;
+      }
+      done += n;
+    }
+    ::close(fd);
+    at += size;
+  }
+  return bytes;
+}
+
 std::string TierFields(const char* prefix,
                        const CheckpointStats::TierBytes& b) {
   return absl::StrCat(prefix, "_local=", b.local, " ", prefix,
@@ -101,6 +144,10 @@ class PartnerWorker {
     double seconds = 0;
     CheckpointStats::TierBytes bytes;
   };
+  struct RawMove {
+    double seconds = 0;
+    int64_t bytes = 0;
+  };
 
   std::string Tier(const char* host) const {
     return absl::StrReplaceAll(local_pattern_, {{"%h", host}});
@@ -122,6 +169,10 @@ class PartnerWorker {
   absl::Status Save();
   // One restore as a resuming job runs it, from `source`; rank 0's seconds.
   absl::StatusOr<Restored> TimeRestore(Source source);
+  // The floor of a partner restore: kNode's database read by rank 1 from
+  // kHostB's tier into one string and moved to rank 0, nothing more, timed
+  // as TimeRestore times; rank 0's seconds and the bytes it got.
+  absl::StatusOr<RawMove> TimeRawMove();
   // Rank 0, off the clock: the tiers as `source` needs them, then the
   // settling and the shared directory evicted from the page cache (both
   // sources read the shared commit log).
@@ -276,6 +327,38 @@ absl::StatusOr<PartnerWorker::Restored> PartnerWorker::TimeRestore(
   return Restored{seconds, bytes};
 }
 
+absl::StatusOr<PartnerWorker::RawMove> PartnerWorker::TimeRawMove() {
+  JG_ASSIGN_OR_RETURN(std::unique_ptr<MpiSession> session,
+                      MpiSession::Create(Nodes()));
+  // As before a restore (Prepare), less the eviction: the shared directory
+  // is not read, and the tier is a tmpfs.
+  if (rank_ == 0) Settle(0, c_.settle_ms);
+  EmptyStoragePool();
+  JG_RETURN_IF_ERROR(Barrier(*session));
+  const auto start = Clock::now();
+  std::vector<std::string> to_each(session->num_ranks());
+  if (rank_ == 1) {
+    // On the clock, as the partner restore's pack on kHostB is. A failure
+    // ends this rank at once, and mpirun the job (WorkerMain).
+    absl::StatusOr<std::string> db = ReadTree(
+        JoinPath(Tier(kHostB), absl::StrCat(kNode, ".", kPartnerEpoch)));
+    JG_RETURN_IF_ERROR(Annotate(db.status(), "the raw move's read"));
+    to_each[0] = *std::move(db);
+  }
+  absl::StatusOr<std::vector<std::string>> received =
+      session->AllToAll(std::move(to_each));
+  const double seconds = Seconds(start);
+  JG_RETURN_IF_ERROR(Annotate(received.status(), "the raw move"));
+  const int64_t bytes = static_cast<int64_t>((*received)[1].size());
+  received->clear();  // frees the received bytes off the clock
+  if (rank_ == 0 && static_cast<double>(bytes) < StateBytes()) {
+    return absl::InternalError(absl::StrCat("the raw move brought ", bytes,
+                                            " bytes, less than the state's ",
+                                            StateBytes()));
+  }
+  return RawMove{seconds, bytes};
+}
+
 absl::Status PartnerWorker::Run() {
   JG_RETURN_IF_ERROR(Save());
   // Untimed: the process's first restore starts its load threads, and the
@@ -290,12 +373,16 @@ absl::Status PartnerWorker::Run() {
           TimeRestore(turn_partner ? Source::kPartner : Source::kShared));
       (turn_partner ? partner : shared) = r;
     }
+    JG_ASSIGN_OR_RETURN(const RawMove raw, TimeRawMove());
     if (rank_ == 0) {
-      std::printf("%srun run=%d first=%s partner_s=%.6f shared_s=%.6f %s %s\n",
-                  kWorkerLine, run, partner_first ? "partner" : "shared",
-                  partner.seconds, shared.seconds,
-                  TierFields("partner", partner.bytes).c_str(),
-                  TierFields("shared", shared.bytes).c_str());
+      std::printf(
+          "%srun run=%d first=%s partner_s=%.6f shared_s=%.6f %s %s "
+          "raw_move_s=%.6f raw_move_bytes=%lld\n",
+          kWorkerLine, run, partner_first ? "partner" : "shared",
+          partner.seconds, shared.seconds,
+          TierFields("partner", partner.bytes).c_str(),
+          TierFields("shared", shared.bytes).c_str(), raw.seconds,
+          static_cast<long long>(raw.bytes));
       std::fflush(stdout);
     }
   }
