@@ -212,8 +212,11 @@ absl::Status Checkpointer::Impl::CopyToPartner(SideChannel& channel,
     receiver[r] = partner[index % partner.size()];
   }
   std::vector<std::vector<size_t>> by_rank(num_ranks);
-  for (size_t i = 0; i < nodes_.size(); ++i)
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    // Every node is on a rank (MpiSession places them all).
+    CHECK_GE(node_rank_[i], 0) << "node '" << nodes_[i].node << "'";
     by_rank[node_rank_[i]].push_back(i);
+  }
   size_t rounds = 0;
   for (const std::vector<size_t>& nodes : by_rank) {
     rounds = std::max(rounds, nodes.size());
