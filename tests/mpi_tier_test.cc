@@ -59,9 +59,10 @@ std::string HostWrapper() {
            "export JOBGRAPH_HOST_NAME=$h\n"
            "  i=$((i+1))\n"
            "done\n"
-           // A failpoint on one host only.
+           // A failpoint on one host only, or on every one ("*").
            "[ -n \"$JG_TEST_FAILPOINT\" ] && "
-           "[ \"$JOBGRAPH_HOST_NAME\" = \"$JG_TEST_FAILPOINT_HOST\" ] && "
+           "{ [ \"$JG_TEST_FAILPOINT_HOST\" = \"*\" ] || "
+           "[ \"$JOBGRAPH_HOST_NAME\" = \"$JG_TEST_FAILPOINT_HOST\" ]; } && "
            "export JOBGRAPH_FAILPOINT=$JG_TEST_FAILPOINT\n"
            "exec \"$@\"\n";
     out.close();
@@ -81,11 +82,17 @@ struct Dirs {
   std::string metrics() const { return root + "/metrics.jsonl"; }
 };
 
-// A failpoint (checkpoint/util/failpoint.h) on the rank of one host.
+// A failpoint (checkpoint/util/failpoint.h) on the rank of one host ("*":
+// of every host).
 struct HostFailpoint {
   std::string host;
   std::string spec;  // "name:action"
 };
+
+// Every rank holds its save of epoch 4 (the 5th, after epoch 0's) until the
+// job is killed: a job whose rank is killed on a line of an earlier epoch
+// cannot end first, however long the kill takes to land.
+const HostFailpoint kHoldTheLastSave = {"*", "save.after_snapshot:hold@5"};
 
 // mpirun of sum_pipeline on `hosts` (one rank each) with local tiers.
 std::pair<std::vector<std::string>, std::vector<std::string>> JobOn(
@@ -131,7 +138,7 @@ ChildRun RunFourHostsAndLoseOne(const Dirs& dirs, int lost,
                                 const std::vector<std::string>& extra,
                                 const std::vector<std::string>& hosts = {
                                     "h0", "h1", "h2", "h3"}) {
-  auto [args, env] = JobOn(hosts, dirs, extra);
+  auto [args, env] = JobOn(hosts, dirs, extra, kHoldTheLastSave);
   return RunBinaryWithHookAt(
       kMpirun, args, env, "epoch 3: ", 1, [&](pid_t mpirun) {
         ASSERT_TRUE(KillRank(mpirun, lost, SIGKILL)) << "rank " << lost;
@@ -490,7 +497,7 @@ TEST(MpiTierTest, SigkillOfARandomHostAtRandomEventsThenResumeOnTheRest) {
     SCOPED_TRACE(absl::StrCat("trial ", trial, ": host ", hosts[victim],
                               " killed at rank 0's record line ", at_line,
                               ", --shared_every=", every, " ", saves));
-    auto [args, env] = JobOn(hosts, dirs, tiers);
+    auto [args, env] = JobOn(hosts, dirs, tiers, kHoldTheLastSave);
     ChildRun first = RunBinaryWithHookAt(
         kMpirun, args, env, "record done", at_line, [&](pid_t mpirun) {
           ASSERT_TRUE(KillRank(mpirun, victim, SIGKILL)) << "rank " << victim;

@@ -59,7 +59,10 @@ shared="${tmp}/shared"
 mkdir -p "${shared}"
 job=(-np 3 "${sum_pipeline}" --nodes=3 --num_records=30 --record_delay_ms=50
      --checkpoint_dir="${shared}")
-"${cluster}" mpirun jg1,jg2,jg3 "${job[@]}" >"${tmp}/job.out" 2>"${tmp}/job.log" &
+# Every rank holds its save of epoch 3 (the 4th, after epoch 0's) until the
+# job is killed: it cannot end before jg3's processes are gone.
+JOBGRAPH_FAILPOINT=save.after_snapshot:hold@4 \
+  "${cluster}" mpirun jg1,jg2,jg3 "${job[@]}" >"${tmp}/job.out" 2>"${tmp}/job.log" &
 mpirun_pid=$!
 for _ in $(seq 1 600); do
   grep -q '] epoch 2: ' "${tmp}/job.log" && break

@@ -88,7 +88,11 @@ run_losing() {
   local fifo="${tmp}/${name}.fifo"
   mkfifo "${fifo}"
   set_job "${name}" first
-  "${cluster}" mpirun tc1,tc2,tc3,tc4 -np 4 "${job[@]}" "$@" \
+  # Every rank holds its save of epoch 4 (the 5th, after epoch 0's) until
+  # the job is killed: it cannot end before the lost hosts' processes are
+  # gone, however long the kill takes.
+  JOBGRAPH_FAILPOINT=save.after_snapshot:hold@5 \
+    "${cluster}" mpirun tc1,tc2,tc3,tc4 -np 4 "${job[@]}" "$@" \
     >"${tmp}/${name}.first.out" 2>"${fifo}" &
   local mpirun_pid=$!
   local line lost=no kills=() h p
