@@ -8,7 +8,6 @@
 #include "checkpoint/leveldb/leveldb_copy.h"
 
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -205,12 +204,6 @@ absl::Status CopiedFile::Append(absl::string_view data) {
              : WriteAll(fd_.get(), data.data(), data.size(), path_);
 }
 
-absl::Status CopiedFile::AppendBorrowed(absl::string_view data) {
-  return direct_ != nullptr
-             ? direct_->AppendBorrowed(data)
-             : WriteAll(fd_.get(), data.data(), data.size(), path_);
-}
-
 absl::Status CopiedFile::Close() {
   if (direct_ != nullptr) {
     JG_RETURN_IF_ERROR(direct_->Finish());
@@ -283,40 +276,6 @@ absl::Status CopyListedFile(const std::string& from, const std::string& to,
   JG_ASSIGN_OR_RETURN(
       std::unique_ptr<CopiedFile> out,
       CopiedFile::Create(JoinPath(to, listed.name), listed.size, direct_io));
-  if (direct_io && listed.size >= StagedDirectWriter::kMinBorrowedBytes) {
-    // A large file is mapped, not read: each piece is checksummed in place
-    // and written with O_DIRECT from the mapping itself (its pages and the
-    // file's offsets agree modulo a page), while the next is checksummed,
-    // so that the bytes checked are the bytes written and no byte is
-    // copied by the CPU. A flush runs on the core the job computes on.
-    // (The source is a finished database, which nothing writes; its size
-    // was checked when it was opened.)
-    void* mapped =
-        ::mmap(nullptr, listed.size, PROT_READ, MAP_SHARED, in.get(), 0);
-    if (mapped != MAP_FAILED) {
-      ::madvise(mapped, listed.size, MADV_SEQUENTIAL);
-      const absl::string_view bytes(static_cast<const char*>(mapped),
-                                    listed.size);
-      uint32_t crc = 0;
-      absl::Status written;
-      for (size_t at = 0; at < bytes.size() && written.ok();
-           at += kCopyBufferBytes) {
-        const absl::string_view piece = bytes.substr(at, kCopyBufferBytes);
-        crc = crc32c::Extend(crc, piece.data(), piece.size());
-        written = out->AppendBorrowed(piece);
-      }
-      // Every write from the mapping is done once Close returns, with or
-      // without an error; only then may it go.
-      if (written.ok()) {
-        written = out->Close();
-      } else {
-        out.reset();
-      }
-      ::munmap(mapped, listed.size);
-      JG_RETURN_IF_ERROR(written);
-      return CheckListedBytes(source, listed, bytes.size(), crc);
-    }
-  }
   uint64_t size = 0;
   uint32_t crc = 0;
   while (true) {

@@ -98,10 +98,6 @@ class CopiedFile {
   ~CopiedFile();
 
   absl::Status Append(absl::string_view data);
-  // Append, writing with O_DIRECT straight from `data` where it can
-  // (StagedDirectWriter::AppendBorrowed); `data` must stay valid and
-  // unchanged until Close returns or the file is destroyed.
-  absl::Status AppendBorrowed(absl::string_view data);
   // Writes what is staged and closes the file; call once.
   absl::Status Close();
 
