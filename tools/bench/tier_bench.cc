@@ -115,7 +115,7 @@
 //    16 KiB block of every tensor (in the L1 cache), R times per block,
 //    then the modification above. R is fixed for the invocation, chosen
 //    once so that the compute alone takes about as long as the flush of one
-//    epoch (part 1's median; --compute_ms overrides), so both settings do
+//    epoch (part 1's median; --compute_ms overrides), so every setting does
 //    the same work and whatever the flush takes from it (a core, memory
 //    bandwidth, the page cache) shows as wall time.
 //      on   shared_every = 1: each epoch's flush runs behind the next
@@ -123,21 +123,36 @@
 //      off  shared_every = --epochs + 1: no epoch is flushed while the run
 //           goes on; End() flushes the newest epoch, and is timed apart and
 //           left out (as it is in the "on" run, where it waits for the last
-//           epoch's flush).
+//           epoch's flush);
+//      raw  the floor: as off, and after each save the bench itself copies
+//           the epoch's database from the local tier to a fresh directory
+//           on the disk (<shared>/overhead.raw) on a thread of its own,
+//           behind the next epoch's compute as the flush runs: read(2)
+//           into one 4 MiB buffer, write(2) with O_DIRECT (the unaligned
+//           tail without), fsync of each file and of the directory; no
+//           checksum, no temporary name, no commit log. The copy is waited
+//           for before the next save (off the clock: a flush does not hold
+//           the save up), so at most one runs, as one flush does; the last
+//           one is waited for in the End() time.
 //    The epochs are numbered from 1 (epoch 0 would be divisible by any
-//    shared_every, and flush in both settings). The first epoch is left out
-//    of both: no flush runs behind its compute. An epoch's time is its
+//    shared_every, and flush in every setting). The first epoch is left
+//    out of all: no flush runs behind its compute. An epoch's time is its
 //    compute plus its blocking save; each run's median over epochs 2..N.
 //    The settings take turns going first. flush_epoch_overhead = on / off
-//    of the same run (median). Goal: at most 1.05. To tell where an
+//    of the same run (median). Goal: at most 1.05. Below it: floor = raw /
+//    off of the medians over runs of the epoch times, what the least a
+//    flush does costs the epoch on this machine (at or above 1.05, the goal
+//    is out of reach whatever the flush does). To tell where an
 //    overhead comes from, each run also prints the job thread's CPU time
 //    in the computes (unchanged by the flush when it only takes the core
 //    away; higher when it slows the compute's memory accesses), the
-//    process's CPU time (on minus off: the flush's CPU per epoch), how many
-//    saves began before the previous epoch's flush was committed (the
-//    shared log read off the clock), the saves' local commit time (a wait
-//    on anything the flush holds would show there), and the shared commit
-//    log's epochs, to show which were flushed.
+//    process's CPU time (on minus off: the flush's CPU per epoch; raw minus
+//    off: the raw copy's), how many saves began before the previous
+//    epoch's flush was committed (the shared log read off the clock) or
+//    came while its raw copy still ran (with the copies' times and the
+//    waits for them), the saves' local commit time (a wait on anything the
+//    flush holds would show there), and the shared commit log's epochs, to
+//    show which were flushed.
 //
 // MB = 1e6 bytes of tensor data; times are wall times; figures are medians
 // over --runs runs with their range. The last line is

@@ -111,6 +111,7 @@ class TierBench {
         raw_local_(JoinPath(c_.local_dir, "raw.bin")),
         overhead_shared_(JoinPath(c_.shared_dir, "overhead")),
         overhead_local_(JoinPath(c_.local_dir, "overhead")),
+        overhead_raw_(JoinPath(c_.shared_dir, "overhead.raw")),
         partner_shared_(JoinPath(c_.shared_dir, "partner")),
         partner_local_(JoinPath(c_.local_dir, "partner")) {}
 
@@ -171,6 +172,9 @@ class TierBench {
   void PartnerNotAvailable(const std::string& reason,
                            const std::vector<std::string>& details);
   absl::Status FlushOverhead();
+  // Part 3's settings (see the header): the background flush on, off, and
+  // off with the bench's raw copy of each epoch in its place (the floor).
+  enum class Flush { kOn, kOff, kRawCopy };
   struct EpochRun {
     Sample epoch_s;        // epochs 2..N: compute + save
     Sample compute_s;      // epochs 2..N
@@ -180,23 +184,32 @@ class TierBench {
     // which would show a wait on anything the flush holds.
     Sample commit_s;
     // Saves of epochs 2..N that began before the previous epoch's flush
-    // was committed in the shared directory.
+    // was committed in the shared directory; with the raw copy, that came
+    // while the previous epoch's copy still ran (and waited for it).
     int saves_beside_flush = 0;
+    // The raw copy: each epoch's copy, and the waits for the previous
+    // epoch's copy before the saves of epochs 2..N (off the clock).
+    Sample copy_s;
+    Sample wait_s;
     double end_s = 0;  // End(): the end-of-run flush
     double cpu_s = 0;  // process CPU over epochs 2..N
     std::string flushed;
   };
-  absl::StatusOr<EpochRun> RunEpochs(bool flush_on, int reps);
+  absl::StatusOr<EpochRun> RunEpochs(Flush flush, int reps);
 
   const Config c_;
   const std::string only_dir_, tiered_dir_, tier_dir_, aside_dir_;
   const std::string raw_shared_, raw_local_;
   const std::string overhead_shared_, overhead_local_;
+  // Part 3's raw copies: beside overhead_shared_, on the same disk.
+  const std::string overhead_raw_;
   const std::string partner_shared_, partner_local_;
 
   LocalSession session_;
   std::vector<Tensor*> tensors_;
   std::vector<std::string> names_;
+  // Part 1's raw writes' buffer, and part 3's raw copies' (one copy at a
+  // time, on its thread).
   StagingBuffer staging_;
   // Figures by name, one value per measured run.
   std::map<std::string, Sample> s_;
