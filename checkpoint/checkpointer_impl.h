@@ -165,6 +165,8 @@ class Checkpointer::Impl {
                              const absl::Status& written);
   // The nodes whose databases this host's local tier holds.
   std::vector<std::string> HeldNodes() const;
+  // --- checkpointer_host_restore.cc: the resume on hosts.
+
   // Collective: every host's commit log and the shared one, merged
   // (host_tiers_).
   absl::StatusOr<CommitLogRead> ReadHostLogs(const Session& session);
@@ -205,9 +207,6 @@ class Checkpointer::Impl {
   // Publishes the epochs the hosts' tiers keep (pins_) from the job
   // thread's state, for the commit's retention on any thread.
   void PublishPins();
-  // Removes what the last StageFromHosts fetched from other hosts (once
-  // it is restored, or given up).
-  void DropFetched(const Session& session);
   // FailedPrecondition naming the nodes and the hosts' tiers when the
   // merged logs list `epoch` as incomplete (its holders are not in this
   // run).

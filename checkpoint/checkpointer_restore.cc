@@ -235,8 +235,6 @@ absl::StatusOr<CheckpointStats> Checkpointer::Impl::Restore(Session& session,
     DropStaged(session);
     return Annotate(committed, what);
   }
-  // The fetched copies are in the workspaces now.
-  if (on_hosts()) DropFetched(session);
   std::vector<std::vector<std::string>> lists = std::move(staged_->blob_lists);
   const std::string read_from = staged_->dir;
   staged_.reset();

@@ -85,9 +85,9 @@ class Session;
 // Collectives for a thread of their own, over the ranks of the session that
 // opened the channel (Session::OpenSideChannel): what one thread exchanges
 // here never meets the session's own collectives, so the two threads need
-// not take turns. Every rank calls the channel's collectives in the same
-// order, from one thread at a time; the channel must not outlive its
-// session.
+// not agree on which exchange comes first. Every rank calls the channel's
+// collectives in the same order, from one thread at a time; the channel
+// must not outlive its session.
 class SideChannel {
  public:
   virtual ~SideChannel() = default;
@@ -186,10 +186,10 @@ class Session {
       std::vector<std::string> to_each) const;
   // Collective: a channel of its own for the collectives of one thread
   // other than the caller's (a background save's partner copies, while the
-  // job's thread goes on calling this session). Unimplemented, the same on
-  // every rank, when the session cannot give one (an MPI without
-  // MPI_THREAD_MULTIPLE); one rank needs none, and gets one that exchanges
-  // nothing.
+  // job's thread goes on calling this session). One rank needs none, and
+  // gets one that exchanges nothing; a session of several ranks gives one
+  // when it overrides this (MpiSession does), else Unimplemented, the same
+  // on every rank.
   virtual absl::StatusOr<std::unique_ptr<SideChannel>> OpenSideChannel() const;
   // Runs the tasks of `group` that are on nodes this rank hosts and returns
   // this rank's outcome, without agreeing on it with the other ranks: for a

@@ -74,6 +74,7 @@ class SessionCoordinator : public Coordinator {
 
   bool commits() const override { return committers_[session_.rank()]; }
   bool spans_processes() const override { return true; }
+  bool several_commit() const override { return several_; }
   bool Hosts(absl::string_view node) const override {
     return session_.HostsNode(node);
   }

@@ -102,6 +102,9 @@ class Coordinator {
   // Whether the processes are more than this one: then the exchanges run on
   // the job's thread only, at the points where every process calls them.
   virtual bool spans_processes() const = 0;
+  // Whether several processes commit, each in its own directory (the hosts'
+  // local tiers): they then record one commit time, agreed on.
+  virtual bool several_commit() const { return false; }
   // Whether this process writes `node`'s databases (and holds its lock).
   virtual bool Hosts(absl::string_view node) const = 0;
 

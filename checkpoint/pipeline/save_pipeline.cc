@@ -622,7 +622,8 @@ bool SavePipeline::Settle(bool snapshot_follows) {
       if (agreeing != nullptr) {
         agreeing->agree_micros = exchange_micros;
         Agreed(*agreeing, *settled.write);
-        if (agreeing->next == Stage::kCommit && !hooks_.host.empty()) {
+        if (agreeing->next == Stage::kCommit &&
+            coordinator_->several_commit()) {
           AgreeCommitTime(*agreeing);
         }
         if (agreeing->next == Stage::kCommit) to_commit = agreeing;

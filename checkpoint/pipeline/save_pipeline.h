@@ -121,8 +121,7 @@ class SavePipeline {
     std::function<void(const SaveRecord& record)> shared;
     // The nodes whose databases the committing directory holds
     // (CommittedEpoch.held_node), when not all, and the host whose local
-    // tier it is (CommittedEpoch.host). With a host, each host's leader
-    // commits in its own tier, and all record rank 0's commit time.
+    // tier it is (CommittedEpoch.host).
     std::function<std::vector<std::string>()> held_nodes;
     std::string host;
   };
@@ -187,8 +186,8 @@ class SavePipeline {
   // commit's status reached every process.
   void Agreed(Flight& flight, absl::StatusOr<WriteTotals> agreed);
   // In the job's thread, after the agreement on the flight's write of a
-  // background save committed on hosts: the commit time every committer
-  // records.
+  // background save that several processes commit
+  // (Coordinator::several_commit): the commit time they all record.
   void AgreeCommitTime(Flight& flight);
   void Shared(Flight& flight, absl::Status committed);
   // Hands the flight's snapshot to the queue's thread to be freed.

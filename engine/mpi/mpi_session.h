@@ -105,7 +105,7 @@ class MpiSession : public Session {
   // A duplicate of the session's communicator. Its AllToAll waits for the
   // other ranks in naps, off the cores. Every MPI call of the process, the
   // channel's and the session's, is made under one lock: MPI runs at
-  // MPI_THREAD_SERIALIZED (mpi_session.cc says why that cannot deadlock).
+  // MPI_THREAD_SERIALIZED (mpi_exchange.cc says why that cannot deadlock).
   absl::StatusOr<std::unique_ptr<SideChannel>> OpenSideChannel() const override;
 
   // Lowers the bytes one message of AllToAll carries (512 MiB by default),
