@@ -37,10 +37,10 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "checkpoint/commit/commit_log.h"
+#include "checkpoint/util/sanitizers.h"
 #include "glog/logging.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/sanitizers.h"
 #include "tests/subprocess.h"
 
 namespace jobgraph {
@@ -917,7 +917,7 @@ TEST(MpiTest, LinearRegressionDataParallelModelIsByteIdentical) {
 }
 
 TEST(MpiTest, SixtyFourRanksOversubscribedThenResumeLatest) {
-  if (kSanitized) {
+  if (testing_util::kSanitized) {
     // 64 sanitized processes on two cores take minutes, and they run the
     // code the 4-rank tests here already run under the sanitizer.
     GTEST_SKIP() << "64 ranks: run without --config=asan/tsan (the README's "

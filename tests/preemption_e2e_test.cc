@@ -25,6 +25,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "checkpoint/util/file_util.h"
+#include "checkpoint/util/sanitizers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/subprocess.h"
@@ -39,6 +40,7 @@ using ::jobgraph::testing::RunBinaryWatched;
 using ::jobgraph::testing::RunfilesPath;
 using ::jobgraph::testing::TestSeed;
 using ::jobgraph::testing::WatchedChild;
+using ::jobgraph::testing_util::kSweepStride;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -340,7 +342,9 @@ TEST(Preemption, SignalsAtRandomEventsThenResumeLatestAreExact) {
   }
   std::mt19937 rng(
       TestSeed(0, "SignalsAtRandomEventsThenResumeLatestAreExact"));
-  for (int trial = 0; trial < 32; ++trial) {
+  // Every third trial under a sanitizer (checkpoint/util/sanitizers.h): a
+  // stride prime to the number of programs still runs each of them.
+  for (int trial = 0; trial < 32; trial += kSweepStride) {
     const size_t p = trial % programs.size();
     const std::string dir = NewTempDir(absl::StrCat("trial", trial));
     std::string trace = absl::StrCat(programs[p].name, " trial ", trial, ":");

@@ -24,6 +24,7 @@
 #include "checkpoint/job.h"
 #include "checkpoint/job_runner.h"
 #include "checkpoint/util/failpoint.h"
+#include "checkpoint/util/sanitizers.h"
 #include "checkpoint/util/test_util.h"
 #include "engine/data/data_test_util.h"
 #include "engine/data/dataset.h"
@@ -34,12 +35,11 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/caffe2_pipeline.h"
-#include "tests/sanitizers.h"
 
 namespace jobgraph {
 namespace {
 
-using ::jobgraph::testing::kSweepStride;
+using ::jobgraph::testing_util::kSweepStride;
 using ::testing::HasSubstr;
 using testing_util::TempDir;
 
@@ -248,7 +248,7 @@ TEST_P(PreemptionTest, EveryNetBoundaryResumesExactly) {
   int stops = 0;
   int64_t n = 0;
   // Every boundary, or every kSweepStride-th under a sanitizer
-  // (tests/sanitizers.h).
+  // (checkpoint/util/sanitizers.h).
   for (;; n += kSweepStride) {
     TempDir dir;
     bool in_group = false;

@@ -37,22 +37,22 @@
 #include "checkpoint/commit/commit_log.h"
 #include "checkpoint/commit/verify.h"
 #include "checkpoint/util/file_util.h"
+#include "checkpoint/util/sanitizers.h"
 #include "glog/logging.h"
 #include "gtest/gtest.h"
 #include "tests/power_loss/power_loss_image.h"
-#include "tests/sanitizers.h"
 #include "tests/subprocess.h"
 
 namespace jobgraph {
 namespace {
 
 using ::jobgraph::testing::ChildRun;
-using ::jobgraph::testing::kSweepStride;
 using ::jobgraph::testing::NewTempDir;
 using ::jobgraph::testing::RunBinary;
 using ::jobgraph::testing::RunBinaryWatched;
 using ::jobgraph::testing::RunfilesPath;
 using ::jobgraph::testing::WatchedChild;
+using ::jobgraph::testing_util::kSweepStride;
 
 constexpr int kPreempted = 75;
 constexpr char kMpirun[] = "/usr/bin/mpirun";
@@ -368,7 +368,7 @@ TEST_P(PowerLossTest, EveryCrashPointResumesExactly) {
     const int64_t last = EventsOfRank(events, rank);
     ASSERT_GT(last, 0);
     // Every crash point, or every kSweepStride-th under a sanitizer
-    // (tests/sanitizers.h); the last one always.
+    // (checkpoint/util/sanitizers.h); the last one always.
     for (int64_t n = 1; n <= last;
          n = n < last ? std::min(n + kSweepStride, last) : last + 1) {
       const std::string context =
@@ -403,8 +403,8 @@ TEST_P(PowerLossTest, EveryCrashPointResumesExactly) {
       "torn), %d distinct ones checked and resumed; torn images kept %lld "
       "unsynced bytes\n",
       s.name.c_str(), totals_.crash_points,
-      kSweepStride > 1 ? " (every third: a sanitizer build)" : "",
-      totals_.cut, totals_.images, totals_.resumed,
+      kSweepStride > 1 ? " (every third: a sanitizer build)" : "", totals_.cut,
+      totals_.images, totals_.resumed,
       static_cast<long long>(totals_.torn_bytes));
 }
 

@@ -8,11 +8,11 @@
 // point, and the sanitizers still see every kind of point. Constants only;
 // nothing here is state.
 
-#ifndef JOBGRAPH_TESTS_SANITIZERS_H_
-#define JOBGRAPH_TESTS_SANITIZERS_H_
+#ifndef JOBGRAPH_CHECKPOINT_UTIL_SANITIZERS_H_
+#define JOBGRAPH_CHECKPOINT_UTIL_SANITIZERS_H_
 
 namespace jobgraph {
-namespace testing {
+namespace testing_util {
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 inline constexpr bool kSanitized = true;
@@ -30,7 +30,7 @@ inline constexpr bool kSanitized = false;
 // sanitized.
 inline constexpr int kSweepStride = kSanitized ? 3 : 1;
 
-}  // namespace testing
+}  // namespace testing_util
 }  // namespace jobgraph
 
-#endif  // JOBGRAPH_TESTS_SANITIZERS_H_
+#endif  // JOBGRAPH_CHECKPOINT_UTIL_SANITIZERS_H_
