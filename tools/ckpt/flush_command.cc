@@ -132,6 +132,14 @@ absl::StatusOr<FlushChoice> ChooseEpoch(const std::string& local,
     if (FindCommittedEpoch(local_log, *requested, nodes) == nullptr) {
       return NotCommitted(local, local_log, nodes, *requested);
     }
+    if (view.host_parts.count(*requested) > 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "epoch ", *requested, " of ", local,
+          " is one host's part of a job on several hosts (the other nodes' "
+          "databases are on other hosts): flushing it alone would commit an "
+          "incomplete epoch; the job's own flush copies it; nothing is "
+          "flushed"));
+    }
     if (!view.Holds(*requested)) {
       return absl::FailedPreconditionError(absl::StrCat(
           "epoch ", *requested, " of ", local,

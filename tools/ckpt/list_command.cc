@@ -314,7 +314,9 @@ void AddTiers(const CheckpointDir& shared, std::vector<LocalTier>& tiers,
       in_shared.insert(row.entry->epoch());
       const CommittedEpoch* copy = FindCommittedEpoch(
           tier.dir.commit_log, row.entry->epoch(), tier.nodes);
-      if (copy != nullptr && tier.view.Holds(copy->epoch()) &&
+      if (copy != nullptr &&
+          (tier.view.Holds(copy->epoch()) ||
+           tier.view.host_parts.count(copy->epoch()) > 0) &&
           SameCommit(*copy, *row.entry)) {
         row.tiers.push_back(
             {"local",
@@ -323,8 +325,13 @@ void AddTiers(const CheckpointDir& shared, std::vector<LocalTier>& tiers,
              copy->host()});
       }
     }
+    // Whole copies and hosts' parts, in epoch order.
+    std::set<int64_t> local_epochs = tier.view.host_parts;
     for (const auto& [epoch, dirs] : tier.view.merged.copies) {
-      if (in_shared.count(epoch) > 0 || !tier.view.Holds(epoch)) continue;
+      if (tier.view.Holds(epoch)) local_epochs.insert(epoch);
+    }
+    for (int64_t epoch : local_epochs) {
+      if (in_shared.count(epoch) > 0) continue;
       const CommittedEpoch* entry =
           FindCommittedEpoch(tier.dir.commit_log, epoch, tier.nodes);
       if (entry == nullptr) continue;

@@ -44,6 +44,7 @@ using ::testing::ElementsAre;
 using ::testing::EndsWith;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using ::testing::Not;
 using ::testing::StartsWith;
 using testing_util::TempDir;
 
@@ -165,6 +166,39 @@ class TierCommandsTest : public ::testing::Test {
     EpochCommit commit;
     commit.epoch = epoch;
     commit.nodes = kNodes;
+    commit.total_bytes = total;
+    commit.save_micros = 1500 + epoch;
+    commit.committed_unix_micros = kCommitTime + second * 1000000;
+    absl::Status committed = CommitEpoch(dir, "leveldb", commit);
+    ASSERT_TRUE(committed.ok()) << committed;
+  }
+
+  // One host's part of `epoch` of a job on several hosts, as host `host`'s
+  // local tier holds it: trainer_0's database only, committed with the
+  // job's nodes, the held node and the host (checkpoint/FORMAT.md 3.5) at
+  // kCommitTime + `second` s. `total` is the whole epoch's bytes, as every
+  // host's log records them.
+  void CommitHostPart(const std::string& dir, int64_t epoch, int64_t second,
+                      int64_t total, const std::string& host) {
+    ASSERT_TRUE(PrepareCheckpointDirectory(dir).ok());
+    Blob blob;
+    Tensor* w =
+        blob.Reset(std::make_unique<Tensor>(FLOAT, std::vector<int64_t>{100}));
+    for (int i = 0; i < 100; ++i) {
+      w->mutable_data<float>()[i] = static_cast<float>(epoch * 100 + i);
+    }
+    CheckpointDbOptions options;
+    options.node = kNodes[0];
+    options.epoch = epoch;
+    absl::StatusOr<int64_t> written =
+        WriteCheckpointDb("leveldb", CheckpointDbPath(dir, kNodes[0], epoch),
+                          {{"w", &blob}}, options);
+    ASSERT_TRUE(written.ok()) << written.status();
+    EpochCommit commit;
+    commit.epoch = epoch;
+    commit.nodes = kNodes;
+    commit.held_nodes = {kNodes[0]};
+    commit.host = host;
     commit.total_bytes = total;
     commit.save_micros = 1500 + epoch;
     commit.committed_unix_micros = kCommitTime + second * 1000000;
@@ -513,6 +547,43 @@ TEST_F(ListTiersTest, JsonHasATiersArray) {
           "],\"leftover_temporaries\":[],\"local_tiers\":[{\"dir\":",
           JsonQuote(local_),
           ",\"nodes\":[\"trainer_0\",\"trainer_1\"],\"ignored\":[]}]}\n"));
+}
+
+TEST_F(TierCommandsTest, ListShowsAHostsPartOfAJobOnSeveralHosts) {
+  // Host hA holds trainer_0's databases of epoch 1 (flushed: the shared
+  // directory has the same commit) and of epoch 2 (not flushed yet).
+  Commit(shared_, 0, 0);
+  Commit(shared_, 1, 1);
+  CommitHostPart(local_, 1, 1, ReadCommitLog(shared_)->epoch(1).total_bytes(),
+                 "hA");
+  CommitHostPart(local_, 2, 2, 4321, "hA");
+  const std::string part = absl::StrCat("local:", local_, "@hA[trainer_0]");
+  Result r = RunTool({"list", shared_, absl::StrCat("--local=", local_)});
+  EXPECT_EQ(r.code, kExitOk) << r.err;
+  const std::vector<std::string> lines = Lines(r.out);
+  ASSERT_EQ(lines.size(), 6u) << r.out;
+  EXPECT_EQ(lines[2], Row(shared_, 0, 0, "shared"));
+  EXPECT_EQ(lines[3], Row(shared_, 1, 1, absl::StrCat("shared,", part)));
+  // Its own row: the node it holds, its bytes, its commit.
+  EXPECT_THAT(lines[4], StartsWith("2 committed trainer_0 1 "));
+  EXPECT_THAT(lines[4],
+              EndsWith(absl::StrCat(FormatUnixMicros(kCommitTime + 2 * 1000000),
+                                    " ", part)));
+  EXPECT_EQ(lines[5],
+            "3 committed epochs (newest 2, 1 only in a local tier), 0 "
+            "uncommitted, 0 incomplete");
+  EXPECT_THAT(r.out, Not(HasSubstr("ignored")));
+
+  // `ckpt flush` never copies one host's part into the shared directory.
+  r = RunTool({"flush", local_, shared_, "--epoch=2"});
+  EXPECT_EQ(r.code, kExitUsage) << r.out;
+  EXPECT_EQ(r.err,
+            absl::StrCat("ckpt: epoch 2 of ", local_,
+                         " is one host's part of a job on several hosts (the "
+                         "other nodes' databases are on other hosts): flushing "
+                         "it alone would commit an incomplete epoch; the job's "
+                         "own flush copies it; nothing is flushed\n"));
+  EXPECT_THAT(LoggedEpochs(shared_), ElementsAre(0, 1));
 }
 
 TEST_F(TierCommandsTest, ListNamesTheEpochsOfAStaleLocalTier) {

@@ -43,24 +43,42 @@ LocalTierView ViewLocalTier(const TierLogRead& local, const TierLogRead& shared,
       JobEntries(local.read, nodes);
   const std::map<int64_t, const CommittedEpoch*> shared_entries =
       JobEntries(shared.read, nodes);
-  // Without a shared history every local epoch continues it.
-  if (shared_entries.empty()) return view;
   // The same test as MergeTierLogs: the local tier continues the shared
-  // history when it holds the shared newest epoch as the same commit.
-  const CommittedEpoch& newest = *shared_entries.rbegin()->second;
-  auto at_newest = local_entries.find(newest.epoch());
+  // history when it holds the shared newest epoch as the same commit, and
+  // every local epoch continues none.
+  const CommittedEpoch* newest =
+      shared_entries.empty() ? nullptr : shared_entries.rbegin()->second;
+  auto at_newest = newest == nullptr ? local_entries.end()
+                                     : local_entries.find(newest->epoch());
   const bool holds_newest = at_newest != local_entries.end();
-  const bool continues = holds_newest && SameCommit(*at_newest->second, newest);
+  const bool continues =
+      newest == nullptr ||
+      (holds_newest && SameCommit(*at_newest->second, *newest));
   for (const auto& [epoch, entry] : local_entries) {
     if (view.Holds(epoch)) continue;
+    const bool host_part =
+        !entry->held_node().empty() &&
+        !std::all_of(nodes.begin(), nodes.end(), [&](const std::string& n) {
+          return std::find(entry->held_node().begin(), entry->held_node().end(),
+                           n) != entry->held_node().end();
+        });
+    auto shared_it = shared_entries.find(epoch);
+    const bool in_shared = shared_it != shared_entries.end();
+    if (host_part &&
+        (in_shared ? SameCommit(*entry, *shared_it->second) : continues)) {
+      view.host_parts.insert(epoch);
+      continue;
+    }
+    // Without a shared history MergeTierLogs counts every whole copy.
+    if (newest == nullptr) continue;
     std::string reason;
     if (!continues && holds_newest) {
       reason = absl::StrCat("the shared directory's newest epoch ",
-                            newest.epoch(), " is another commit");
+                            newest->epoch(), " is another commit");
     } else if (!continues) {
       reason = absl::StrCat(
           "the local tier does not hold the shared directory's newest epoch ",
-          newest.epoch());
+          newest->epoch());
     } else {
       // A local tier that continues the shared history counts every epoch
       // but one the shared log lists as another commit.

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,13 @@ struct LocalTierView {
     std::string reason;
   };
   std::vector<Ignored> ignored;
+
+  // Epochs of which the local tier holds one host's part (a job on several
+  // hosts, checkpoint/FORMAT.md 3.5: the nodes in the entry's held_node)
+  // that continue the shared history as Holds() says for whole copies. No
+  // run in one process reads them and `ckpt flush` does not take them (the
+  // other hosts' parts are elsewhere); `ckpt list` shows them.
+  std::set<int64_t> host_parts;
 
   // Whether the local tier holds a copy of `epoch` that a resume counts:
   // the same commit as the shared directory's, or one that continues it.
