@@ -41,6 +41,15 @@ bool SameCommit(const CommittedEpoch& a, const CommittedEpoch& b) {
                     b.node().end());
 }
 
+bool IsHostPart(const CommittedEpoch& entry,
+                absl::Span<const std::string> nodes) {
+  return !entry.held_node().empty() &&
+         !std::all_of(nodes.begin(), nodes.end(), [&](const std::string& n) {
+           return std::find(entry.held_node().begin(), entry.held_node().end(),
+                            n) != entry.held_node().end();
+         });
+}
+
 TieredLog MergeTierLogs(const TierLogRead& local, const TierLogRead& shared,
                         absl::Span<const std::string> nodes) {
   const std::map<int64_t, const CommittedEpoch*> local_entries =
@@ -81,11 +90,7 @@ TieredLog MergeTierLogs(const TierLogRead& local, const TierLogRead& shared,
   for (const auto& [epoch, entry] : local_entries) {
     // One host's part of a job on several hosts (host_tiers.h) is no copy
     // of the epoch for a run in one process; nor is it stale.
-    if (!entry->held_node().empty() &&
-        !std::all_of(nodes.begin(), nodes.end(), [&](const std::string& n) {
-          return std::find(entry->held_node().begin(), entry->held_node().end(),
-                           n) != entry->held_node().end();
-        })) {
+    if (IsHostPart(*entry, nodes)) {
       partial.push_back(epoch);
       continue;
     }

@@ -46,6 +46,11 @@ std::map<int64_t, const CommittedEpoch*> JobEntries(
 // copies an entry with its commit time).
 bool SameCommit(const CommittedEpoch& a, const CommittedEpoch& b);
 
+// Whether `entry` is one host's part of an epoch of a job on several hosts
+// (host_tiers.h): its held_node lists some of `nodes` but not all.
+bool IsHostPart(const CommittedEpoch& entry,
+                absl::Span<const std::string> nodes);
+
 // One tier's commit log as read: `read` is nullopt when the tier has none.
 struct TierLogRead {
   std::string dir;

@@ -403,8 +403,11 @@ TEST_P(PowerLossTest, EveryCrashPointResumesExactly) {
       "torn), %d distinct ones checked and resumed; torn images kept %lld "
       "unsynced bytes\n",
       s.name.c_str(), totals_.crash_points,
-      kSweepStride > 1 ? " (every third: a sanitizer build)" : "", totals_.cut,
-      totals_.images, totals_.resumed,
+      kSweepStride > 1
+          ? absl::StrCat(" (one in ", kSweepStride, ": a sanitizer build)")
+                .c_str()
+          : "",
+      totals_.cut, totals_.images, totals_.resumed,
       static_cast<long long>(totals_.torn_bytes));
 }
 

@@ -140,6 +140,24 @@ class TierCommandsTest : public ::testing::Test {
     CHECK(CreateDir(local_).ok());
   }
 
+  // Writes `node`'s database of `epoch` into `dir` (one tensor "w" whose
+  // values follow from the epoch); returns its bytes.
+  static absl::StatusOr<int64_t> WriteNodeDb(const std::string& dir,
+                                             const std::string& node,
+                                             int64_t epoch) {
+    Blob blob;
+    Tensor* w =
+        blob.Reset(std::make_unique<Tensor>(FLOAT, std::vector<int64_t>{100}));
+    for (int i = 0; i < 100; ++i) {
+      w->mutable_data<float>()[i] = static_cast<float>(epoch * 100 + i);
+    }
+    CheckpointDbOptions options;
+    options.node = node;
+    options.epoch = epoch;
+    return WriteCheckpointDb("leveldb", CheckpointDbPath(dir, node, epoch),
+                             {{"w", &blob}}, options);
+  }
+
   // Writes both nodes' databases of `epoch` into `dir` and commits the
   // epoch there at kCommitTime + `second` s, after a save of 1500 + epoch
   // us: the same arguments make the same commit (SameCommit) in two
@@ -148,18 +166,7 @@ class TierCommandsTest : public ::testing::Test {
     ASSERT_TRUE(PrepareCheckpointDirectory(dir).ok());
     int64_t total = 0;
     for (const std::string& node : kNodes) {
-      Blob blob;
-      Tensor* w = blob.Reset(
-          std::make_unique<Tensor>(FLOAT, std::vector<int64_t>{100}));
-      for (int i = 0; i < 100; ++i) {
-        w->mutable_data<float>()[i] = static_cast<float>(epoch * 100 + i);
-      }
-      CheckpointDbOptions options;
-      options.node = node;
-      options.epoch = epoch;
-      absl::StatusOr<int64_t> written =
-          WriteCheckpointDb("leveldb", CheckpointDbPath(dir, node, epoch),
-                            {{"w", &blob}}, options);
+      absl::StatusOr<int64_t> written = WriteNodeDb(dir, node, epoch);
       ASSERT_TRUE(written.ok()) << written.status();
       total += *written;
     }
@@ -181,18 +188,7 @@ class TierCommandsTest : public ::testing::Test {
   void CommitHostPart(const std::string& dir, int64_t epoch, int64_t second,
                       int64_t total, const std::string& host) {
     ASSERT_TRUE(PrepareCheckpointDirectory(dir).ok());
-    Blob blob;
-    Tensor* w =
-        blob.Reset(std::make_unique<Tensor>(FLOAT, std::vector<int64_t>{100}));
-    for (int i = 0; i < 100; ++i) {
-      w->mutable_data<float>()[i] = static_cast<float>(epoch * 100 + i);
-    }
-    CheckpointDbOptions options;
-    options.node = kNodes[0];
-    options.epoch = epoch;
-    absl::StatusOr<int64_t> written =
-        WriteCheckpointDb("leveldb", CheckpointDbPath(dir, kNodes[0], epoch),
-                          {{"w", &blob}}, options);
+    absl::StatusOr<int64_t> written = WriteNodeDb(dir, kNodes[0], epoch);
     ASSERT_TRUE(written.ok()) << written.status();
     EpochCommit commit;
     commit.epoch = epoch;

@@ -44,8 +44,8 @@ LocalTierView ViewLocalTier(const TierLogRead& local, const TierLogRead& shared,
   const std::map<int64_t, const CommittedEpoch*> shared_entries =
       JobEntries(shared.read, nodes);
   // The same test as MergeTierLogs: the local tier continues the shared
-  // history when it holds the shared newest epoch as the same commit, and
-  // every local epoch continues none.
+  // history when it holds the shared newest epoch as the same commit; an
+  // empty shared history is continued by any.
   const CommittedEpoch* newest =
       shared_entries.empty() ? nullptr : shared_entries.rbegin()->second;
   auto at_newest = newest == nullptr ? local_entries.end()
@@ -56,15 +56,9 @@ LocalTierView ViewLocalTier(const TierLogRead& local, const TierLogRead& shared,
       (holds_newest && SameCommit(*at_newest->second, *newest));
   for (const auto& [epoch, entry] : local_entries) {
     if (view.Holds(epoch)) continue;
-    const bool host_part =
-        !entry->held_node().empty() &&
-        !std::all_of(nodes.begin(), nodes.end(), [&](const std::string& n) {
-          return std::find(entry->held_node().begin(), entry->held_node().end(),
-                           n) != entry->held_node().end();
-        });
     auto shared_it = shared_entries.find(epoch);
     const bool in_shared = shared_it != shared_entries.end();
-    if (host_part &&
+    if (IsHostPart(*entry, nodes) &&
         (in_shared ? SameCommit(*entry, *shared_it->second) : continues)) {
       view.host_parts.insert(epoch);
       continue;
