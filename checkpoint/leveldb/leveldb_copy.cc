@@ -1,6 +1,7 @@
 // LevelDbType::Copy (leveldb_db.h): a finished database copied file by file,
 // every byte checked against the database's JOBGRAPH_FILES on its way
-// through the copy buffer, so that each source byte is read once. Also the
+// through the buffer it is written from, so that each source byte is read
+// once. Also the
 // steps it shares with Pack and Unpack (leveldb_copy.h). A file of its own
 // beside leveldb_db.cc (opening) and leveldb_type.cc (recognising,
 // installing, removing).
@@ -23,6 +24,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "checkpoint/leveldb/leveldb_db.h"
 #include "checkpoint/leveldb/leveldb_file_list.h"
 #include "checkpoint/leveldb/leveldb_files.h"
@@ -184,7 +186,8 @@ absl::StatusOr<std::unique_ptr<CopiedFile>> CopiedFile::Create(
   if (direct_io) {
     direct = StagedDirectWriter::Start(
         fd.get(), path,
-        /*large=*/size >= StagedDirectWriter::kLargeAfterBytes);
+        /*large=*/size >= StagedDirectWriter::kLargeAfterBytes,
+        StagedDirectWriter::Writers::kCaller);
   }
   return std::unique_ptr<CopiedFile>(
       new CopiedFile(path, std::move(fd), std::move(direct)));
@@ -202,6 +205,18 @@ absl::Status CopiedFile::Append(absl::string_view data) {
   return direct_ != nullptr
              ? direct_->Append(data)
              : WriteAll(fd_.get(), data.data(), data.size(), path_);
+}
+
+absl::StatusOr<absl::Span<char>> CopiedFile::Reserve(
+    absl::Span<char> fallback) {
+  if (direct_ != nullptr) return direct_->Reserve();
+  reserved_ = fallback.data();
+  return fallback;
+}
+
+absl::Status CopiedFile::Commit(size_t n) {
+  if (direct_ != nullptr) return direct_->Commit(n);
+  return WriteAll(fd_.get(), reserved_, n, path_);
 }
 
 absl::Status CopiedFile::Close() {
@@ -255,42 +270,56 @@ using leveldb_copy::CopiedFile;
 using leveldb_copy::OpenListedFile;
 using leveldb_copy::ScopedFd;
 
-// Tables are up to 64 MiB (LevelDbOptions::max_file_size) and more: a few
-// MiB per read(2) and write(2) keeps the system calls few and the buffer
-// cheap to allocate once per copy.
+// Without O_DIRECT the copy reads into a buffer of its own: tables are up
+// to 64 MiB (LevelDbOptions::max_file_size) and more, and a few MiB per
+// read(2) and write(2) keep the system calls few and the buffer cheap to
+// allocate once per copy.
 constexpr size_t kCopyBufferBytes = size_t{4} << 20;
 
 // Copies the file `listed` of the database at `from` to the same name in
-// `to`, through `buffer` (kCopyBufferBytes), and checks its size and CRC-32C
-// against the record. With `direct_io` the copy is written with O_DIRECT
-// where the file system takes it (StagedDirectWriter), as the save writes
-// tables: through the page cache, a flush of a large epoch spent more CPU
-// than the save itself (page allocation and writeback of every byte; the
-// tier_bench run of 2d6d9bf), on the core the job computes on. The copy is
+// `to` and checks its size and CRC-32C against the record. With `direct_io`
+// the copy is written with O_DIRECT where the file system takes it
+// (StagedDirectWriter), as the save writes tables: through the page cache, a
+// flush of a large epoch spent more CPU than the save itself (page
+// allocation and writeback of every byte; the tier_bench run of 2d6d9bf), on
+// the core the job computes on. Then each read(2) lands in the direct
+// writer's staging buffer and is written from there by this thread, so the
+// CPU passes over the bytes twice (the read and the checksum), and the copy
+// takes one core: with the direct writer's threads the flush cost an epoch
+// 11-16% where a bare read(2) + write(2) copy cost 1-22%; so, about what
+// that copy costs (tier_bench part 3, tools/bench/README.md). Without
+// O_DIRECT they go
+// through `*buffer` (kCopyBufferBytes, allocated on first use). The copy is
 // not synced here: Copy() syncs them all.
 absl::Status CopyListedFile(const std::string& from, const std::string& to,
-                            const ListedFile& listed, char* buffer,
-                            bool direct_io) {
+                            const ListedFile& listed,
+                            std::unique_ptr<char[]>* buffer, bool direct_io) {
   const std::string source = JoinPath(from, listed.name);
   JG_ASSIGN_OR_RETURN(ScopedFd in, OpenListedFile(source, listed));
   JG_ASSIGN_OR_RETURN(
       std::unique_ptr<CopiedFile> out,
       CopiedFile::Create(JoinPath(to, listed.name), listed.size, direct_io));
+  absl::Span<char> fallback;
+  if (!out->direct()) {
+    // Not zeroed: every byte is read into before it is used.
+    if (*buffer == nullptr) buffer->reset(new char[kCopyBufferBytes]);
+    fallback = absl::Span<char>(buffer->get(), kCopyBufferBytes);
+  }
   uint64_t size = 0;
   uint32_t crc = 0;
   while (true) {
-    const ssize_t n = ::read(in.get(), buffer, kCopyBufferBytes);
+    JG_ASSIGN_OR_RETURN(absl::Span<char> space, out->Reserve(fallback));
+    const ssize_t n = ::read(in.get(), space.data(), space.size());
     if (n < 0) {
       if (errno == EINTR) continue;
       return absl::ErrnoToStatus(errno, absl::StrCat("read ", source));
     }
     if (n == 0) break;
-    // Checksummed from the buffer the write takes it from: the bytes
-    // checked are the bytes copied.
-    crc = crc32c::Extend(crc, buffer, static_cast<size_t>(n));
+    // Checksummed in the buffer the write takes it from: the bytes checked
+    // are the bytes copied.
+    crc = crc32c::Extend(crc, space.data(), static_cast<size_t>(n));
     size += static_cast<uint64_t>(n);
-    JG_RETURN_IF_ERROR(
-        out->Append(absl::string_view(buffer, static_cast<size_t>(n))));
+    JG_RETURN_IF_ERROR(out->Commit(static_cast<size_t>(n)));
   }
   JG_RETURN_IF_ERROR(out->Close());
   // The size again: the file may have changed since it was opened.
@@ -304,11 +333,10 @@ absl::StatusOr<int64_t> CopyFiles(const std::string& from,
                                   const std::vector<ListedFile>& files,
                                   absl::string_view list_bytes,
                                   bool direct_io) {
-  // Not zeroed: every byte is read into before it is used.
-  std::unique_ptr<char[]> buffer(new char[kCopyBufferBytes]);
+  std::unique_ptr<char[]> buffer;  // CopyListedFile's, without O_DIRECT
   int64_t bytes = static_cast<int64_t>(list_bytes.size());
   for (const ListedFile& file : files) {
-    JG_RETURN_IF_ERROR(CopyListedFile(from, to, file, buffer.get(), direct_io));
+    JG_RETURN_IF_ERROR(CopyListedFile(from, to, file, &buffer, direct_io));
     bytes += static_cast<int64_t>(file.size);
   }
   JG_RETURN_IF_ERROR(leveldb_copy::FinishCopy(to, list_bytes));

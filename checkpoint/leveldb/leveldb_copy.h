@@ -21,6 +21,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "checkpoint/leveldb/leveldb_file_list.h"
 #include "checkpoint/leveldb/staged_direct_writer.h"
 
@@ -84,7 +85,9 @@ absl::Status CheckListedBytes(const std::string& source,
 
 // A file of a copy: created (nothing may be at its path), appended to, and
 // closed, with O_DIRECT where the file system takes it when `direct_io`
-// (StagedDirectWriter), as the save writes tables. Not synced: FinishCopy
+// (StagedDirectWriter), as the save writes tables, but written by the
+// caller's thread (Writers::kCaller): copies run in the background, beside
+// the job, and should take one core at most. Not synced: FinishCopy
 // syncs every file of the copy. Destroyed without Close(), it is left
 // incomplete for the caller to remove.
 class CopiedFile {
@@ -98,6 +101,14 @@ class CopiedFile {
   ~CopiedFile();
 
   absl::Status Append(absl::string_view data);
+  // Whether the file is written with O_DIRECT (its file system took it).
+  bool direct() const { return direct_ != nullptr; }
+  // For a caller that reads the bytes in place: where to put the next ones,
+  // the direct writer's staging buffer (so they are not copied again on
+  // their way to the disk), or `fallback` when the file is not direct().
+  // Commit(n) then appends the first n bytes of what it returned.
+  absl::StatusOr<absl::Span<char>> Reserve(absl::Span<char> fallback);
+  absl::Status Commit(size_t n);
   // Writes what is staged and closes the file; call once.
   absl::Status Close();
 
@@ -108,6 +119,7 @@ class CopiedFile {
   const std::string path_;
   ScopedFd fd_;
   std::unique_ptr<StagedDirectWriter> direct_;
+  const char* reserved_ = nullptr;  // what Reserve returned without direct_
 };
 
 // mkdir(2) of `to`: AlreadyExists naming it when anything is there, which is

@@ -200,6 +200,60 @@ TEST_F(LevelDbCopyTest, CopiesEveryListedFileByteForByte) {
 
 // A database whose log still holds data opens through LevelDB's recovery
 // (on a private copy), which checks the copy's files against its record.
+// One table past StagedDirectWriter::kLargeAfterBytes (large staging
+// buffers, several reads into them) and a byte flipped near its end: copied
+// byte for byte with O_DIRECT and without it (where each path reads into a
+// buffer of its own), the damage found either way.
+TEST_F(LevelDbCopyTest, CopiesALargeTableWithAndWithoutDirectIo) {
+  LevelDbOptions options;
+  options.write_buffer_size = 64 << 20;
+  options.max_file_size = 64 << 20;
+  DbOptions db_options;
+  db_options.write_only = true;
+  {
+    std::unique_ptr<DB> db =
+        LevelDbType(options).Open(from_, DbMode::kNew, db_options).value();
+    std::unique_ptr<Writer> writer = db->NewWriter().value();
+    for (int i = 0; i < 100; ++i) {  // 25 MiB
+      ASSERT_TRUE(writer->Put(Key(i), Value(i, 256 << 10)).ok());
+    }
+    writer.reset();
+    ASSERT_TRUE(db->Close().ok());
+  }
+  ASSERT_EQ(Tables(from_).size(), 1u);
+  const std::string table = JoinPath(from_, Tables(from_)[0]);
+  const std::map<std::string, std::string> source = Contents(from_);
+  ASSERT_GT(source.at(Tables(from_)[0]).size(), size_t{20} << 20);
+
+  for (bool direct_io : {true, false}) {
+    SCOPED_TRACE(direct_io ? "O_DIRECT" : "through the page cache");
+    LevelDbOptions copy_options;
+    copy_options.direct_io = direct_io;
+    absl::StatusOr<int64_t> bytes = LevelDbType(copy_options).Copy(from_, to_);
+    ASSERT_TRUE(bytes.ok()) << bytes.status();
+    EXPECT_TRUE(Contents(to_) == source);
+    EXPECT_EQ(*bytes, TotalBytes(source));
+    ASSERT_TRUE(RemoveRecursively(to_).ok());
+  }
+
+  const std::string original = source.at(Tables(from_)[0]);
+  ASSERT_NO_FATAL_FAILURE(FlipByte(table, original.size() - 5000));
+  const std::string damaged = ReadFileToString(table).value();
+  for (bool direct_io : {true, false}) {
+    SCOPED_TRACE(direct_io ? "O_DIRECT" : "through the page cache");
+    LevelDbOptions copy_options;
+    copy_options.direct_io = direct_io;
+    absl::StatusOr<int64_t> bytes = LevelDbType(copy_options).Copy(from_, to_);
+    EXPECT_EQ(bytes.status().code(), absl::StatusCode::kDataLoss);
+    EXPECT_EQ(bytes.status().message(),
+              absl::StrCat("cannot copy LevelDB database ", from_, " to ", to_,
+                           ": ", table, " has CRC-32C ", Hex8(Crc32c(damaged)),
+                           ", JOBGRAPH_FILES records ", Hex8(Crc32c(original)),
+                           "; the database is damaged"));
+    EXPECT_THAT(ListDir(dir_.path()).value(), ElementsAre("trainer_0.3"));
+  }
+}
+
 TEST_F(LevelDbCopyTest, CopiesADatabaseThatNeedsRecovery) {
   const std::string scratch = dir_.Join("tmp");
   ScopedTmpdir tmpdir(scratch);

@@ -32,10 +32,11 @@ absl::Status SetDirect(int fd, bool direct) {
 
 std::unique_ptr<StagedDirectWriter> StagedDirectWriter::Start(int fd,
                                                               std::string path,
-                                                              bool large) {
+                                                              bool large,
+                                                              Writers writers) {
   if (!SetDirect(fd, true).ok()) return nullptr;
   return std::unique_ptr<StagedDirectWriter>(
-      new StagedDirectWriter(fd, std::move(path), large));
+      new StagedDirectWriter(fd, std::move(path), large, writers));
 }
 
 void StagedDirectWriter::Release::operator()(char* p) const {
@@ -46,8 +47,9 @@ void StagedDirectWriter::Release::operator()(char* p) const {
   }
 }
 
-StagedDirectWriter::StagedDirectWriter(int fd, std::string path, bool large)
-    : fd_(fd), path_(std::move(path)), large_(large) {}
+StagedDirectWriter::StagedDirectWriter(int fd, std::string path, bool large,
+                                       Writers writers)
+    : fd_(fd), path_(std::move(path)), large_(large), writers_(writers) {}
 
 StagedDirectWriter::~StagedDirectWriter() { StopThreads(); }
 
@@ -64,12 +66,14 @@ void StagedDirectWriter::StopThreads() {
 
 void StagedDirectWriter::SizeCurrentBuffer() {
   if (buffer_count_ == 0) buffer_count_ = 1;
-  const size_t wanted = large() ? kLargeBufferBytes : kSmallBufferBytes;
+  const size_t wanted = !large()                       ? kSmallBufferBytes
+                        : writers_ == Writers::kCaller ? kCallerBufferBytes
+                                                       : kLargeBufferBytes;
   if (capacity_[current_] >= wanted) return;
   // Freed first: a small and a large buffer are never held in one slot.
   // (Each is made when first filled, so a small file holds one.)
   buffers_[current_].reset();
-  if (wanted == kLargeBufferBytes) {
+  if (wanted > kSmallBufferBytes) {
     // Whole pages, so aligned for O_DIRECT.
     buffers_[current_] = Buffer(
         static_cast<char*>(StoragePool::Global().Take(wanted, /*zero=*/false)),
@@ -105,6 +109,23 @@ absl::Status StagedDirectWriter::Append(absl::string_view data) {
     }
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<absl::Span<char>> StagedDirectWriter::Reserve() {
+  JG_RETURN_IF_ERROR(failed_);
+  if (filled_ == 0) SizeCurrentBuffer();
+  return absl::Span<char>(buffers_[current_].get() + filled_,
+                          capacity_[current_] - filled_);
+}
+
+absl::Status StagedDirectWriter::Commit(size_t n) {
+  JG_RETURN_IF_ERROR(failed_);
+  CHECK_LE(filled_ + n, capacity_[current_]) << path_;
+  filled_ += n;
+  if (filled_ < capacity_[current_]) return absl::OkStatus();
+  absl::Status status = HandOff();
+  if (!status.ok()) failed_ = status;  // as Append
+  return status;
 }
 
 size_t StagedDirectWriter::PaddingToBorrow(uint64_t position,
@@ -168,6 +189,7 @@ absl::Status StagedDirectWriter::Submit(const Job& job) {
 }
 
 bool StagedDirectWriter::StartThreadIfWanted() {
+  if (writers_ == Writers::kCaller) return false;
   const size_t wanted = large() ? kLargeWritesInFlight : 1;
   if (threads_.size() < wanted) {
     try {

@@ -10,6 +10,11 @@
 // more than that: 8 MiB staged per file, given back as the writes complete
 // once Finish has begun. (4 MiB buffers wrote a little faster but put an
 // asynchronous save's memory past 1.2x the bytes it copies; async_bench.)
+// A copy in the background (Writers::kCaller) has no threads: the caller
+// writes each full buffer itself, a large file's in 8 MiB writes: three
+// writer threads beside the flush's own took the job's core often enough to
+// cost its epochs 11-16% in five runs, where a one-thread copy of the same
+// bytes cost a median 6% (tier_bench part 3).
 //
 // Why: a write through the page cache copies every byte into cache pages
 // allocated for it, and on VMs whose host takes freed memory back that copy
@@ -50,7 +55,9 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 
 namespace jobgraph {
 
@@ -61,6 +68,10 @@ class StagedDirectWriter {
   static constexpr size_t kAlignment = 4096;
   static constexpr size_t kSmallBufferBytes = size_t{256} << 10;
   static constexpr size_t kLargeBufferBytes = size_t{2} << 20;
+  // A large file's one buffer when the caller writes (Writers::kCaller):
+  // one write of 8 MiB is two requests of the disk's largest (4 MiB on these
+  // VMs' virtio disks) in flight, where the threads keep several writes.
+  static constexpr size_t kCallerBufferBytes = size_t{8} << 20;
   static constexpr uint64_t kLargeAfterBytes = uint64_t{16} << 20;
   // Writes a large file keeps in flight (threads); it stages in one buffer
   // more than that.
@@ -70,13 +81,26 @@ class StagedDirectWriter {
   static constexpr size_t kMinBorrowedBytes = size_t{1} << 20;
   static constexpr size_t kBorrowedWriteBytes = size_t{4} << 20;
 
+  // Who makes the writes.
+  enum class Writers {
+    // Threads of the writer's own, several in flight for a large file, while
+    // the caller stages the next buffer: for a save, which the job waits for.
+    kOwnThreads,
+    // The caller's thread, one write at a time, as each buffer fills: for a
+    // copy in the background (the flush), which has time, and whose threads
+    // waking each other for every buffer would take time from the job's
+    // cores (tier_bench part 3).
+    kCaller,
+  };
+
   // Switches `fd`, an empty file open for writing whose name is `path` (for
   // messages), to O_DIRECT. nullptr when its file system refuses (some FUSE
   // file systems; tmpfs before Linux 6.6): the caller then writes through the
-  // page cache. `large`: large buffers
-  // from the start (the file's database has written kLargeAfterBytes).
-  static std::unique_ptr<StagedDirectWriter> Start(int fd, std::string path,
-                                                   bool large = false);
+  // page cache. `large`: large buffers from the start (the file's database
+  // has written kLargeAfterBytes).
+  static std::unique_ptr<StagedDirectWriter> Start(
+      int fd, std::string path, bool large = false,
+      Writers writers = Writers::kOwnThreads);
   StagedDirectWriter(const StagedDirectWriter&) = delete;
   StagedDirectWriter& operator=(const StagedDirectWriter&) = delete;
   // Stops the writer threads; what was not written by Finish is lost.
@@ -92,6 +116,15 @@ class StagedDirectWriter {
   // (else, or for the rest, it copies as Append does). `data` must stay
   // valid and unchanged until Finish returns or the writer is destroyed.
   absl::Status AppendBorrowed(absl::string_view data);
+  // The free end of the staging buffer, for a caller that fills it in place
+  // and then calls Commit with the bytes it filled: a copy reads its source
+  // straight into it, where Append would copy the bytes once more. Never
+  // empty; valid until the next call of any other method. 4 KiB-aligned
+  // once the file's size is (a buffer starts empty).
+  absl::StatusOr<absl::Span<char>> Reserve();
+  // Appends the first `n` bytes of what Reserve returned, `n` at most its
+  // size (CHECKed).
+  absl::Status Commit(size_t n);
   // How many bytes to append before an AppendBorrowed(data) that would start
   // at file offset `position`, so that it writes from the caller's memory:
   // 0 for data too short to borrow, else in [0, kAlignment).
@@ -130,7 +163,7 @@ class StagedDirectWriter {
   };
   static constexpr int kMaxBuffers = kLargeWritesInFlight + 1;
 
-  StagedDirectWriter(int fd, std::string path, bool large);
+  StagedDirectWriter(int fd, std::string path, bool large, Writers writers);
   bool large() const { return large_ || size() >= kLargeAfterBytes; }
   // Makes buffers_[current_], which is empty and not being written, as
   // large as the file now calls for.
@@ -159,6 +192,7 @@ class StagedDirectWriter {
   const int fd_;
   const std::string path_;
   bool large_;  // large from the start, or since an append took it there
+  const Writers writers_;
   // The caller thread's; the threads see a Job's data, and once finishing_
   // is set they release the buffers they wrote (under mu_).
   Buffer buffers_[kMaxBuffers];

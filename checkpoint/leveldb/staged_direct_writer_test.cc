@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
@@ -14,8 +15,10 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "checkpoint/util/io_faults.h"
 #include "checkpoint/util/test_util.h"
 #include "gtest/gtest.h"
@@ -191,6 +194,165 @@ TEST_F(StagedDirectWriterTest, WritesWholeBuffersThenTheEnd) {
   io_faults::Arm(1000, EIO);
   EXPECT_EQ(WriteThrough("counted", {bytes}), bytes);
   EXPECT_EQ(io_faults::Calls(), 7);
+}
+
+// Filled in place (Reserve, then Commit), in pieces of every size up to the
+// whole free space and mixed with Appends, across the switch to large
+// buffers: the file holds the bytes in order, and the writes are whole
+// buffers, as with Append alone.
+TEST_F(StagedDirectWriterTest, FilledInPlaceWritesWhatWasCommitted) {
+  const std::string bytes = Pattern(
+      StagedDirectWriter::kLargeAfterBytes + 3 * kLarge + 4096 + 777, 13);
+  const std::string name = "in_place";
+  const int fd = Open(name);
+  std::unique_ptr<StagedDirectWriter> writer =
+      StagedDirectWriter::Start(fd, dir_.Join(name));
+  ASSERT_NE(writer, nullptr);
+  io_faults::Arm(1000, EIO);
+  size_t done = 0;
+  for (uint32_t step = 0; done < bytes.size(); ++step) {
+    if (step % 7 == 3) {  // an Append now and then
+      const size_t n = std::min<size_t>(bytes.size() - done, 5000);
+      ASSERT_TRUE(
+          writer->Append(absl::string_view(bytes).substr(done, n)).ok());
+      done += n;
+      continue;
+    }
+    absl::StatusOr<absl::Span<char>> space = writer->Reserve();
+    ASSERT_TRUE(space.ok()) << space.status();
+    ASSERT_FALSE(space->empty());
+    // The whole free space, one byte, or a share of it.
+    const size_t want = step % 3 == 0   ? space->size()
+                        : step % 3 == 1 ? 1
+                                        : space->size() / 3 + 1;
+    const size_t n = std::min(want, bytes.size() - done);
+    std::memcpy(space->data(), bytes.data() + done, n);
+    ASSERT_TRUE(writer->Commit(n).ok());
+    done += n;
+    EXPECT_EQ(writer->size(), done);
+  }
+  ASSERT_TRUE(writer->Finish().ok());
+  // 16 MiB in 64 small buffers, 3 large ones, then the end: its whole
+  // pages and its unaligned tail.
+  EXPECT_EQ(io_faults::Calls(),
+            StagedDirectWriter::kLargeAfterBytes / kSmall + 3 + 2);
+  io_faults::Disarm();
+  writer.reset();
+  EXPECT_EQ(::close(fd), 0);
+  EXPECT_EQ(ReadFile(dir_.Join(name)), bytes);
+}
+
+// Three buffers filled in place, three writes: a failed one is returned by the
+// Commit that handed it over or by Finish, and by every call after it.
+TEST_F(StagedDirectWriterTest, AFailedWriteIsReturnedToCommit) {
+  for (int64_t fail_at = 1; fail_at <= 3; ++fail_at) {
+    SCOPED_TRACE(absl::StrCat("write ", fail_at, " fails"));
+    const std::string name = absl::StrCat("in_place_full_", fail_at);
+    const int fd = Open(name);
+    std::unique_ptr<StagedDirectWriter> writer =
+        StagedDirectWriter::Start(fd, dir_.Join(name));
+    ASSERT_NE(writer, nullptr);
+    io_faults::Arm(fail_at, ENOSPC);
+    absl::Status status;
+    for (int buffer = 0; buffer < 3 && status.ok(); ++buffer) {
+      absl::StatusOr<absl::Span<char>> space = writer->Reserve();
+      ASSERT_TRUE(space.ok()) << space.status();
+      ASSERT_EQ(space->size(), kSmall);
+      std::memset(space->data(), 'x', space->size());
+      status = writer->Commit(space->size());
+    }
+    if (status.ok()) {
+      status = writer->Finish();
+    } else {
+      EXPECT_EQ(writer->Reserve().status(), status);
+      EXPECT_EQ(writer->Commit(0), status);
+      EXPECT_EQ(writer->Finish(), status);
+    }
+    io_faults::Disarm();
+    EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted);
+    EXPECT_EQ(status.message(), absl::StrCat("write ", dir_.Join(name),
+                                             ": No space left on ", "device"));
+    writer.reset();
+    ::close(fd);
+  }
+}
+
+// Writers::kCaller: no threads; each full buffer is written by the call
+// that filled it, a large file's in kCallerBufferBytes, so the writes are
+// counted exactly and the file holds what was appended.
+TEST_F(StagedDirectWriterTest, TheCallerWritesEachFullBuffer) {
+  constexpr size_t kCaller = StagedDirectWriter::kCallerBufferBytes;
+  const std::string bytes = Pattern(3 * kCaller + 4096 + 100, 17);
+  for (bool in_place : {false, true}) {
+    SCOPED_TRACE(in_place ? "filled in place" : "appended");
+    const std::string name = in_place ? "caller_in_place" : "caller";
+    const int fd = Open(name);
+    std::unique_ptr<StagedDirectWriter> writer =
+        StagedDirectWriter::Start(fd, dir_.Join(name), /*large=*/true,
+                                  StagedDirectWriter::Writers::kCaller);
+    ASSERT_NE(writer, nullptr);
+    io_faults::Arm(1000, EIO);
+    if (in_place) {
+      for (size_t done = 0; done < bytes.size();) {
+        absl::StatusOr<absl::Span<char>> space = writer->Reserve();
+        ASSERT_TRUE(space.ok()) << space.status();
+        if (done % kCaller == 0) ASSERT_EQ(space->size(), kCaller);
+        const size_t n = std::min(space->size(), bytes.size() - done);
+        std::memcpy(space->data(), bytes.data() + done, n);
+        ASSERT_TRUE(writer->Commit(n).ok());
+        done += n;
+        // Each full buffer was written before Commit returned.
+        EXPECT_EQ(io_faults::Calls(), static_cast<int64_t>(done / kCaller));
+      }
+    } else {
+      ASSERT_TRUE(writer->Append(bytes).ok());
+      EXPECT_EQ(io_faults::Calls(), 3);
+    }
+    ASSERT_TRUE(writer->Finish().ok());
+    // Three full buffers, then the end: its whole page and its tail.
+    EXPECT_EQ(io_faults::Calls(), 5);
+    io_faults::Disarm();
+    writer.reset();
+    EXPECT_EQ(::close(fd), 0);
+    EXPECT_EQ(ReadFile(dir_.Join(name)), bytes);
+  }
+}
+
+// Writers::kCaller: a failed write is returned by the very Commit that
+// filled its buffer, and nothing is written after it.
+TEST_F(StagedDirectWriterTest, TheCallersFailedWriteIsReturnedAtOnce) {
+  for (int64_t fail_at = 1; fail_at <= 3; ++fail_at) {
+    SCOPED_TRACE(absl::StrCat("write ", fail_at, " fails"));
+    const std::string name = absl::StrCat("caller_full_", fail_at);
+    const int fd = Open(name);
+    std::unique_ptr<StagedDirectWriter> writer =
+        StagedDirectWriter::Start(fd, dir_.Join(name), /*large=*/false,
+                                  StagedDirectWriter::Writers::kCaller);
+    ASSERT_NE(writer, nullptr);
+    io_faults::Arm(fail_at, ENOSPC);
+    for (int64_t buffer = 1; buffer <= 3; ++buffer) {
+      absl::StatusOr<absl::Span<char>> space = writer->Reserve();
+      ASSERT_TRUE(space.ok()) << space.status();
+      ASSERT_EQ(space->size(), kSmall);
+      std::memset(space->data(), 'x', space->size());
+      const absl::Status status = writer->Commit(space->size());
+      if (buffer < fail_at) {
+        ASSERT_TRUE(status.ok()) << status;
+        continue;
+      }
+      EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted);
+      EXPECT_EQ(status.message(),
+                absl::StrCat("write ", dir_.Join(name), ": No space left on ",
+                             "device"));
+      EXPECT_EQ(writer->Reserve().status(), status);
+      EXPECT_EQ(writer->Finish(), status);
+      break;
+    }
+    EXPECT_EQ(io_faults::Calls(), fail_at);
+    io_faults::Disarm();
+    writer.reset();
+    ::close(fd);
+  }
 }
 
 // `bytes` copied to memory that starts `shift` bytes past a page boundary.
