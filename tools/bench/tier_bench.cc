@@ -138,8 +138,12 @@
 //    shared_every, and flush in every setting). The first epoch is left
 //    out of all: no flush runs behind its compute. An epoch's time is its
 //    compute plus its blocking save; each run's median over epochs 2..N.
-//    The settings take turns going first. flush_epoch_overhead = on / off
-//    of the same run (median). Goal: at most 1.05. Below it: floor = raw /
+//    The settings take turns going first. A run is left out (and printed
+//    as NOT STEADY) when the machine's speed changed under it: a setting's
+//    compute took under 0.85x the job thread's CPU of the compute alone, or
+//    the one with no flush over 1/0.85x; the figures are then of the other
+//    runs (of all, said so, when every run was). flush_epoch_overhead = on /
+//    off of the same run (median). Goal: at most 1.05. Below it: floor = raw /
 //    off of the medians over runs of the epoch times, what the least a
 //    flush does costs the epoch on this machine (at or above 1.05, the goal
 //    is out of reach whatever the flush does). To tell where an

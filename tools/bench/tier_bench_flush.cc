@@ -345,7 +345,24 @@ absl::Status TierBench::FlushOverhead() {
     }
     return "?";
   };
+  // A run is steady when the machine ran the compute at the speed it was
+  // calibrated at: no setting's compute took less of the job thread's CPU
+  // than kSteady times the compute alone (nothing makes it faster but the
+  // host), and the setting without a flush not more than 1 / kSteady times
+  // (nothing runs beside its compute). On these VMs the host sometimes runs
+  // the same work at twice the speed for a while; a ratio across such a
+  // change says nothing about the flush, so it is printed and left out.
+  constexpr double kSteady = 0.85;
+  auto steady = [&](const EpochRun& on, const EpochRun& off,
+                    const EpochRun& raw) {
+    const double least =
+        std::min({on.compute_cpu_s.Median(), off.compute_cpu_s.Median(),
+                  raw.compute_cpu_s.Median()});
+    return least >= kSteady * alone &&
+           off.compute_cpu_s.Median() <= alone / kSteady;
+  };
   std::map<Flush, std::vector<EpochRun>> runs;
+  std::vector<bool> steady_runs;
   for (int run = 1; run <= c_.runs; ++run) {
     // Each setting goes first in turn.
     const int first = (run - 1) % kCount;
@@ -358,7 +375,7 @@ absl::Status TierBench::FlushOverhead() {
     const EpochRun& off = runs[Flush::kOff].back();
     const EpochRun& raw = runs[Flush::kRawCopy].back();
     const double ratio = on.epoch_s.Median() / off.epoch_s.Median();
-    s_["overhead ratio"].Add(ratio);
+    steady_runs.push_back(steady(on, off, raw));
     auto describe = [](const EpochRun& r, const char* beside) {
       return absl::StrFormat(
           "epoch %.1f ms (compute %.1f, of it %.1f on the job thread's CPU; "
@@ -375,13 +392,35 @@ absl::Status TierBench::FlushOverhead() {
         Millis(raw.copy_s), ", the wait for it before a save (off the clock) ",
         Millis(raw.wait_s));
     std::printf(
-        "  run %d (%s first): %.3f; raw copy / off %.3f\n    on:  %s\n"
+        "  run %d (%s first): %.3f; raw copy / off %.3f%s\n    on:  %s\n"
         "    off: %s\n    raw: %s\n",
         run, name(kSettings[first]), ratio,
         raw.epoch_s.Median() / off.epoch_s.Median(),
+        steady_runs.back()
+            ? ""
+            : "; NOT STEADY: the machine's speed changed (the job thread's "
+              "CPU in a compute against the compute alone, above)",
         describe(on, "beside the previous flush").c_str(),
         describe(off, "beside the previous flush").c_str(), raw_copy.c_str());
     std::fflush(stdout);
+  }
+  // The figures below are of the steady runs; of all runs when none was.
+  std::vector<int> counted;
+  for (int i = 0; i < c_.runs; ++i) {
+    if (steady_runs[i]) counted.push_back(i);
+  }
+  if (counted.empty()) {
+    std::printf(
+        "  NO STEADY RUN: the machine's speed changed in every run; the "
+        "figures below are of all runs and say little about the flush\n");
+    for (int i = 0; i < c_.runs; ++i) counted.push_back(i);
+  } else if (static_cast<int>(counted.size()) < c_.runs) {
+    std::printf("  the figures below are of the %d steady runs of %d\n",
+                static_cast<int>(counted.size()), c_.runs);
+  }
+  for (int i : counted) {
+    s_["overhead ratio"].Add(runs[Flush::kOn][i].epoch_s.Median() /
+                             runs[Flush::kOff][i].epoch_s.Median());
   }
   std::map<Flush, Sample> epoch_medians;
   for (const Flush flush : kSettings) {
@@ -390,7 +429,8 @@ absl::Status TierBench::FlushOverhead() {
                                   : absl::StrCat("flush ", name(flush));
     Sample& epoch = epoch_medians[flush];
     Sample compute, compute_cpu, save, end;
-    for (const EpochRun& r : runs[flush]) {
+    for (int i : counted) {
+      const EpochRun& r = runs[flush][i];
       epoch.Add(r.epoch_s.Median());
       compute.Add(r.compute_s.Median());
       compute_cpu.Add(r.compute_cpu_s.Median());
@@ -400,15 +440,16 @@ absl::Status TierBench::FlushOverhead() {
     std::printf(
         "  %-9s medians over %d runs (range): epoch %s; compute %s "
         "(the job thread's CPU in it %s); blocking save %s; End() %s\n",
-        label.c_str(), c_.runs, Millis(epoch).c_str(), Millis(compute).c_str(),
-        Millis(compute_cpu).c_str(), Figure(save).c_str(), Millis(end).c_str());
+        label.c_str(), static_cast<int>(counted.size()), Millis(epoch).c_str(),
+        Millis(compute).c_str(), Millis(compute_cpu).c_str(),
+        Figure(save).c_str(), Millis(end).c_str());
   }
   // What the flush costs in CPU: the process's CPU over the counted epochs,
   // on minus off, per epoch; the raw copy's beside it is the least a flush
   // can cost. On two cores the flush has a core to itself only when nothing
   // else wants it.
   Sample flush_cpu, raw_cpu;
-  for (int i = 0; i < c_.runs; ++i) {
+  for (int i : counted) {
     const double off_cpu = runs[Flush::kOff][i].cpu_s;
     flush_cpu.Add((runs[Flush::kOn][i].cpu_s - off_cpu) / (c_.epochs - 1));
     raw_cpu.Add((runs[Flush::kRawCopy][i].cpu_s - off_cpu) / (c_.epochs - 1));
