@@ -282,13 +282,13 @@ constexpr size_t kCopyBufferBytes = size_t{4} << 20;
 // (StagedDirectWriter), as the save writes tables: through the page cache, a
 // flush of a large epoch spent more CPU than the save itself (page
 // allocation and writeback of every byte; the tier_bench run of 2d6d9bf), on
-// the core the job computes on. Then each read(2) lands in the direct
-// writer's staging buffer and is written from there by this thread, so the
-// CPU passes over the bytes twice (the read and the checksum), and the copy
-// takes one core: with the direct writer's threads the flush cost an epoch
-// 11-16% where a bare read(2) + write(2) copy cost 1-22%; so, about what
-// that copy costs (tier_bench part 3, tools/bench/README.md). Without
-// O_DIRECT they go
+// the core the job computes on. Each read(2) lands in the direct writer's
+// staging buffer and is written from there by this thread (no writer
+// threads: Writers::kCaller), so the CPU passes over the bytes twice (the
+// read and the checksum) and the copy takes one core. With the writer's
+// three threads beside it, the flush cost an epoch twice what a bare
+// read(2) + write(2) copy of the same bytes did; so, about as much
+// (tier_bench part 3, tools/bench/README.md). Without O_DIRECT the bytes go
 // through `*buffer` (kCopyBufferBytes, allocated on first use). The copy is
 // not synced here: Copy() syncs them all.
 absl::Status CopyListedFile(const std::string& from, const std::string& to,
