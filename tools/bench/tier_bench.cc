@@ -134,6 +134,9 @@
 //           for before the next save (off the clock: a flush does not hold
 //           the save up), so at most one runs, as one flush does; the last
 //           one is waited for in the End() time.
+//      raw + crc  the same copy with a CRC-32C of every chunk it reads:
+//           the least a flush that verifies what it copies does (the
+//           issue asks for that check), printed as a second floor.
 //    The epochs are numbered from 1 (epoch 0 would be divisible by any
 //    shared_every, and flush in every setting). The first epoch is left
 //    out of all: no flush runs behind its compute. An epoch's time is its

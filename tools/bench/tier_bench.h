@@ -173,8 +173,9 @@ class TierBench {
                            const std::vector<std::string>& details);
   absl::Status FlushOverhead();
   // Part 3's settings (see the header): the background flush on, off, and
-  // off with the bench's raw copy of each epoch in its place (the floor).
-  enum class Flush { kOn, kOff, kRawCopy };
+  // off with the bench's raw copy of each epoch in its place (the floor),
+  // without and with a CRC-32C of what it copies.
+  enum class Flush { kOn, kOff, kRawCopy, kCheckedCopy };
   struct EpochRun {
     Sample epoch_s;        // epochs 2..N: compute + save
     Sample compute_s;      // epochs 2..N

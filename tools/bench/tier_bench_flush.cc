@@ -28,6 +28,7 @@
 #include "checkpoint/checkpoint_stats.h"
 #include "checkpoint/checkpointer.h"
 #include "checkpoint/commit/commit_log.h"
+#include "checkpoint/util/crc32c.h"
 #include "checkpoint/util/file_util.h"
 #include "engine/session.h"
 #include "engine/status_macros.h"
@@ -101,9 +102,11 @@ absl::Status WriteAll(int fd, const char* data, size_t size, bool* direct,
 // Copies the file `from` to a new file `to` through `buffer` (kCopyChunk
 // bytes, aligned for O_DIRECT): read(2), write(2) with O_DIRECT where the
 // file system takes it (the flush writes so: no page cache to fill and
-// write back), the unaligned tail without it, then fsync.
+// write back), the unaligned tail without it, then fsync. With `crc`, each
+// chunk read is checksummed into it (CRC-32C), as a flush checks what it
+// copies.
 absl::Status RawCopyFile(const std::string& from, const std::string& to,
-                         char* buffer) {
+                         char* buffer, uint32_t* crc) {
   const int in = ::open(from.c_str(), O_RDONLY | O_CLOEXEC);
   if (in < 0) return ErrnoStatus("open", from);
   // O_TRUNC, not O_EXCL: an open that fails for O_DIRECT may have created
@@ -128,6 +131,7 @@ absl::Status RawCopyFile(const std::string& from, const std::string& to,
       break;
     }
     if (*got == 0) break;
+    if (crc != nullptr) *crc = crc32c::Extend(*crc, buffer, *got);
     // Only the file's last chunk can be short, so whatever is cut off
     // here is its tail, and the writes before it stayed aligned.
     const size_t aligned = direct ? *got / kDirectAlign * kDirectAlign : *got;
@@ -151,7 +155,7 @@ absl::Status RawCopyFile(const std::string& from, const std::string& to,
 // by file (RawCopyFile), then fsyncs `to`: without that the copies' names
 // would not be durable, which no flush can skip.
 absl::Status RawCopyTree(const std::string& from, const std::string& to,
-                         char* buffer) {
+                         char* buffer, uint32_t* crc) {
   JG_RETURN_IF_ERROR(CreateDir(to));
   JG_ASSIGN_OR_RETURN(const std::vector<std::string> names, ListDir(from));
   for (const std::string& name : names) {
@@ -159,26 +163,29 @@ absl::Status RawCopyTree(const std::string& from, const std::string& to,
     struct stat st;
     if (::lstat(source.c_str(), &st) != 0) return ErrnoStatus("stat", source);
     if (S_ISDIR(st.st_mode)) {
-      JG_RETURN_IF_ERROR(RawCopyTree(source, JoinPath(to, name), buffer));
+      JG_RETURN_IF_ERROR(RawCopyTree(source, JoinPath(to, name), buffer, crc));
     } else if (S_ISREG(st.st_mode)) {
-      JG_RETURN_IF_ERROR(RawCopyFile(source, JoinPath(to, name), buffer));
+      JG_RETURN_IF_ERROR(RawCopyFile(source, JoinPath(to, name), buffer, crc));
     }
   }
   return FsyncDir(to);
 }
 
 // One raw copy of an epoch's database (RawCopyTree) on a thread of its own,
-// as the flush copies on its own thread. The destructor waits for it, so
-// that a failing run never leaves it reading a directory being removed.
+// as the flush copies on its own thread, with a CRC-32C of every byte when
+// `checksum`. The destructor waits for it, so that a failing run never
+// leaves it reading a directory being removed.
 class RawCopy {
  public:
-  RawCopy(std::string from, std::string to, char* buffer)
+  RawCopy(std::string from, std::string to, char* buffer, bool checksum)
       : from_(std::move(from)),
         to_(std::move(to)),
         buffer_(buffer),
+        checksum_(checksum),
         thread_([this] {
           const auto start = Clock::now();
-          status_ = RawCopyTree(from_, to_, buffer_);
+          status_ =
+              RawCopyTree(from_, to_, buffer_, checksum_ ? &crc_ : nullptr);
           seconds_ = Seconds(start);
           done_.store(true, std::memory_order_release);
         }) {}
@@ -201,6 +208,8 @@ class RawCopy {
  private:
   const std::string from_, to_;
   char* const buffer_;
+  const bool checksum_;
+  uint32_t crc_ = 0;  // the copy's CRC-32C, when `checksum` (never read)
   absl::Status status_;
   double seconds_ = 0;
   std::atomic<bool> done_{false};
@@ -217,7 +226,8 @@ absl::StatusOr<TierBench::EpochRun> TierBench::RunEpochs(Flush flush,
   JG_RETURN_IF_ERROR(RemovePath(overhead_shared_));
   JG_RETURN_IF_ERROR(RemovePath(overhead_local_));
   JG_RETURN_IF_ERROR(RemovePath(overhead_raw_));
-  const bool raw_copy = flush == Flush::kRawCopy;
+  const bool raw_copy =
+      flush == Flush::kRawCopy || flush == Flush::kCheckedCopy;
   if (raw_copy) JG_RETURN_IF_ERROR(CreateDir(overhead_raw_));
   Settle();
   CheckpointOptions options;
@@ -266,9 +276,9 @@ absl::StatusOr<TierBench::EpochRun> TierBench::RunEpochs(Flush flush,
       // its copy goes to a fresh directory beside the shared one, on the
       // same disk.
       const std::string name = absl::StrCat(kNode, ".", epoch);
-      copy = std::make_unique<RawCopy>(JoinPath(overhead_local_, name),
-                                       JoinPath(overhead_raw_, name),
-                                       staging_.get());
+      copy = std::make_unique<RawCopy>(
+          JoinPath(overhead_local_, name), JoinPath(overhead_raw_, name),
+          staging_.get(), flush == Flush::kCheckedCopy);
     }
     if (epoch == 1) continue;
     cpu_s += CpuSeconds() - process_cpu;
@@ -326,13 +336,15 @@ absl::Status TierBench::FlushOverhead() {
       "local tier, flush on (shared_every=1), off (shared_every=%d, only "
       "End() flushes, timed apart) and raw copy (off, and the bench copies "
       "each saved epoch's files to the disk behind the next compute: "
-      "read(2), O_DIRECT write(2), fsync); epochs 2..%d counted\n"
+      "read(2), O_DIRECT write(2), fsync), and that copy with a CRC-32C of "
+      "what it copies, as a flush must; epochs 2..%d counted\n"
       "  compute: x = 3 - x over 16 KiB blocks, %d times per block, then "
       "the modification: %.1f ms alone (target %.1f ms: %s)\n",
       c_.epochs, c_.epochs + 1, c_.epochs, reps, alone * 1000, target_s * 1000,
       c_.compute_ms >= 0 ? "--compute_ms" : "part 1's median flush");
   std::fflush(stdout);
-  constexpr Flush kSettings[] = {Flush::kOn, Flush::kOff, Flush::kRawCopy};
+  constexpr Flush kSettings[] = {Flush::kOn, Flush::kOff, Flush::kRawCopy,
+                                 Flush::kCheckedCopy};
   constexpr int kCount = sizeof(kSettings) / sizeof(kSettings[0]);
   auto name = [](Flush flush) {
     switch (flush) {
@@ -342,6 +354,8 @@ absl::Status TierBench::FlushOverhead() {
         return "off";
       case Flush::kRawCopy:
         return "raw copy";
+      case Flush::kCheckedCopy:
+        return "raw + crc";
     }
     return "?";
   };
@@ -354,10 +368,10 @@ absl::Status TierBench::FlushOverhead() {
   // change says nothing about the flush, so it is printed and left out.
   constexpr double kSteady = 0.85;
   auto steady = [&](const EpochRun& on, const EpochRun& off,
-                    const EpochRun& raw) {
+                    const EpochRun& raw, const EpochRun& checked) {
     const double least =
         std::min({on.compute_cpu_s.Median(), off.compute_cpu_s.Median(),
-                  raw.compute_cpu_s.Median()});
+                  raw.compute_cpu_s.Median(), checked.compute_cpu_s.Median()});
     return least >= kSteady * alone &&
            off.compute_cpu_s.Median() <= alone / kSteady;
   };
@@ -374,8 +388,9 @@ absl::Status TierBench::FlushOverhead() {
     const EpochRun& on = runs[Flush::kOn].back();
     const EpochRun& off = runs[Flush::kOff].back();
     const EpochRun& raw = runs[Flush::kRawCopy].back();
+    const EpochRun& checked = runs[Flush::kCheckedCopy].back();
     const double ratio = on.epoch_s.Median() / off.epoch_s.Median();
-    steady_runs.push_back(steady(on, off, raw));
+    steady_runs.push_back(steady(on, off, raw, checked));
     auto describe = [](const EpochRun& r, const char* beside) {
       return absl::StrFormat(
           "epoch %.1f ms (compute %.1f, of it %.1f on the job thread's CPU; "
@@ -387,21 +402,25 @@ absl::Status TierBench::FlushOverhead() {
           static_cast<int>(r.save_s.values.size()), beside, r.cpu_s,
           r.end_s * 1000, r.flushed);
     };
-    const std::string raw_copy = absl::StrCat(
-        describe(raw, "after a copy still running"), "; copy ",
-        Millis(raw.copy_s), ", the wait for it before a save (off the clock) ",
-        Millis(raw.wait_s));
+    auto copied = [&](const EpochRun& r) {
+      return absl::StrCat(describe(r, "after a copy still running"), "; copy ",
+                          Millis(r.copy_s),
+                          ", the wait for it before a save (off the clock) ",
+                          Millis(r.wait_s));
+    };
     std::printf(
-        "  run %d (%s first): %.3f; raw copy / off %.3f%s\n    on:  %s\n"
-        "    off: %s\n    raw: %s\n",
+        "  run %d (%s first): %.3f; raw copy / off %.3f; raw + crc / off "
+        "%.3f%s\n    on:  %s\n    off: %s\n    raw: %s\n    raw + crc: %s\n",
         run, name(kSettings[first]), ratio,
         raw.epoch_s.Median() / off.epoch_s.Median(),
+        checked.epoch_s.Median() / off.epoch_s.Median(),
         steady_runs.back()
             ? ""
             : "; NOT STEADY: the machine's speed changed (the job thread's "
               "CPU in a compute against the compute alone, above)",
         describe(on, "beside the previous flush").c_str(),
-        describe(off, "beside the previous flush").c_str(), raw_copy.c_str());
+        describe(off, "beside the previous flush").c_str(), copied(raw).c_str(),
+        copied(checked).c_str());
     std::fflush(stdout);
   }
   // The figures below are of the steady runs; of all runs when none was.
@@ -424,9 +443,10 @@ absl::Status TierBench::FlushOverhead() {
   }
   std::map<Flush, Sample> epoch_medians;
   for (const Flush flush : kSettings) {
-    const std::string label = flush == Flush::kRawCopy
-                                  ? name(flush)
-                                  : absl::StrCat("flush ", name(flush));
+    const std::string label =
+        flush == Flush::kRawCopy || flush == Flush::kCheckedCopy
+            ? name(flush)
+            : absl::StrCat("flush ", name(flush));
     Sample& epoch = epoch_medians[flush];
     Sample compute, compute_cpu, save, end;
     for (int i : counted) {
@@ -448,16 +468,19 @@ absl::Status TierBench::FlushOverhead() {
   // on minus off, per epoch; the raw copy's beside it is the least a flush
   // can cost. On two cores the flush has a core to itself only when nothing
   // else wants it.
-  Sample flush_cpu, raw_cpu;
+  Sample flush_cpu, raw_cpu, checked_cpu;
   for (int i : counted) {
     const double off_cpu = runs[Flush::kOff][i].cpu_s;
     flush_cpu.Add((runs[Flush::kOn][i].cpu_s - off_cpu) / (c_.epochs - 1));
     raw_cpu.Add((runs[Flush::kRawCopy][i].cpu_s - off_cpu) / (c_.epochs - 1));
+    checked_cpu.Add((runs[Flush::kCheckedCopy][i].cpu_s - off_cpu) /
+                    (c_.epochs - 1));
   }
   std::printf(
       "  the flush's CPU per epoch (process cpu, on minus off): %s; the raw "
-      "copy's (raw copy minus off): %s\n",
-      Millis(flush_cpu).c_str(), Millis(raw_cpu).c_str());
+      "copy's (raw copy minus off): %s; with the CRC-32C: %s\n",
+      Millis(flush_cpu).c_str(), Millis(raw_cpu).c_str(),
+      Millis(checked_cpu).c_str());
   const double ratio = s_["overhead ratio"].Median();
   std::printf("  flush_epoch_overhead = %s (goal <= 1.05: %s)\n",
               Range(s_["overhead ratio"], "%.3f").c_str(),
@@ -467,6 +490,12 @@ absl::Status TierBench::FlushOverhead() {
       "these bytes beside the compute; at or above 1.05 the goal is out of "
       "reach on this machine)\n",
       epoch_medians[Flush::kRawCopy].Median() /
+          epoch_medians[Flush::kOff].Median());
+  std::printf(
+      "  floor with the check: raw + crc on / off = %.3f (the same copy "
+      "with a CRC-32C of every byte, which the flush must compute to verify "
+      "what it copies)\n",
+      epoch_medians[Flush::kCheckedCopy].Median() /
           epoch_medians[Flush::kOff].Median());
   std::fflush(stdout);
   return RemovePath(overhead_local_);
