@@ -60,15 +60,15 @@ LevelDbOptions SmallTables() {
   return options;
 }
 
-// A database of kValues values of 256 KiB, written with `options` (`db`
+// A database of `values` values of 256 KiB, written with `options` (`db`
 // write_only: by the direct writer, as Save writes; else through LevelDB).
 void WriteDb(const std::string& path, const LevelDbOptions& options,
-             const DbOptions& db_options) {
+             const DbOptions& db_options, int values = kValues) {
   std::unique_ptr<DB> db =
       LevelDbType(options).Open(path, DbMode::kNew, db_options).value();
   {
     std::unique_ptr<Writer> writer = db->NewWriter().value();
-    for (int i = 0; i < kValues; ++i) {
+    for (int i = 0; i < values; ++i) {
       ASSERT_TRUE(writer->Put(Key(i), Value(i, 256 << 10)).ok());
     }
   }
@@ -150,6 +150,17 @@ std::string Hex8(uint32_t crc) {
   return absl::StrCat(absl::Hex(crc, absl::kZeroPad8));
 }
 
+// Copy's message for `table`, whose bytes are `damaged` where its record
+// says `original`.
+std::string CrcMismatch(const std::string& from, const std::string& to,
+                        const std::string& table, const std::string& damaged,
+                        const std::string& original) {
+  return absl::StrCat("cannot copy LevelDB database ", from, " to ", to, ": ",
+                      table, " has CRC-32C ", Hex8(Crc32c(damaged)),
+                      ", JOBGRAPH_FILES records ", Hex8(Crc32c(original)),
+                      "; the database is damaged");
+}
+
 // Points $TMPDIR, where recovery copies go, at `dir` while it lives.
 class ScopedTmpdir {
  public:
@@ -210,16 +221,7 @@ TEST_F(LevelDbCopyTest, CopiesALargeTableWithAndWithoutDirectIo) {
   options.max_file_size = 64 << 20;
   DbOptions db_options;
   db_options.write_only = true;
-  {
-    std::unique_ptr<DB> db =
-        LevelDbType(options).Open(from_, DbMode::kNew, db_options).value();
-    std::unique_ptr<Writer> writer = db->NewWriter().value();
-    for (int i = 0; i < 100; ++i) {  // 25 MiB
-      ASSERT_TRUE(writer->Put(Key(i), Value(i, 256 << 10)).ok());
-    }
-    writer.reset();
-    ASSERT_TRUE(db->Close().ok());
-  }
+  ASSERT_NO_FATAL_FAILURE(WriteDb(from_, options, db_options, 100));  // 25 MiB
   ASSERT_EQ(Tables(from_).size(), 1u);
   const std::string table = JoinPath(from_, Tables(from_)[0]);
   const std::map<std::string, std::string> source = Contents(from_);
@@ -246,10 +248,7 @@ TEST_F(LevelDbCopyTest, CopiesALargeTableWithAndWithoutDirectIo) {
     absl::StatusOr<int64_t> bytes = LevelDbType(copy_options).Copy(from_, to_);
     EXPECT_EQ(bytes.status().code(), absl::StatusCode::kDataLoss);
     EXPECT_EQ(bytes.status().message(),
-              absl::StrCat("cannot copy LevelDB database ", from_, " to ", to_,
-                           ": ", table, " has CRC-32C ", Hex8(Crc32c(damaged)),
-                           ", JOBGRAPH_FILES records ", Hex8(Crc32c(original)),
-                           "; the database is damaged"));
+              CrcMismatch(from_, to_, table, damaged, original));
     EXPECT_THAT(ListDir(dir_.path()).value(), ElementsAre("trainer_0.3"));
   }
 }
@@ -294,10 +293,7 @@ TEST_F(LevelDbCopyTest, AFlippedByteIsDataLossNamingTheFile) {
   absl::StatusOr<int64_t> bytes = LevelDbType().Copy(from_, to_);
   EXPECT_EQ(bytes.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_EQ(bytes.status().message(),
-            absl::StrCat("cannot copy LevelDB database ", from_, " to ", to_,
-                         ": ", table, " has CRC-32C ", Hex8(Crc32c(damaged)),
-                         ", JOBGRAPH_FILES records ", Hex8(Crc32c(original)),
-                         "; the database is damaged"));
+            CrcMismatch(from_, to_, table, damaged, original));
   EXPECT_THAT(ListDir(dir_.path()).value(), ElementsAre("trainer_0.3"));
 }
 
