@@ -91,6 +91,12 @@ class StagedDirectWriterTest : public ::testing::Test {
     return ReadFile(dir_.Join(name));
   }
 
+  // The message of a write of the file `name` that found the disk full.
+  std::string NoSpace(const std::string& name) {
+    return absl::StrCat("write ", dir_.Join(name), ": No space left on ",
+                        "device");
+  }
+
   TempDir dir_;
 };
 
@@ -138,8 +144,7 @@ TEST_F(StagedDirectWriterTest, AFailedWriteIsReturned) {
     EXPECT_EQ(io_faults::Calls(), fail_at) << "a write after the failed one";
     io_faults::Disarm();
     EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted);
-    EXPECT_EQ(status.message(), absl::StrCat("write ", dir_.Join(name),
-                                             ": No space left on ", "device"));
+    EXPECT_EQ(status.message(), NoSpace(name));
     writer.reset();
     ::close(fd);
   }
@@ -172,8 +177,7 @@ TEST_F(StagedDirectWriterTest, AFailedWriteAmongSeveralInFlightIsReturned) {
     io_faults::Disarm();
     EXPECT_GE(io_faults::Calls(), fail_at);
     EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted);
-    EXPECT_EQ(status.message(), absl::StrCat("write ", dir_.Join(name),
-                                             ": No space left on ", "device"));
+    EXPECT_EQ(status.message(), NoSpace(name));
     writer.reset();
     ::close(fd);
   }
@@ -270,8 +274,7 @@ TEST_F(StagedDirectWriterTest, AFailedWriteIsReturnedToCommit) {
     }
     io_faults::Disarm();
     EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted);
-    EXPECT_EQ(status.message(), absl::StrCat("write ", dir_.Join(name),
-                                             ": No space left on ", "device"));
+    EXPECT_EQ(status.message(), NoSpace(name));
     writer.reset();
     ::close(fd);
   }
@@ -341,9 +344,7 @@ TEST_F(StagedDirectWriterTest, TheCallersFailedWriteIsReturnedAtOnce) {
         continue;
       }
       EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted);
-      EXPECT_EQ(status.message(),
-                absl::StrCat("write ", dir_.Join(name), ": No space left on ",
-                             "device"));
+      EXPECT_EQ(status.message(), NoSpace(name));
       EXPECT_EQ(writer->Reserve().status(), status);
       EXPECT_EQ(writer->Finish(), status);
       break;
@@ -523,8 +524,7 @@ TEST_F(StagedDirectWriterTest, AFailedBorrowedWriteIsReturned) {
     io_faults::Disarm();
     EXPECT_GE(io_faults::Calls(), fail_at);
     EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted);
-    EXPECT_EQ(status.message(), absl::StrCat("write ", dir_.Join(name),
-                                             ": No space left on ", "device"));
+    EXPECT_EQ(status.message(), NoSpace(name));
     writer.reset();
     ::close(fd);
   }
