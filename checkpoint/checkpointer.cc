@@ -241,8 +241,10 @@ void Checkpointer::Impl::StartPipeline(const Session* session) {
   flush.db_type = options_.db_type;
   flush.nodes = FileNames();
   flush.retention = options_.retention;
+  flush.pause = &write_pause_;
   flusher_ = std::make_unique<Flusher>(std::move(flush));
   SavePipeline::CommitHooks hooks;
+  hooks.write_pause = &write_pause_;
   hooks.committed = [this](const SaveRecord& record) {
     locked_ = true;  // a commit proves the pipeline holds the local locks
     // Until the local tier continues the shared history past the shared

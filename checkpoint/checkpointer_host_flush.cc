@@ -265,7 +265,10 @@ absl::Status Checkpointer::Impl::FlushHostsIfDue(const Session& session,
   if (!due) return absl::OkStatus();
   if (!now) {
     if (copier_ == nullptr) {
-      copier_.reset(new HostCopier(HostFlushRequest(0), OwnFileNames(session)));
+      // In the background: it gives way to the saves' writes.
+      FlushRequest request = HostFlushRequest(0);
+      request.pause = &write_pause_;
+      copier_.reset(new HostCopier(std::move(request), OwnFileNames(session)));
     }
     hosts_copying_.insert(record.epoch);
     PublishPins();

@@ -105,6 +105,7 @@ SavePipeline::CommitHooks Checkpointer::Impl::HostCommitHooks(
     return CopyToPartner(*copy_channel_, record, written);
   };
   hooks.held_nodes = [this] { return HeldNodes(); };
+  hooks.write_pause = &write_pause_;
   hooks.host = hosts_->hosts[hosts_->host_of_rank[session.rank()]];
   // Called in the thread that commits (the queue's, for a background
   // save): a copy the job's thread publishes.

@@ -27,6 +27,7 @@
 #include "checkpoint/tier/flusher.h"
 #include "checkpoint/tier/host_tiers.h"
 #include "checkpoint/tier/tier_log.h"
+#include "checkpoint/util/pause_gate.h"
 #include "engine/operator.h"
 #include "engine/session.h"
 
@@ -259,6 +260,11 @@ class Checkpointer::Impl {
   // Whether copy_channel_ is a side channel (saves may then be background
   // ones on hosts).
   bool copies_in_background_ = false;
+  // With a local tier: held by the pipeline while a save writes, and waited
+  // at by the background copies to the shared directory (the flusher's,
+  // the host copier's). Before the members that use it, so it outlives
+  // them.
+  PauseGate write_pause_;
   // Runs the pipeline's write and commit: inline, or (options_.async) on
   // one thread for the Checkpointer's life.
   std::unique_ptr<SaveQueue> queue_;

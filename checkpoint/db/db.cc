@@ -62,7 +62,8 @@ absl::Status NotBetweenMachines(const DbType& type, absl::string_view what) {
 // Copies every entry of `source` into `target` and closes `target`, which
 // makes it durable; returns the bytes of the keys and values. An error
 // reading `source` names the last key copied: the damage is after it.
-absl::StatusOr<int64_t> CopyEntries(DB* source, DB* target) {
+// Waits at `pause` (if set) before each entry.
+absl::StatusOr<int64_t> CopyEntries(DB* source, DB* target, PauseGate* pause) {
   absl::StatusOr<std::unique_ptr<Writer>> writer = target->NewWriter();
   if (!writer.ok()) return writer.status();
   std::unique_ptr<Cursor> cursor = source->NewCursor();
@@ -70,6 +71,7 @@ absl::StatusOr<int64_t> CopyEntries(DB* source, DB* target) {
   std::string last_key;
   bool any = false;
   for (; cursor->Valid(); cursor->Next()) {
+    if (pause != nullptr) pause->WaitWhileHeld();
     absl::Status put = (*writer)->Put(cursor->key(), cursor->value());
     if (!put.ok()) return put;
     bytes +=
@@ -295,7 +297,8 @@ void DB::RecordWriteError(const absl::Status& status) {
 }
 
 absl::StatusOr<int64_t> DbType::Copy(const std::string& from,
-                                     const std::string& to) const {
+                                     const std::string& to,
+                                     const CopyOptions& copy_options) const {
   auto failed = [&](const absl::Status& status) {
     return absl::Status(status.code(),
                         absl::StrCat("cannot copy DB ", from, " to ", to, ": ",
@@ -312,7 +315,8 @@ absl::StatusOr<int64_t> DbType::Copy(const std::string& from,
   // A failed kNew open leaves nothing at `to` that it made; what was there
   // (AlreadyExists) is not the copy's to remove.
   if (!target.ok()) return failed(target.status());
-  absl::StatusOr<int64_t> bytes = CopyEntries(source->get(), target->get());
+  absl::StatusOr<int64_t> bytes =
+      CopyEntries(source->get(), target->get(), copy_options.pause);
   if (!bytes.ok()) {
     target->reset();  // released without Close(): nothing made durable
     absl::Status removed = Remove(to);

@@ -40,6 +40,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "checkpoint/util/pause_gate.h"
 
 namespace jobgraph {
 
@@ -81,6 +82,15 @@ struct DbOptions {
 
 // Iterates over a DB's entries in key order. A new cursor is positioned at
 // the first entry. It sees a consistent snapshot taken when it was created.
+// How DbType::Copy runs.
+struct CopyOptions {
+  // When set, the copy calls pause->WaitWhileHeld() between its chunks (a
+  // few MiB of a file, or an entry): a background copy gives way to a save
+  // that holds the gate (pause_gate.h). Not owned; outlives the copy.
+  // Default: none, the copy never waits.
+  PauseGate* pause = nullptr;
+};
+
 class Cursor {
  public:
   Cursor() = default;
@@ -320,9 +330,11 @@ class DbType {
   // checksums of what it reads (DbOptions::verify_checksums), and closes the
   // copy. A type whose databases are files overrides it with a copy of the
   // files (LevelDB: every file its JOBGRAPH_FILES lists, checked against
-  // the list; FailedPrecondition for a database without one).
+  // the list; FailedPrecondition for a database without one). Either waits
+  // at options.pause between chunks.
   virtual absl::StatusOr<int64_t> Copy(const std::string& from,
-                                       const std::string& to) const;
+                                       const std::string& to,
+                                       const CopyOptions& options) const;
 
   // A finished, closed database at `from` as bytes for a copy on another
   // machine (Unpack), checked against what its writer recorded as it is

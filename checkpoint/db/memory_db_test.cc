@@ -2,9 +2,12 @@
 
 #include "checkpoint/db/memory_db.h"
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -13,6 +16,8 @@
 #include "absl/strings/string_view.h"
 #include "checkpoint/db/db.h"
 #include "checkpoint/db/db_registry.h"
+#include "checkpoint/util/pause_gate.h"
+#include "checkpoint/util/test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -127,7 +132,8 @@ TEST_F(MemoryDbTest, CopyCopiesEveryEntry) {
     writer.reset();
     ASSERT_TRUE(db->Close().ok());
   }
-  absl::StatusOr<int64_t> bytes = Type().Copy("/a/n.0", "/b/n.0");
+  absl::StatusOr<int64_t> bytes =
+      Type().Copy("/a/n.0", "/b/n.0", CopyOptions());
   ASSERT_TRUE(bytes.ok()) << bytes.status();
   EXPECT_EQ(*bytes, 2 + 3 + 2 + 0 + 2 + 1000);
   EXPECT_THAT(memory_db::Paths(), ElementsAre("/a/n.0", "/b/n.0"));
@@ -145,8 +151,36 @@ TEST_F(MemoryDbTest, CopyCopiesEveryEntry) {
   }
 }
 
+TEST_F(MemoryDbTest, TheCopyWaitsAtItsPauseGate) {
+  Write("/a/n.0", "k", "value");
+  PauseGate gate;
+  CopyOptions options;
+  options.pause = &gate;
+  std::optional<PauseGate::Hold> hold(gate.Pause());
+  absl::StatusOr<int64_t> bytes = absl::UnknownError("not run");
+  std::atomic<bool> returned{false};
+  std::thread copy([&] {
+    bytes = Type().Copy("/a/n.0", "/b/n.0", options);
+    returned = true;
+  });
+  testing_util::AwaitPauseWaiters(gate, 1);
+  EXPECT_FALSE(returned);
+  hold.reset();
+  copy.join();
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  EXPECT_EQ(*bytes, 1 + 5);
+  EXPECT_EQ(DbRegistry::Global()
+                .Open("memory", "/b/n.0", DbMode::kRead)
+                .value()
+                ->Get("k")
+                .value(),
+            "value");
+  EXPECT_GT(gate.waited(), absl::ZeroDuration());
+}
+
 TEST_F(MemoryDbTest, CopyErrorsNameThePathsAndLeaveNoCopy) {
-  absl::StatusOr<int64_t> bytes = Type().Copy("/a/n.0", "/b/n.0");
+  absl::StatusOr<int64_t> bytes =
+      Type().Copy("/a/n.0", "/b/n.0", CopyOptions());
   EXPECT_EQ(bytes.status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(bytes.status().message(),
             "cannot copy DB /a/n.0 to /b/n.0: memory DB /a/n.0 does not exist");
@@ -154,7 +188,7 @@ TEST_F(MemoryDbTest, CopyErrorsNameThePathsAndLeaveNoCopy) {
 
   Write("/a/n.0", "k", "v");
   Write("/b/n.0", "k", "old");
-  bytes = Type().Copy("/a/n.0", "/b/n.0");
+  bytes = Type().Copy("/a/n.0", "/b/n.0", CopyOptions());
   EXPECT_EQ(bytes.status().code(), absl::StatusCode::kAlreadyExists);
   EXPECT_EQ(bytes.status().message(),
             "cannot copy DB /a/n.0 to /b/n.0: memory DB /b/n.0 already exists");
@@ -169,7 +203,7 @@ TEST_F(MemoryDbTest, CopyErrorsNameThePathsAndLeaveNoCopy) {
   // A database being written is not finished.
   std::unique_ptr<DB> open =
       DbRegistry::Global().Open("memory", "/a/n.1", DbMode::kNew).value();
-  bytes = Type().Copy("/a/n.1", "/b/n.1");
+  bytes = Type().Copy("/a/n.1", "/b/n.1", CopyOptions());
   EXPECT_EQ(bytes.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(
       bytes.status().message(),
@@ -278,7 +312,8 @@ TEST_F(MemoryDbTest, DamageTheCursorFindsIsDataLossNamingTheKey) {
     writer.reset();
     ASSERT_TRUE(db->Close().ok());
   }
-  absl::StatusOr<int64_t> bytes = DamagedMemoryType().Copy("/a/n.0", "/b/n.0");
+  absl::StatusOr<int64_t> bytes =
+      DamagedMemoryType().Copy("/a/n.0", "/b/n.0", CopyOptions());
   EXPECT_EQ(bytes.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_EQ(bytes.status().message(),
             "cannot copy DB /a/n.0 to /b/n.0: reading the entry after key "

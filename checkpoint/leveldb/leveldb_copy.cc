@@ -289,11 +289,13 @@ constexpr size_t kCopyBufferBytes = size_t{4} << 20;
 // three threads beside it, the flush cost an epoch twice what a bare
 // read(2) + write(2) copy of the same bytes did; so, about as much
 // (tier_bench part 3, tools/bench/README.md). Without O_DIRECT the bytes go
-// through `*buffer` (kCopyBufferBytes, allocated on first use). The copy is
-// not synced here: Copy() syncs them all.
+// through `*buffer` (kCopyBufferBytes, allocated on first use). Before each
+// chunk the copy waits at `pause` (if set) while a save holds it. The copy
+// is not synced here: Copy() syncs them all.
 absl::Status CopyListedFile(const std::string& from, const std::string& to,
                             const ListedFile& listed,
-                            std::unique_ptr<char[]>* buffer, bool direct_io) {
+                            std::unique_ptr<char[]>* buffer, bool direct_io,
+                            PauseGate* pause) {
   const std::string source = JoinPath(from, listed.name);
   JG_ASSIGN_OR_RETURN(ScopedFd in, OpenListedFile(source, listed));
   JG_ASSIGN_OR_RETURN(
@@ -308,6 +310,7 @@ absl::Status CopyListedFile(const std::string& from, const std::string& to,
   uint64_t size = 0;
   uint32_t crc = 0;
   while (true) {
+    if (pause != nullptr) pause->WaitWhileHeld();
     JG_ASSIGN_OR_RETURN(absl::Span<char> space, out->Reserve(fallback));
     const ssize_t n = ::read(in.get(), space.data(), space.size());
     if (n < 0) {
@@ -331,12 +334,13 @@ absl::Status CopyListedFile(const std::string& from, const std::string& to,
 absl::StatusOr<int64_t> CopyFiles(const std::string& from,
                                   const std::string& to,
                                   const std::vector<ListedFile>& files,
-                                  absl::string_view list_bytes,
-                                  bool direct_io) {
+                                  absl::string_view list_bytes, bool direct_io,
+                                  PauseGate* pause) {
   std::unique_ptr<char[]> buffer;  // CopyListedFile's, without O_DIRECT
   int64_t bytes = static_cast<int64_t>(list_bytes.size());
   for (const ListedFile& file : files) {
-    JG_RETURN_IF_ERROR(CopyListedFile(from, to, file, &buffer, direct_io));
+    JG_RETURN_IF_ERROR(
+        CopyListedFile(from, to, file, &buffer, direct_io, pause));
     bytes += static_cast<int64_t>(file.size);
   }
   JG_RETURN_IF_ERROR(leveldb_copy::FinishCopy(to, list_bytes));
@@ -346,7 +350,8 @@ absl::StatusOr<int64_t> CopyFiles(const std::string& from,
 }  // namespace
 
 absl::StatusOr<int64_t> LevelDbType::Copy(const std::string& from,
-                                          const std::string& to) const {
+                                          const std::string& to,
+                                          const CopyOptions& options) const {
   auto failed = [&](const absl::Status& status) {
     return absl::Status(status.code(),
                         absl::StrCat("cannot copy LevelDB database ", from,
@@ -363,7 +368,7 @@ absl::StatusOr<int64_t> LevelDbType::Copy(const std::string& from,
   absl::Status status = leveldb_copy::CreateCopyDir(to);
   if (!status.ok()) return failed(status);
   absl::StatusOr<int64_t> bytes =
-      CopyFiles(from, to, *files, list_bytes, *direct_io);
+      CopyFiles(from, to, *files, list_bytes, *direct_io, options.pause);
   if (!bytes.ok()) {
     leveldb_copy::RemovePartialCopy(to,
                                     absl::StrCat("LevelDB database ", from));

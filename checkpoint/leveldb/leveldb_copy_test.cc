@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <fstream>
@@ -12,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -25,6 +27,7 @@
 #include "checkpoint/util/crc32c.h"
 #include "checkpoint/util/file_util.h"
 #include "checkpoint/util/io_faults.h"
+#include "checkpoint/util/pause_gate.h"
 #include "checkpoint/util/test_util.h"
 #include "glog/logging.h"
 #include "gmock/gmock.h"
@@ -196,7 +199,7 @@ TEST_F(LevelDbCopyTest, CopiesEveryListedFileByteForByte) {
   ASSERT_THAT(Tables(from_).size(), Gt(3u));
   const std::map<std::string, std::string> source = Contents(from_);
 
-  absl::StatusOr<int64_t> bytes = LevelDbType().Copy(from_, to_);
+  absl::StatusOr<int64_t> bytes = LevelDbType().Copy(from_, to_, CopyOptions());
   ASSERT_TRUE(bytes.ok()) << bytes.status();
   // The direct writer lists every file of the directory, LOCK included:
   // the copy has them all, and JOBGRAPH_FILES, with the same bytes.
@@ -207,6 +210,33 @@ TEST_F(LevelDbCopyTest, CopiesEveryListedFileByteForByte) {
   EXPECT_TRUE(Contents(from_) == source);
   ExpectDbIntact(to_);
   EXPECT_TRUE(LevelDbType().Exists(to_).value());
+}
+
+// A copy given a pause gate that a save holds waits before its first
+// chunk, with nothing of the database written yet, and copies it all once
+// the gate opens.
+TEST_F(LevelDbCopyTest, WaitsAtItsPauseGateBeforeWriting) {
+  WriteDirectDb(from_);
+  const std::map<std::string, std::string> source = Contents(from_);
+  PauseGate gate;
+  CopyOptions options;
+  options.pause = &gate;
+  std::optional<PauseGate::Hold> hold(gate.Pause());
+  absl::StatusOr<int64_t> bytes = absl::UnknownError("not run");
+  std::atomic<bool> returned{false};
+  std::thread copy([&] {
+    bytes = LevelDbType().Copy(from_, to_, options);
+    returned = true;
+  });
+  testing_util::AwaitPauseWaiters(gate, 1);
+  EXPECT_FALSE(returned);
+  EXPECT_EQ(TotalBytes(Contents(to_)), 0);
+  hold.reset();
+  copy.join();
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  EXPECT_TRUE(Contents(to_) == source);
+  EXPECT_EQ(*bytes, TotalBytes(source));
+  EXPECT_GT(gate.waited(), absl::ZeroDuration());
 }
 
 // A database whose log still holds data opens through LevelDB's recovery
@@ -231,7 +261,8 @@ TEST_F(LevelDbCopyTest, CopiesALargeTableWithAndWithoutDirectIo) {
     SCOPED_TRACE(direct_io ? "O_DIRECT" : "through the page cache");
     LevelDbOptions copy_options;
     copy_options.direct_io = direct_io;
-    absl::StatusOr<int64_t> bytes = LevelDbType(copy_options).Copy(from_, to_);
+    absl::StatusOr<int64_t> bytes =
+        LevelDbType(copy_options).Copy(from_, to_, CopyOptions());
     ASSERT_TRUE(bytes.ok()) << bytes.status();
     EXPECT_TRUE(Contents(to_) == source);
     EXPECT_EQ(*bytes, TotalBytes(source));
@@ -245,7 +276,8 @@ TEST_F(LevelDbCopyTest, CopiesALargeTableWithAndWithoutDirectIo) {
     SCOPED_TRACE(direct_io ? "O_DIRECT" : "through the page cache");
     LevelDbOptions copy_options;
     copy_options.direct_io = direct_io;
-    absl::StatusOr<int64_t> bytes = LevelDbType(copy_options).Copy(from_, to_);
+    absl::StatusOr<int64_t> bytes =
+        LevelDbType(copy_options).Copy(from_, to_, CopyOptions());
     EXPECT_EQ(bytes.status().code(), absl::StatusCode::kDataLoss);
     EXPECT_EQ(bytes.status().message(),
               CrcMismatch(from_, to_, table, damaged, original));
@@ -264,7 +296,7 @@ TEST_F(LevelDbCopyTest, CopiesADatabaseThatNeedsRecovery) {
   }
   ASSERT_GT(log_bytes, 256 << 10);  // At least one value only in a log.
 
-  absl::StatusOr<int64_t> bytes = LevelDbType().Copy(from_, to_);
+  absl::StatusOr<int64_t> bytes = LevelDbType().Copy(from_, to_, CopyOptions());
   ASSERT_TRUE(bytes.ok()) << bytes.status();
   EXPECT_TRUE(Contents(to_) == source);
   EXPECT_EQ(*bytes, TotalBytes(source));
@@ -278,7 +310,7 @@ TEST_F(LevelDbCopyTest, FilesTheListDoesNotNameStayBehind) {
   const std::map<std::string, std::string> listed = Contents(from_);
   ASSERT_TRUE(WriteFileAtomically(JoinPath(from_, "LOG"), "info").ok());
   ASSERT_TRUE(WriteFileAtomically(JoinPath(from_, "LOG.old"), "old").ok());
-  ASSERT_TRUE(LevelDbType().Copy(from_, to_).ok());
+  ASSERT_TRUE(LevelDbType().Copy(from_, to_, CopyOptions()).ok());
   EXPECT_TRUE(Contents(to_) == listed);
   ExpectDbIntact(to_);
 }
@@ -290,7 +322,7 @@ TEST_F(LevelDbCopyTest, AFlippedByteIsDataLossNamingTheFile) {
   ASSERT_NO_FATAL_FAILURE(FlipByte(table, original.size() / 2));
   const std::string damaged = ReadFileToString(table).value();
 
-  absl::StatusOr<int64_t> bytes = LevelDbType().Copy(from_, to_);
+  absl::StatusOr<int64_t> bytes = LevelDbType().Copy(from_, to_, CopyOptions());
   EXPECT_EQ(bytes.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_EQ(bytes.status().message(),
             CrcMismatch(from_, to_, table, damaged, original));
@@ -303,7 +335,7 @@ TEST_F(LevelDbCopyTest, ATruncatedFileIsDataLossNamingTheFile) {
   const int64_t size = ReadFileToString(table).value().size();
   ASSERT_EQ(::truncate(table.c_str(), size - 100), 0);
 
-  absl::StatusOr<int64_t> bytes = LevelDbType().Copy(from_, to_);
+  absl::StatusOr<int64_t> bytes = LevelDbType().Copy(from_, to_, CopyOptions());
   EXPECT_EQ(bytes.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_EQ(bytes.status().message(),
             absl::StrCat("cannot copy LevelDB database ", from_, " to ", to_,
@@ -318,7 +350,7 @@ TEST_F(LevelDbCopyTest, AMissingListedFileIsDataLossNamingTheFile) {
   const std::string table = JoinPath(from_, Tables(from_).back());
   ASSERT_EQ(::unlink(table.c_str()), 0);
 
-  absl::StatusOr<int64_t> bytes = LevelDbType().Copy(from_, to_);
+  absl::StatusOr<int64_t> bytes = LevelDbType().Copy(from_, to_, CopyOptions());
   EXPECT_EQ(bytes.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_EQ(bytes.status().message(),
             absl::StrCat("cannot copy LevelDB database ", from_, " to ", to_,
@@ -334,7 +366,7 @@ TEST_F(LevelDbCopyTest, ADamagedFileListIsDataLossNamingIt) {
   const int64_t size = ReadFileToString(list).value().size();
   ASSERT_EQ(::truncate(list.c_str(), size - 1), 0);
 
-  absl::StatusOr<int64_t> bytes = LevelDbType().Copy(from_, to_);
+  absl::StatusOr<int64_t> bytes = LevelDbType().Copy(from_, to_, CopyOptions());
   EXPECT_EQ(bytes.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_THAT(
       std::string(bytes.status().message()),
@@ -358,7 +390,7 @@ TEST_F(LevelDbCopyTest, AListedNameThatIsNotAFileNameIsDataLoss) {
       WriteFileAtomically(list, FrameChecksummed(forged.SerializeAsString()))
           .ok());
 
-  absl::StatusOr<int64_t> bytes = LevelDbType().Copy(from_, to_);
+  absl::StatusOr<int64_t> bytes = LevelDbType().Copy(from_, to_, CopyOptions());
   EXPECT_EQ(bytes.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_EQ(bytes.status().message(),
             absl::StrCat("cannot copy LevelDB database ", from_, " to ", to_,
@@ -373,7 +405,7 @@ TEST_F(LevelDbCopyTest, WithoutAFileListTheFilesCannotBeChecked) {
   WriteDirectDb(from_);
   ASSERT_EQ(::unlink(JoinPath(from_, "JOBGRAPH_FILES").c_str()), 0);
 
-  absl::StatusOr<int64_t> bytes = LevelDbType().Copy(from_, to_);
+  absl::StatusOr<int64_t> bytes = LevelDbType().Copy(from_, to_, CopyOptions());
   EXPECT_EQ(bytes.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(bytes.status().message(),
             absl::StrCat("cannot copy LevelDB database ", from_, " to ", to_,
@@ -385,7 +417,7 @@ TEST_F(LevelDbCopyTest, WithoutAFileListTheFilesCannotBeChecked) {
 }
 
 TEST_F(LevelDbCopyTest, NoDatabaseAtTheSourceIsNotFound) {
-  absl::StatusOr<int64_t> bytes = LevelDbType().Copy(from_, to_);
+  absl::StatusOr<int64_t> bytes = LevelDbType().Copy(from_, to_, CopyOptions());
   EXPECT_EQ(bytes.status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(bytes.status().message(),
             absl::StrCat("cannot copy LevelDB database ", from_, " to ", to_,
@@ -393,7 +425,7 @@ TEST_F(LevelDbCopyTest, NoDatabaseAtTheSourceIsNotFound) {
 
   // An empty directory (a database whose creation did not finish).
   ASSERT_TRUE(CreateDir(from_).ok());
-  bytes = LevelDbType().Copy(from_, to_);
+  bytes = LevelDbType().Copy(from_, to_, CopyOptions());
   EXPECT_EQ(bytes.status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(bytes.status().message(),
             absl::StrCat("cannot copy LevelDB database ", from_, " to ", to_,
@@ -407,7 +439,7 @@ TEST_F(LevelDbCopyTest, SomethingAtTheTargetIsLeftAlone) {
   ASSERT_TRUE(CreateDir(to_).ok());
   ASSERT_TRUE(WriteFileAtomically(JoinPath(to_, "mine"), "keep").ok());
 
-  absl::StatusOr<int64_t> bytes = LevelDbType().Copy(from_, to_);
+  absl::StatusOr<int64_t> bytes = LevelDbType().Copy(from_, to_, CopyOptions());
   EXPECT_EQ(bytes.status().code(), absl::StatusCode::kAlreadyExists);
   EXPECT_EQ(
       bytes.status().message(),
@@ -421,7 +453,7 @@ TEST_F(LevelDbCopyTest, SomethingAtTheTargetIsLeftAlone) {
 TEST_F(LevelDbCopyTest, AFailedWriteLeavesNoCopy) {
   WriteDirectDb(from_);
   io_faults::Arm(/*fail_at=*/int64_t{1} << 40, ENOSPC);  // only counts
-  ASSERT_TRUE(LevelDbType().Copy(from_, to_).ok());
+  ASSERT_TRUE(LevelDbType().Copy(from_, to_, CopyOptions()).ok());
   const int64_t calls = io_faults::Calls();
   io_faults::Disarm();
   // mkdir, and per file a create, writes and a close; the fsyncs; the list.
@@ -430,14 +462,15 @@ TEST_F(LevelDbCopyTest, AFailedWriteLeavesNoCopy) {
   for (int64_t fail_at = 1; fail_at <= calls; ++fail_at) {
     SCOPED_TRACE(absl::StrCat("I/O call ", fail_at, " of ", calls));
     io_faults::Arm(fail_at, ENOSPC);
-    absl::StatusOr<int64_t> bytes = LevelDbType().Copy(from_, to_);
+    absl::StatusOr<int64_t> bytes =
+        LevelDbType().Copy(from_, to_, CopyOptions());
     io_faults::Disarm();
     EXPECT_EQ(bytes.status().code(), absl::StatusCode::kResourceExhausted);
     EXPECT_THAT(std::string(bytes.status().message()),
                 ::testing::HasSubstr("No space left on device"));
     EXPECT_THAT(ListDir(dir_.path()).value(), ElementsAre("trainer_0.3"));
   }
-  ASSERT_TRUE(LevelDbType().Copy(from_, to_).ok());
+  ASSERT_TRUE(LevelDbType().Copy(from_, to_, CopyOptions()).ok());
   ExpectDbIntact(to_);
 }
 

@@ -115,8 +115,8 @@ class LevelDbType final : public DbType {
   absl::Status Install(const std::string& temp_path,
                        const std::string& final_path) const override;
   absl::Status Remove(const std::string& path) const override;
-  absl::StatusOr<int64_t> Copy(const std::string& from,
-                               const std::string& to) const override;
+  absl::StatusOr<int64_t> Copy(const std::string& from, const std::string& to,
+                               const CopyOptions& options) const override;
   absl::StatusOr<std::string> Pack(const std::string& from) const override;
   absl::StatusOr<int64_t> Unpack(absl::string_view packed,
                                  const std::string& to) const override;

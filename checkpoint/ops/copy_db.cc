@@ -21,14 +21,15 @@ namespace jobgraph {
 
 absl::StatusOr<int64_t> CopyCheckpointDb(const DbType& type,
                                          const std::string& from,
-                                         const std::string& to) {
+                                         const std::string& to,
+                                         const CopyOptions& options) {
   absl::StatusOr<int64_t> copied = [&]() -> absl::StatusOr<int64_t> {
     JG_ASSIGN_OR_RETURN(temp_db::SplitPath split, temp_db::Split(to));
     int64_t bytes = 0;
     JG_RETURN_IF_ERROR(temp_db::InstallThroughTemp(
         type, split, "flush.after_copy",
         [&](const std::string& temp) -> absl::Status {
-          JG_ASSIGN_OR_RETURN(bytes, type.Copy(from, temp));
+          JG_ASSIGN_OR_RETURN(bytes, type.Copy(from, temp, options));
           return absl::OkStatus();
         }));
     return bytes;
@@ -42,13 +43,14 @@ absl::StatusOr<int64_t> CopyCheckpointDb(const DbType& type,
 
 absl::StatusOr<int64_t> CopyCheckpointDb(absl::string_view db_type,
                                          const std::string& from,
-                                         const std::string& to) {
+                                         const std::string& to,
+                                         const CopyOptions& options) {
   absl::StatusOr<const DbType*> type = DbRegistry::Global().Find(db_type);
   if (!type.ok()) {
     return Annotate(type.status(),
                     absl::StrCat("copying checkpoint ", from, " to ", to));
   }
-  return CopyCheckpointDb(**type, from, to);
+  return CopyCheckpointDb(**type, from, to, options);
 }
 
 absl::StatusOr<std::string> PackCheckpointDb(const DbType& type,

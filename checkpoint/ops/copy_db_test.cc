@@ -109,9 +109,9 @@ class InstallFailsType final : public DbType {
   absl::Status Remove(const std::string& path) const override {
     return leveldb_.Remove(path);
   }
-  absl::StatusOr<int64_t> Copy(const std::string& from,
-                               const std::string& to) const override {
-    return leveldb_.Copy(from, to);
+  absl::StatusOr<int64_t> Copy(const std::string& from, const std::string& to,
+                               const CopyOptions& options) const override {
+    return leveldb_.Copy(from, to, options);
   }
   absl::StatusOr<std::string> Pack(const std::string& from) const override {
     return leveldb_.Pack(from);

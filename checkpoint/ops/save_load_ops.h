@@ -194,16 +194,17 @@ absl::StatusOr<int64_t> WriteCheckpointDb(absl::string_view db_type,
 // file or key; NotFound naming `from` when no database is there; LevelDB:
 // FailedPrecondition for a database without its JOBGRAPH_FILES, whose files
 // cannot be checked) and of the steps above. Returns the bytes copied
-// (DbType::Copy: for LevelDB, the sizes of the database's files).
-absl::StatusOr<int64_t> CopyCheckpointDb(const DbType& type,
-                                         const std::string& from,
-                                         const std::string& to);
+// (DbType::Copy: for LevelDB, the sizes of the database's files). `options`
+// go to DbType::Copy.
+absl::StatusOr<int64_t> CopyCheckpointDb(
+    const DbType& type, const std::string& from, const std::string& to,
+    const CopyOptions& options = CopyOptions());
 
 // The same with the type registered as `db_type` (NotFound listing the known
 // types if there is none).
-absl::StatusOr<int64_t> CopyCheckpointDb(absl::string_view db_type,
-                                         const std::string& from,
-                                         const std::string& to);
+absl::StatusOr<int64_t> CopyCheckpointDb(
+    absl::string_view db_type, const std::string& from, const std::string& to,
+    const CopyOptions& options = CopyOptions());
 
 // A finished checkpoint database of `type` at `path` as bytes, for
 // InstallPackedCheckpointDb on another machine (DbType::Pack): checked

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <system_error>
 #include <thread>  // NOLINT(build/c++11)
 #include <utility>
@@ -369,7 +370,13 @@ void SavePipeline::Write(Flight& flight) {
   if (flight.record.kind != SaveKind::kLoopFinished) {
     report.status = Failpoint("save.after_snapshot");
   }
-  if (report.status.ok()) report = WriteNodeDatabases(flight);
+  if (report.status.ok()) {
+    std::optional<PauseGate::Hold> paused;
+    if (hooks_.write_pause != nullptr) {
+      paused.emplace(hooks_.write_pause->Pause());
+    }
+    report = WriteNodeDatabases(flight);
+  }
   if (options_.incremental) report.tallies = ReferenceTallies(flight);
   flight.written = std::move(report);
   AfterWrite(flight);

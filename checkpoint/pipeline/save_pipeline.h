@@ -57,6 +57,7 @@
 #include "checkpoint/pipeline/coordinator.h"
 #include "checkpoint/pipeline/save_base.h"
 #include "checkpoint/pipeline/save_queue.h"
+#include "checkpoint/util/pause_gate.h"
 #include "proto/jobgraph.pb.h"
 
 namespace jobgraph {
@@ -124,6 +125,11 @@ class SavePipeline {
     // tier it is (CommittedEpoch.host).
     std::function<std::vector<std::string>()> held_nodes;
     std::string host;
+    // Held while a save writes its databases (not while it runs after_write
+    // or commits): the local tier's background copies wait at it between
+    // chunks, so that they do not share the machine with the write the job
+    // may be waiting for (pause_gate.h). Not owned. Default: none.
+    PauseGate* write_pause = nullptr;
   };
   void SetCommitHooks(CommitHooks hooks) { hooks_ = std::move(hooks); }
 

@@ -28,6 +28,7 @@
 #include "checkpoint/util/background_delete.h"
 #include "checkpoint/util/failpoint.h"
 #include "checkpoint/util/file_util.h"
+#include "checkpoint/util/pause_gate.h"
 #include "checkpoint/util/test_util.h"
 #include "engine/operator.h"
 #include "engine/session.h"
@@ -339,6 +340,41 @@ TEST_F(SavePipelineTest, AfterWriteRunsInTheWritersThreadAndCanFailTheSave) {
 // The same across processes with an inline queue: a save agrees on its
 // write, commits and shares the commit in one exchange before Save
 // returns.
+// The write pause is held while the databases are written (the failpoint
+// after a database's write is inside), and not before the write (after the
+// snapshot) nor in after_write, which may wait for copies on other hosts.
+TEST_F(SavePipelineTest, TheWriteOfTheDatabasesHoldsTheWritePause) {
+  PauseGate gate;
+  std::vector<bool> held_after_write;
+  std::unique_ptr<SaveQueue> queue = NewBackgroundSaveQueue();
+  std::unique_ptr<SavePipeline> pipeline =
+      NewPipeline(NewLocalCoordinator(), queue.get());
+  SavePipeline::CommitHooks hooks;
+  hooks.write_pause = &gate;
+  hooks.after_write = [&](const SaveRecord&, const absl::Status&) {
+    held_after_write.push_back(gate.held());
+    return absl::OkStatus();
+  };
+  pipeline->SetCommitHooks(std::move(hooks));
+  constexpr absl::Duration kHoldTimeout = absl::Minutes(5);
+  for (const char* failpoint : {"save.after_snapshot", "save.after_db_write"}) {
+    SCOPED_TRACE(failpoint);
+    ASSERT_TRUE(Failpoints::Enable(failpoint, FailpointAction::kHold).ok());
+    ASSERT_TRUE(SaveEpoch(*pipeline, 1).ok());
+    ASSERT_TRUE(Failpoints::WaitForHold(failpoint, kHoldTimeout));
+    EXPECT_EQ(gate.held(),
+              absl::string_view(failpoint) == "save.after_db_write");
+    ASSERT_TRUE(Failpoints::Release(failpoint).ok());
+    pipeline->Drain();
+    EXPECT_FALSE(gate.held());
+  }
+  EXPECT_THAT(held_after_write, ElementsAre(false, false));
+  std::vector<SaveOutcome> outcomes = pipeline->TakeFinished();
+  ASSERT_EQ(outcomes.size(), 2u);
+  EXPECT_TRUE(outcomes[0].stats.ok()) << outcomes[0].stats.status();
+  EXPECT_TRUE(outcomes[1].stats.ok()) << outcomes[1].stats.status();
+}
+
 TEST_F(SavePipelineTest, InlineExchangesSettleEachSaveInItsCall) {
   std::vector<std::string> rounds;
   std::unique_ptr<SaveQueue> queue = NewInlineSaveQueue();

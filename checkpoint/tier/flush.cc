@@ -95,14 +95,16 @@ absl::StatusOr<FlushBegun> BeginFlush(const FlushRequest& request) {
 
 absl::StatusOr<int64_t> CopyFlushedNodes(const FlushRequest& request,
                                          absl::Span<const std::string> nodes) {
+  CopyOptions copy;
+  copy.pause = request.pause;
   int64_t copied = 0;
   for (const std::string& node : nodes) {
     JG_ASSIGN_OR_RETURN(
         int64_t bytes,
-        CopyCheckpointDb(
-            request.db_type,
-            CheckpointDbPath(request.local, node, request.epoch),
-            CheckpointDbPath(request.shared, node, request.epoch)));
+        CopyCheckpointDb(request.db_type,
+                         CheckpointDbPath(request.local, node, request.epoch),
+                         CheckpointDbPath(request.shared, node, request.epoch),
+                         copy));
     copied += bytes;
   }
   return copied;

@@ -26,6 +26,7 @@
 #include "absl/types/span.h"
 #include "checkpoint/checkpoint_options.h"
 #include "checkpoint/tier/tier_log.h"
+#include "checkpoint/util/pause_gate.h"
 
 namespace jobgraph {
 
@@ -45,6 +46,9 @@ struct FlushRequest {
   // several hosts: CopyFlushedNodes in each), so the local entry may hold
   // some nodes only. Otherwise such an entry is FailedPrecondition.
   bool copied_by_hosts = false;
+  // The copies wait here between chunks while a save holds it (the
+  // Checkpointer's, pause_gate.h). Not owned. Default: none.
+  PauseGate* pause = nullptr;
 };
 
 struct FlushResult {

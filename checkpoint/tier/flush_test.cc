@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "checkpoint/tier/flusher.h"
 #include "checkpoint/util/failpoint.h"
 #include "checkpoint/util/file_util.h"
+#include "checkpoint/util/pause_gate.h"
 #include "checkpoint/util/test_util.h"
 #include "engine/blob.h"
 #include "engine/tensor.h"
@@ -24,6 +26,7 @@
 namespace jobgraph {
 namespace {
 
+using ::jobgraph::testing_util::AwaitPauseWaiters;
 using ::jobgraph::testing_util::TempDir;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -246,6 +249,30 @@ TEST_F(FlushTest, FlusherFlushesAskedEpochsAndTheNewestAtTheEnd) {
   flusher.FlushNewest();
   ASSERT_TRUE(flusher.Drain().ok());
   EXPECT_EQ(flusher.stats().epochs_flushed, 2);
+}
+
+// While a save holds the request's pause gate, the flush stops before the
+// first chunk of its copy; it commits once the gate opens, and counts the
+// wait.
+TEST_F(FlushTest, FlusherGivesWayToASaveThatHoldsTheGate) {
+  PauseGate gate;
+  FlushRequest request = Request(0);
+  request.pause = &gate;
+  Flusher flusher(request);
+  SaveLocal(0, 100);
+  std::optional<PauseGate::Hold> hold(gate.Pause());
+  flusher.Committed(0, /*flush=*/true);
+  AwaitPauseWaiters(gate, 1);
+  EXPECT_THAT(SharedEpochs(), ElementsAre());
+  EXPECT_THAT(flusher.Pinned(), ElementsAre(0));  // the one being copied
+  EXPECT_EQ(flusher.stats().epochs_flushed, 0);
+  hold.reset();
+  ASSERT_TRUE(flusher.Drain().ok());
+  EXPECT_THAT(SharedEpochs(), ElementsAre(0));
+  const Flusher::Stats stats = flusher.stats();
+  EXPECT_EQ(stats.epochs_flushed, 1);
+  EXPECT_GT(stats.paused_micros, 0);
+  EXPECT_EQ(stats.paused_micros, absl::ToInt64Microseconds(gate.waited()));
 }
 
 TEST_F(FlushTest, FlusherReportsAFailureOnceAtDrain) {

@@ -90,6 +90,11 @@ std::vector<int64_t> Flusher::Pinned() const {
   return pinned;
 }
 
+absl::Duration Flusher::PausedSoFar() const {
+  return request_.pause != nullptr ? request_.pause->waited()
+                                   : absl::ZeroDuration();
+}
+
 Flusher::Stats Flusher::stats() const {
   std::unique_lock<std::mutex> lock(mu_);
   return stats_;
@@ -111,9 +116,11 @@ void Flusher::Run() {
     const absl::Status locked = LockLocked();
     lock.unlock();
     const absl::Time start = absl::Now();
+    const absl::Duration paused_before = PausedSoFar();
     absl::StatusOr<FlushResult> flushed =
         locked.ok() ? FlushEpoch(request) : absl::StatusOr<FlushResult>(locked);
     const absl::Duration took = absl::Now() - start;
+    const absl::Duration paused = PausedSoFar() - paused_before;
     lock.lock();
     copying_.reset();
     changed_.notify_all();
@@ -131,9 +138,14 @@ void Flusher::Run() {
       stats_.bytes_copied += flushed->bytes_copied;
       LOG(INFO) << "epoch " << epoch << " flushed to " << request_.shared
                 << ": " << flushed->bytes_copied << " bytes in "
-                << absl::FormatDuration(took);
+                << absl::FormatDuration(took)
+                << (paused > absl::ZeroDuration()
+                        ? absl::StrCat(", ", absl::FormatDuration(paused),
+                                       " of it waiting for saves")
+                        : "");
     }
     stats_.flush_micros += absl::ToInt64Microseconds(took);
+    stats_.paused_micros += absl::ToInt64Microseconds(paused);
     // The newest flush is what the shared log's history ends with (a
     // flush commit drops the job's later entries there), even when it is
     // an older epoch than an earlier flush's (a run that resumed further

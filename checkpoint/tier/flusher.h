@@ -13,6 +13,9 @@
 // from Lock, or its first flush, to its end: no other run of the job writes
 // there meanwhile.
 //
+// The copies give way to the saves' writes when the request carries a
+// PauseGate (FlushRequest::pause): its waits are the flusher's alone.
+//
 // Thread-safe: the pipeline calls Committed from its queue's thread, the
 // job's thread the rest. The destructor finishes the flush in progress and
 // drops one waiting.
@@ -30,6 +33,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/time/time.h"
 #include "checkpoint/commit/node_lock.h"
 #include "checkpoint/tier/flush.h"
 
@@ -72,6 +76,9 @@ class Flusher {
     int64_t bytes_copied = 0;
     // Time spent copying and committing.
     int64_t flush_micros = 0;
+    // Of flush_micros, the time the copies waited for saves' writes
+    // (FlushRequest::pause).
+    int64_t paused_micros = 0;
     std::optional<int64_t> newest_flushed;
   };
   Stats stats() const;
@@ -80,6 +87,8 @@ class Flusher {
   void Run();
   // Lock with mu_ held.
   absl::Status LockLocked();
+  // The time the flushes waited at request_.pause so far.
+  absl::Duration PausedSoFar() const;
 
   const FlushRequest request_;
   // std::mutex rather than absl::Mutex: ThreadSanitizer does not see the

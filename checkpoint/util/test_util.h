@@ -8,14 +8,23 @@
 #include <stdlib.h>
 
 #include <string>
+#include <thread>
 
 #include "absl/status/status.h"
 #include "checkpoint/util/file_util.h"
+#include "checkpoint/util/pause_gate.h"
 #include "glog/logging.h"
 #include "gtest/gtest.h"
 
 namespace jobgraph {
 namespace testing_util {
+
+// Waits until `gate` has `n` blocked waiters: they are inside
+// WaitWhileHeld, past its check of the holds. No clock: a test that holds
+// the gate knows the waiter stopped there.
+inline void AwaitPauseWaiters(const PauseGate& gate, int n) {
+  while (gate.waiting() != n) std::this_thread::yield();
+}
 
 // A new, empty directory that is deleted (with its contents) on destruction.
 class TempDir {
