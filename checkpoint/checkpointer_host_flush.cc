@@ -184,6 +184,8 @@ void Checkpointer::Impl::Flushed(int64_t epoch) {
 absl::Status Checkpointer::Impl::SettleHostCopies(const Session& session,
                                                   bool wait) {
   if (copier_ == nullptr) return absl::OkStatus();
+  // The copies give way to a save's write (write_pause_), which waits for
+  // nothing of theirs: this wait ends once that write has.
   if (wait) copier_->Wait();
   // This rank's ended copies; its failures are its own to report.
   bool failed = false;

@@ -62,7 +62,7 @@ absl::Status NotBetweenMachines(const DbType& type, absl::string_view what) {
 // Copies every entry of `source` into `target` and closes `target`, which
 // makes it durable; returns the bytes of the keys and values. An error
 // reading `source` names the last key copied: the damage is after it.
-// Waits at `pause` (if set) before each entry.
+// Waits at `pause` (if set) before each entry and before the close.
 absl::StatusOr<int64_t> CopyEntries(DB* source, DB* target, PauseGate* pause) {
   absl::StatusOr<std::unique_ptr<Writer>> writer = target->NewWriter();
   if (!writer.ok()) return writer.status();
@@ -88,6 +88,7 @@ absl::StatusOr<int64_t> CopyEntries(DB* source, DB* target, PauseGate* pause) {
                          : std::string("the first entry"),
                      ": ", read.message()));
   }
+  if (pause != nullptr) pause->WaitWhileHeld();
   absl::Status flushed = (*writer)->Flush();
   if (!flushed.ok()) return flushed;
   // Close() refuses while either is alive.

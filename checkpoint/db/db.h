@@ -80,17 +80,18 @@ struct DbOptions {
   bool durable_close = true;
 };
 
-// Iterates over a DB's entries in key order. A new cursor is positioned at
-// the first entry. It sees a consistent snapshot taken when it was created.
 // How DbType::Copy runs.
 struct CopyOptions {
-  // When set, the copy calls pause->WaitWhileHeld() between its chunks (a
-  // few MiB of a file, or an entry): a background copy gives way to a save
-  // that holds the gate (pause_gate.h). Not owned; outlives the copy.
-  // Default: none, the copy never waits.
+  // When set, the copy calls pause->WaitWhileHeld() before each of its
+  // chunks (a few MiB of a file, or an entry) and before it makes the copy
+  // durable: a background copy gives way to a save that holds the gate
+  // (pause_gate.h). Not owned; outlives the copy. Default: none, the copy
+  // never waits.
   PauseGate* pause = nullptr;
 };
 
+// Iterates over a DB's entries in key order. A new cursor is positioned at
+// the first entry. It sees a consistent snapshot taken when it was created.
 class Cursor {
  public:
   Cursor() = default;

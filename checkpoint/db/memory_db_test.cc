@@ -163,10 +163,11 @@ TEST_F(MemoryDbTest, TheCopyWaitsAtItsPauseGate) {
     bytes = Type().Copy("/a/n.0", "/b/n.0", options);
     returned = true;
   });
-  testing_util::AwaitPauseWaiters(gate, 1);
+  const bool stopped = testing_util::AwaitPauseWaiters(gate, 1, returned);
   EXPECT_FALSE(returned);
   hold.reset();
   copy.join();
+  EXPECT_TRUE(stopped);
   ASSERT_TRUE(bytes.ok()) << bytes.status();
   EXPECT_EQ(*bytes, 1 + 5);
   EXPECT_EQ(DbRegistry::Global()
@@ -175,7 +176,9 @@ TEST_F(MemoryDbTest, TheCopyWaitsAtItsPauseGate) {
                 ->Get("k")
                 .value(),
             "value");
-  EXPECT_GT(gate.waited(), absl::ZeroDuration());
+  // Before the one entry (where it blocked) and before the close.
+  EXPECT_EQ(gate.checks(), 2);
+  EXPECT_EQ(gate.blocked(), 1);
 }
 
 TEST_F(MemoryDbTest, CopyErrorsNameThePathsAndLeaveNoCopy) {

@@ -291,7 +291,7 @@ constexpr size_t kCopyBufferBytes = size_t{4} << 20;
 // (tier_bench part 3, tools/bench/README.md). Without O_DIRECT the bytes go
 // through `*buffer` (kCopyBufferBytes, allocated on first use). Before each
 // chunk the copy waits at `pause` (if set) while a save holds it. The copy
-// is not synced here: Copy() syncs them all.
+// is not synced here: Copy() syncs them all (after a wait at `pause`).
 absl::Status CopyListedFile(const std::string& from, const std::string& to,
                             const ListedFile& listed,
                             std::unique_ptr<char[]>* buffer, bool direct_io,
@@ -343,6 +343,8 @@ absl::StatusOr<int64_t> CopyFiles(const std::string& from,
         CopyListedFile(from, to, file, &buffer, direct_io, pause));
     bytes += static_cast<int64_t>(file.size);
   }
+  // The fsyncs of every file: the copy's last I/O.
+  if (pause != nullptr) pause->WaitWhileHeld();
   JG_RETURN_IF_ERROR(leveldb_copy::FinishCopy(to, list_bytes));
   return bytes;
 }

@@ -228,15 +228,16 @@ TEST_F(LevelDbCopyTest, WaitsAtItsPauseGateBeforeWriting) {
     bytes = LevelDbType().Copy(from_, to_, options);
     returned = true;
   });
-  testing_util::AwaitPauseWaiters(gate, 1);
+  const bool stopped = testing_util::AwaitPauseWaiters(gate, 1, returned);
   EXPECT_FALSE(returned);
   EXPECT_EQ(TotalBytes(Contents(to_)), 0);
   hold.reset();
   copy.join();
+  EXPECT_TRUE(stopped);
   ASSERT_TRUE(bytes.ok()) << bytes.status();
   EXPECT_TRUE(Contents(to_) == source);
   EXPECT_EQ(*bytes, TotalBytes(source));
-  EXPECT_GT(gate.waited(), absl::ZeroDuration());
+  EXPECT_EQ(gate.blocked(), 1);
 }
 
 // A database whose log still holds data opens through LevelDB's recovery
@@ -244,7 +245,8 @@ TEST_F(LevelDbCopyTest, WaitsAtItsPauseGateBeforeWriting) {
 // One table past StagedDirectWriter::kLargeAfterBytes (large staging
 // buffers, several reads into them) and a byte flipped near its end: copied
 // byte for byte with O_DIRECT and without it (where each path reads into a
-// buffer of its own), the damage found either way.
+// buffer of its own), the damage found either way; the copy checks its
+// pause gate chunk by chunk.
 TEST_F(LevelDbCopyTest, CopiesALargeTableWithAndWithoutDirectIo) {
   LevelDbOptions options;
   options.write_buffer_size = 64 << 20;
@@ -257,15 +259,28 @@ TEST_F(LevelDbCopyTest, CopiesALargeTableWithAndWithoutDirectIo) {
   const std::map<std::string, std::string> source = Contents(from_);
   ASSERT_GT(source.at(Tables(from_)[0]).size(), size_t{20} << 20);
 
+  // A copy given a gate checks it before every chunk: at least once per
+  // 8 MiB (the largest chunk) of every file, and before its fsyncs.
+  int64_t least_checks = 1;
+  for (const auto& [name, contents] : source) {
+    least_checks +=
+        (static_cast<int64_t>(contents.size()) + (8 << 20) - 1) / (8 << 20);
+  }
+  ASSERT_GE(least_checks, 5);
   for (bool direct_io : {true, false}) {
     SCOPED_TRACE(direct_io ? "O_DIRECT" : "through the page cache");
     LevelDbOptions copy_options;
     copy_options.direct_io = direct_io;
+    PauseGate gate;
+    CopyOptions options;
+    options.pause = &gate;
     absl::StatusOr<int64_t> bytes =
-        LevelDbType(copy_options).Copy(from_, to_, CopyOptions());
+        LevelDbType(copy_options).Copy(from_, to_, options);
     ASSERT_TRUE(bytes.ok()) << bytes.status();
     EXPECT_TRUE(Contents(to_) == source);
     EXPECT_EQ(*bytes, TotalBytes(source));
+    EXPECT_GE(gate.checks(), least_checks);
+    EXPECT_EQ(gate.blocked(), 0);
     ASSERT_TRUE(RemoveRecursively(to_).ok());
   }
 

@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -337,9 +338,6 @@ TEST_F(SavePipelineTest, AfterWriteRunsInTheWritersThreadAndCanFailTheSave) {
   EXPECT_EQ(Listed(), "1");
 }
 
-// The same across processes with an inline queue: a save agrees on its
-// write, commits and shares the commit in one exchange before Save
-// returns.
 // The write pause is held while the databases are written (the failpoint
 // after a database's write is inside), and not before the write (after the
 // snapshot) nor in after_write, which may wait for copies on other hosts.
@@ -356,6 +354,9 @@ TEST_F(SavePipelineTest, TheWriteOfTheDatabasesHoldsTheWritePause) {
     return absl::OkStatus();
   };
   pipeline->SetCommitHooks(std::move(hooks));
+  // A failed assertion below must not leave a save held at a failpoint:
+  // the pipeline's destructor would wait for it.
+  absl::Cleanup release = [] { Failpoints::DisableAll(); };
   constexpr absl::Duration kHoldTimeout = absl::Minutes(5);
   for (const char* failpoint : {"save.after_snapshot", "save.after_db_write"}) {
     SCOPED_TRACE(failpoint);
@@ -375,6 +376,9 @@ TEST_F(SavePipelineTest, TheWriteOfTheDatabasesHoldsTheWritePause) {
   EXPECT_TRUE(outcomes[1].stats.ok()) << outcomes[1].stats.status();
 }
 
+// The same across processes with an inline queue: a save agrees on its
+// write, commits and shares the commit in one exchange before Save
+// returns.
 TEST_F(SavePipelineTest, InlineExchangesSettleEachSaveInItsCall) {
   std::vector<std::string> rounds;
   std::unique_ptr<SaveQueue> queue = NewInlineSaveQueue();

@@ -2,6 +2,8 @@
 
 #include <chrono>
 
+#include "glog/logging.h"
+
 namespace jobgraph {
 
 PauseGate::Hold::~Hold() {
@@ -16,16 +18,20 @@ PauseGate::Hold PauseGate::Pause() {
 
 void PauseGate::Release() {
   std::lock_guard<std::mutex> lock(mu_);
-  if (holds_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+  const int holds = holds_.fetch_sub(1, std::memory_order_acq_rel);
+  CHECK_GT(holds, 0) << "a PauseGate released more often than held";
+  if (holds == 1) {
     opened_.notify_all();
   }
 }
 
 void PauseGate::WaitWhileHeld() {
+  checks_.fetch_add(1, std::memory_order_relaxed);
   if (holds_.load(std::memory_order_acquire) == 0) return;
   std::unique_lock<std::mutex> lock(mu_);
   if (holds_.load(std::memory_order_acquire) == 0) return;
   const auto start = std::chrono::steady_clock::now();
+  blocked_.fetch_add(1, std::memory_order_relaxed);
   waiting_.fetch_add(1, std::memory_order_acq_rel);
   opened_.wait(lock,
                [this] { return holds_.load(std::memory_order_acquire) == 0; });

@@ -19,6 +19,8 @@ TEST(PauseGateTest, AnOpenGateLetsThrough) {
   EXPECT_FALSE(gate.held());
   gate.WaitWhileHeld();
   EXPECT_EQ(gate.waiting(), 0);
+  EXPECT_EQ(gate.checks(), 1);
+  EXPECT_EQ(gate.blocked(), 0);
   EXPECT_EQ(gate.waited(), absl::ZeroDuration());
 }
 
@@ -31,14 +33,16 @@ TEST(PauseGateTest, AWaiterGoesOnWhenTheHoldEnds) {
     gate.WaitWhileHeld();
     through = true;
   });
-  AwaitPauseWaiters(gate, 1);
+  const bool stopped = AwaitPauseWaiters(gate, 1, through);
   EXPECT_FALSE(through);
   hold.reset();
   waiter.join();
+  EXPECT_TRUE(stopped);
   EXPECT_TRUE(through);
   EXPECT_FALSE(gate.held());
   EXPECT_EQ(gate.waiting(), 0);
-  EXPECT_GT(gate.waited(), absl::ZeroDuration());
+  EXPECT_EQ(gate.checks(), 1);
+  EXPECT_EQ(gate.blocked(), 1);
 }
 
 TEST(PauseGateTest, TheGateOpensWhenTheLastHoldEnds) {
@@ -46,15 +50,15 @@ TEST(PauseGateTest, TheGateOpensWhenTheLastHoldEnds) {
   std::optional<PauseGate::Hold> first(gate.Pause());
   std::optional<PauseGate::Hold> second(gate.Pause());
   std::atomic<int> through{0};
-  std::thread a([&] {
+  std::atomic<bool> any_through{false};
+  auto wait = [&] {
     gate.WaitWhileHeld();
     ++through;
-  });
-  std::thread b([&] {
-    gate.WaitWhileHeld();
-    ++through;
-  });
-  AwaitPauseWaiters(gate, 2);
+    any_through = true;
+  };
+  std::thread a(wait);
+  std::thread b(wait);
+  const bool stopped = AwaitPauseWaiters(gate, 2, any_through);
   first.reset();
   // Still held: nobody was woken (the gate signals only when it opens).
   EXPECT_TRUE(gate.held());
@@ -63,7 +67,9 @@ TEST(PauseGateTest, TheGateOpensWhenTheLastHoldEnds) {
   second.reset();
   a.join();
   b.join();
+  EXPECT_TRUE(stopped);
   EXPECT_EQ(through, 2);
+  EXPECT_EQ(gate.blocked(), 2);
   EXPECT_FALSE(gate.held());
 }
 

@@ -7,6 +7,7 @@
 
 #include <stdlib.h>
 
+#include <atomic>
 #include <string>
 #include <thread>
 
@@ -19,11 +20,17 @@
 namespace jobgraph {
 namespace testing_util {
 
-// Waits until `gate` has `n` blocked waiters: they are inside
-// WaitWhileHeld, past its check of the holds. No clock: a test that holds
-// the gate knows the waiter stopped there.
-inline void AwaitPauseWaiters(const PauseGate& gate, int n) {
-  while (gate.waiting() != n) std::this_thread::yield();
+// Waits until `gate` has `n` blocked waiters (inside WaitWhileHeld, past
+// its check of the holds) and returns true; returns false as soon as `done`
+// is set instead (the work that should have stopped at the gate ended). No
+// clock: a test that holds the gate knows the waiters stopped there.
+inline bool AwaitPauseWaiters(const PauseGate& gate, int n,
+                              const std::atomic<bool>& done) {
+  while (gate.waiting() != n) {
+    if (done.load()) return gate.waiting() == n;
+    std::this_thread::yield();
+  }
+  return true;
 }
 
 // A new, empty directory that is deleted (with its contents) on destruction.
