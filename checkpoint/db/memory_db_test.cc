@@ -2,12 +2,9 @@
 
 #include "checkpoint/db/memory_db.h"
 
-#include <atomic>
 #include <cstdint>
 #include <memory>
-#include <optional>
 #include <string>
-#include <thread>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -156,18 +153,9 @@ TEST_F(MemoryDbTest, TheCopyWaitsAtItsPauseGate) {
   PauseGate gate;
   CopyOptions options;
   options.pause = &gate;
-  std::optional<PauseGate::Hold> hold(gate.Pause());
   absl::StatusOr<int64_t> bytes = absl::UnknownError("not run");
-  std::atomic<bool> returned{false};
-  std::thread copy([&] {
-    bytes = Type().Copy("/a/n.0", "/b/n.0", options);
-    returned = true;
-  });
-  const bool stopped = testing_util::AwaitPauseWaiters(gate, 1, returned);
-  EXPECT_FALSE(returned);
-  hold.reset();
-  copy.join();
-  EXPECT_TRUE(stopped);
+  EXPECT_TRUE(testing_util::RunStoppedAtGate(
+      gate, [&] { bytes = Type().Copy("/a/n.0", "/b/n.0", options); }, [] {}));
   ASSERT_TRUE(bytes.ok()) << bytes.status();
   EXPECT_EQ(*bytes, 1 + 5);
   EXPECT_EQ(DbRegistry::Global()

@@ -5,7 +5,6 @@
 #include <errno.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <fstream>
@@ -13,7 +12,6 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -221,19 +219,10 @@ TEST_F(LevelDbCopyTest, WaitsAtItsPauseGateBeforeWriting) {
   PauseGate gate;
   CopyOptions options;
   options.pause = &gate;
-  std::optional<PauseGate::Hold> hold(gate.Pause());
   absl::StatusOr<int64_t> bytes = absl::UnknownError("not run");
-  std::atomic<bool> returned{false};
-  std::thread copy([&] {
-    bytes = LevelDbType().Copy(from_, to_, options);
-    returned = true;
-  });
-  const bool stopped = testing_util::AwaitPauseWaiters(gate, 1, returned);
-  EXPECT_FALSE(returned);
-  EXPECT_EQ(TotalBytes(Contents(to_)), 0);
-  hold.reset();
-  copy.join();
-  EXPECT_TRUE(stopped);
+  EXPECT_TRUE(testing_util::RunStoppedAtGate(
+      gate, [&] { bytes = LevelDbType().Copy(from_, to_, options); },
+      [&] { EXPECT_EQ(TotalBytes(Contents(to_)), 0); }));
   ASSERT_TRUE(bytes.ok()) << bytes.status();
   EXPECT_TRUE(Contents(to_) == source);
   EXPECT_EQ(*bytes, TotalBytes(source));

@@ -3,11 +3,8 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <memory>
-#include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -28,7 +25,7 @@
 namespace jobgraph {
 namespace {
 
-using ::jobgraph::testing_util::AwaitPauseWaiters;
+using ::jobgraph::testing_util::RunStoppedAtGate;
 using ::jobgraph::testing_util::TempDir;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -262,23 +259,20 @@ TEST_F(FlushTest, FlusherGivesWayToASaveThatHoldsTheGate) {
   request.pause = &gate;
   Flusher flusher(request);
   SaveLocal(0, 100);
-  std::optional<PauseGate::Hold> hold(gate.Pause());
-  flusher.Committed(0, /*flush=*/true);
   // Drain returns when the flush ended, also when it failed before its
   // copy (then nothing stops at the gate).
   absl::Status drained = absl::UnknownError("not drained");
-  std::atomic<bool> ended{false};
-  std::thread drainer([&] {
-    drained = flusher.Drain();
-    ended = true;
-  });
-  const bool stopped = AwaitPauseWaiters(gate, 1, ended);
-  EXPECT_THAT(SharedEpochs(), ElementsAre());
-  EXPECT_THAT(flusher.Pinned(), ElementsAre(0));  // the one being copied
-  EXPECT_EQ(flusher.stats().epochs_flushed, 0);
-  hold.reset();
-  drainer.join();
-  EXPECT_TRUE(stopped);
+  EXPECT_TRUE(RunStoppedAtGate(
+      gate,
+      [&] {
+        flusher.Committed(0, /*flush=*/true);
+        drained = flusher.Drain();
+      },
+      [&] {
+        EXPECT_THAT(SharedEpochs(), ElementsAre());
+        EXPECT_THAT(flusher.Pinned(), ElementsAre(0));  // the one copied
+        EXPECT_EQ(flusher.stats().epochs_flushed, 0);
+      }));
   ASSERT_TRUE(drained.ok()) << drained;
   EXPECT_THAT(SharedEpochs(), ElementsAre(0));
   const Flusher::Stats stats = flusher.stats();

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 
 #include <atomic>
+#include <functional>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -31,6 +33,26 @@ inline bool AwaitPauseWaiters(const PauseGate& gate, int n,
     std::this_thread::yield();
   }
   return true;
+}
+
+// Runs `work` on a thread of its own while `gate` is held; once it waits at
+// the gate (or has ended without waiting there, which fails the test), calls
+// `while_stopped`, then opens the gate and joins. Returns whether `work`
+// stopped at the gate.
+inline bool RunStoppedAtGate(PauseGate& gate, const std::function<void()>& work,
+                             const std::function<void()>& while_stopped) {
+  std::optional<PauseGate::Hold> hold(gate.Pause());
+  std::atomic<bool> done{false};
+  std::thread worker([&] {
+    work();
+    done = true;
+  });
+  const bool stopped = AwaitPauseWaiters(gate, 1, done);
+  EXPECT_FALSE(done) << "the work ended without stopping at the gate";
+  while_stopped();
+  hold.reset();
+  worker.join();
+  return stopped;
 }
 
 // A new, empty directory that is deleted (with its contents) on destruction.
